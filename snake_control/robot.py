@@ -1,0 +1,336 @@
+"""Load and validate a robot YAML (config/robots/*.yaml) into an immutable model.
+
+One file describes one robot: its kind (a 3D chain of alternating pitch/yaw joints, or a planar chain
+of yaw joints on passive wheels), link geometry and mass, the servo bus, and every joint from tail to
+head with its Dynamixel ID, limits, zero offset and direction. Every tool (gaits, driver, estimator,
+URDF, MuJoCo) reads the robot through this module, so they all agree on what a joint angle means:
+alpha_i = theta_{i+1} - theta_i, counter-clockwise positive about the joint axis (MATH.md).
+
+A bad file raises RobotConfigError naming the file, the key path (``joints[3].id``) and the problem.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from snake_control.dynamixel.models import SERVO_MODELS, ServoModel
+from snake_control.paths import resolve_robot
+
+KINDS = ('pitch_yaw', 'planar')
+AXES = ('pitch', 'yaw')
+# Joint axis in its link frame (x along the body toward the head, z up when the robot lies flat).
+AXIS_VECTORS = {'yaw': (0.0, 0.0, 1.0), 'pitch': (0.0, 1.0, 0.0)}
+SCHEMA_VERSION = 1
+BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000, 4500000)
+
+
+class RobotConfigError(ValueError):
+    """A robot YAML that cannot be used; the message names the file, key path and problem."""
+
+    def __init__(self, source: str, key: str, problem: str):
+        self.source, self.key, self.problem = source, key, problem
+        super().__init__(f'{source}: {key}: {problem}' if key else f'{source}: {problem}')
+
+
+@dataclass(frozen=True)
+class Joint:
+    """One actuated joint. Angles in rad, the robot's convention (not the servo's)."""
+
+    name: str
+    axis: str                       # 'pitch' or 'yaw'
+    servo_id: int                   # Dynamixel ID on the bus
+    lower_rad: float
+    upper_rad: float
+    velocity_limit_rad_s: float
+    acceleration_limit_rad_s2: float
+    offset_rad: float               # servo angle (from its centre tick) when the joint is at zero
+    direction: int                  # +1: servo turns with the joint angle; -1: against it
+
+    @property
+    def axis_vector(self) -> np.ndarray:
+        return np.array(AXIS_VECTORS[self.axis])
+
+    def servo_angle_rad(self, joint_angle_rad):
+        """Servo angle from its centre tick for a joint angle."""
+        return self.direction * joint_angle_rad + self.offset_rad
+
+    def joint_angle_rad(self, servo_angle_rad):
+        """Joint angle for a servo angle measured from its centre tick (inverse of servo_angle_rad)."""
+        return self.direction * (servo_angle_rad - self.offset_rad)
+
+
+@dataclass(frozen=True)
+class Wheels:
+    """A passive wheel pair at each link centre, axle perpendicular to the link (planar robots)."""
+
+    radius_m: float
+    track_m: float                  # distance between the two wheels of one pair
+    mass_kg: float
+
+
+@dataclass(frozen=True)
+class Bus:
+    servo: ServoModel
+    port: str
+    baud: int
+    control_rate_hz: float
+
+
+@dataclass(frozen=True)
+class Robot:
+    """An immutable robot description. Links are numbered 0..n_joints from tail to head."""
+
+    name: str
+    kind: str
+    description: str
+    source: str
+    link_length_m: float            # distance between adjacent joint axes (= each link's length)
+    module_radius_m: float
+    link_mass_kg: float
+    wheels: Wheels | None
+    bus: Bus
+    joints: tuple[Joint, ...]
+
+    @property
+    def n_joints(self) -> int:
+        return len(self.joints)
+
+    @property
+    def n_links(self) -> int:
+        return len(self.joints) + 1
+
+    @property
+    def joint_names(self) -> list[str]:
+        return [j.name for j in self.joints]
+
+    @property
+    def axes(self) -> list[str]:
+        return [j.axis for j in self.joints]
+
+    @property
+    def axis_vectors(self) -> np.ndarray:
+        """(n_joints, 3) unit joint axes in their link frames."""
+        return np.array([AXIS_VECTORS[j.axis] for j in self.joints])
+
+    @property
+    def servo_ids(self) -> list[int]:
+        return [j.servo_id for j in self.joints]
+
+    @property
+    def lower_rad(self) -> np.ndarray:
+        return np.array([j.lower_rad for j in self.joints])
+
+    @property
+    def upper_rad(self) -> np.ndarray:
+        return np.array([j.upper_rad for j in self.joints])
+
+    @property
+    def velocity_limit_rad_s(self) -> np.ndarray:
+        return np.array([j.velocity_limit_rad_s for j in self.joints])
+
+    @property
+    def acceleration_limit_rad_s2(self) -> np.ndarray:
+        return np.array([j.acceleration_limit_rad_s2 for j in self.joints])
+
+    @property
+    def link_lengths_m(self) -> np.ndarray:
+        return np.full(self.n_links, self.link_length_m)
+
+    @property
+    def link_inertia_kg_m2(self) -> np.ndarray:
+        """Principal inertia (Ixx, Iyy, Izz) of one link about its centre: a solid cylinder along x."""
+        m, r, l = self.link_mass_kg, self.module_radius_m, self.link_length_m
+        return np.array([m * r * r / 2.0, m * (3 * r * r + l * l) / 12.0, m * (3 * r * r + l * l) / 12.0])
+
+    def joint_index(self, name: str) -> int:
+        for i, joint in enumerate(self.joints):
+            if joint.name == name:
+                return i
+        raise KeyError(f'robot {self.name} has no joint {name!r}')
+
+
+# --- validation -------------------------------------------------------------------------------
+
+class _Checker:
+    """Reads a parsed YAML mapping, raising RobotConfigError with the file and key path."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, problem: str):
+        raise RobotConfigError(self.source, key, problem)
+
+    def mapping(self, value: Any, key: str, required: set[str], optional: set[str]) -> dict:
+        if not isinstance(value, dict):
+            self.fail(key or '(top level)', f'expected a mapping, got {_kind(value)}')
+        for k in value:
+            if not isinstance(k, str):
+                self.fail(key or '(top level)', f'keys must be strings, got {k!r}')
+        unknown = sorted(set(value) - required - optional)
+        if unknown:
+            self.fail(_join(key, unknown[0]),
+                      f'unknown key (allowed here: {", ".join(sorted(required | optional))})')
+        missing = sorted(required - set(value))
+        if missing:
+            self.fail(_join(key, missing[0]), 'missing required key')
+        return value
+
+    def number(self, value: Any, key: str, positive: bool = False, minimum: float | None = None) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(key, f'expected a number, got {_kind(value)}')
+        value = float(value)
+        if not math.isfinite(value):
+            self.fail(key, f'must be finite, got {value}')
+        if positive and value <= 0.0:
+            self.fail(key, f'must be positive, got {value}')
+        if minimum is not None and value < minimum:
+            self.fail(key, f'must be at least {minimum}, got {value}')
+        return value
+
+    def integer(self, value: Any, key: str, lo: int, hi: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, f'expected an integer, got {_kind(value)}')
+        if not lo <= value <= hi:
+            self.fail(key, f'must be between {lo} and {hi}, got {value}')
+        return value
+
+    def string(self, value: Any, key: str, choices: tuple[str, ...] | None = None) -> str:
+        if not isinstance(value, str) or not value:
+            self.fail(key, f'expected a non-empty string, got {_kind(value)}')
+        if choices is not None and value not in choices:
+            self.fail(key, f'must be one of {", ".join(choices)}, got {value!r}')
+        return value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return 'nothing (null)'
+    return f'{type(value).__name__} {value!r}' if not isinstance(value, (dict, list)) else type(value).__name__
+
+
+def _join(prefix: str, key: str) -> str:
+    return f'{prefix}.{key}' if prefix else key
+
+
+_JOINT_FIELDS = {'lower_rad', 'upper_rad', 'velocity_limit_rad_s', 'acceleration_limit_rad_s2',
+                 'offset_rad', 'direction'}
+
+
+def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
+    """Validate a parsed robot YAML mapping and build the Robot. Raises RobotConfigError."""
+    c = _Checker(source)
+    top = c.mapping(data, '', {'schema', 'name', 'kind', 'link', 'bus', 'joints'},
+                    {'description', 'wheels', 'joint_defaults'})
+    if top['schema'] != SCHEMA_VERSION or isinstance(top['schema'], bool):
+        c.fail('schema', f'unsupported schema version {top["schema"]!r} (this release reads {SCHEMA_VERSION})')
+    name = c.string(top['name'], 'name')
+    kind = c.string(top['kind'], 'kind', KINDS)
+    description = top.get('description', '')
+    if not isinstance(description, str):
+        c.fail('description', f'expected a string, got {_kind(description)}')
+
+    link = c.mapping(top['link'], 'link', {'length_m', 'radius_m', 'mass_kg'}, set())
+    length = c.number(link['length_m'], 'link.length_m', positive=True)
+    radius = c.number(link['radius_m'], 'link.radius_m', positive=True)
+    mass = c.number(link['mass_kg'], 'link.mass_kg', positive=True)
+
+    wheels = None
+    if kind == 'planar':
+        if top.get('wheels') is None:
+            c.fail('wheels', 'a planar robot needs its passive wheels described (radius_m, track_m, mass_kg)')
+        w = c.mapping(top['wheels'], 'wheels', {'radius_m', 'track_m', 'mass_kg'}, set())
+        wheels = Wheels(c.number(w['radius_m'], 'wheels.radius_m', positive=True),
+                        c.number(w['track_m'], 'wheels.track_m', positive=True),
+                        c.number(w['mass_kg'], 'wheels.mass_kg', positive=True))
+    elif top.get('wheels') is not None:
+        c.fail('wheels', 'only planar robots have passive wheels')
+
+    b = c.mapping(top['bus'], 'bus', {'servo_model', 'baud'}, {'port', 'control_rate_hz'})
+    model_name = c.string(b['servo_model'], 'bus.servo_model', tuple(SERVO_MODELS))
+    baud = c.integer(b['baud'], 'bus.baud', 1, 10**8)
+    if baud not in BAUD_RATES:
+        c.fail('bus.baud', f'{baud} is not a Dynamixel baud rate ({", ".join(map(str, BAUD_RATES))})')
+    port = c.string(b.get('port', '/dev/ttyUSB0'), 'bus.port')
+    rate = c.number(b.get('control_rate_hz', 100.0), 'bus.control_rate_hz', positive=True)
+    bus = Bus(SERVO_MODELS[model_name], port, baud, rate)
+
+    defaults = top.get('joint_defaults') or {}
+    c.mapping(defaults, 'joint_defaults', set(), _JOINT_FIELDS)
+
+    raw_joints = top['joints']
+    if not isinstance(raw_joints, list):
+        c.fail('joints', f'expected a list of joints from tail to head, got {_kind(raw_joints)}')
+    if len(raw_joints) < 2:
+        c.fail('joints', f'a snake needs at least 2 joints, got {len(raw_joints)}')
+    joints = []
+    seen_names: dict[str, int] = {}
+    seen_ids: dict[int, int] = {}
+    for i, raw in enumerate(raw_joints):
+        key = f'joints[{i}]'
+        c.mapping(raw, key, {'name', 'axis', 'id'}, _JOINT_FIELDS)
+        merged = {**defaults, **raw}
+        missing = sorted(_JOINT_FIELDS - set(merged))
+        if missing:
+            c.fail(_join(key, missing[0]), 'missing (give it here or in joint_defaults)')
+
+        def field(k, **kw):
+            where = _join(key, k) if k in raw else _join('joint_defaults', k)
+            return c.number(merged[k], where, **kw)
+
+        jname = c.string(raw['name'], _join(key, 'name'))
+        if jname in seen_names:
+            c.fail(_join(key, 'name'), f'duplicate joint name {jname!r} (also joints[{seen_names[jname]}])')
+        seen_names[jname] = i
+        axis = c.string(raw['axis'], _join(key, 'axis'), AXES)
+        if kind == 'planar' and axis != 'yaw':
+            c.fail(_join(key, 'axis'), 'a planar robot has yaw joints only')
+        sid = c.integer(raw['id'], _join(key, 'id'), 0, 252)
+        if sid in seen_ids:
+            c.fail(_join(key, 'id'), f'duplicate Dynamixel ID {sid} (also joints[{seen_ids[sid]}])')
+        seen_ids[sid] = i
+        lower, upper = field('lower_rad'), field('upper_rad')
+        if not lower < upper:
+            c.fail(_join(key, 'upper_rad'), f'upper limit {upper} must be above lower limit {lower}')
+        direction = merged['direction']
+        if direction not in (1, -1) or isinstance(direction, bool):
+            where = _join(key, 'direction') if 'direction' in raw else 'joint_defaults.direction'
+            c.fail(where, f'must be 1 or -1, got {direction!r}')
+        joint = Joint(jname, axis, sid, lower, upper,
+                      field('velocity_limit_rad_s', positive=True),
+                      field('acceleration_limit_rad_s2', positive=True),
+                      field('offset_rad'), int(direction))
+        servo_lo, servo_hi = sorted((joint.servo_angle_rad(lower), joint.servo_angle_rad(upper)))
+        if servo_lo < bus.servo.min_position_rad or servo_hi > bus.servo.max_position_rad:
+            c.fail(_join(key, 'lower_rad' if 'lower_rad' in raw else 'upper_rad'),
+                   f'limits [{lower}, {upper}] rad with offset {joint.offset_rad} and direction {direction} '
+                   f'put the servo at [{servo_lo:.3f}, {servo_hi:.3f}] rad, outside the {model_name} '
+                   f'position range [{bus.servo.min_position_rad:.3f}, {bus.servo.max_position_rad:.3f}]')
+        joints.append(joint)
+
+    return Robot(name, kind, description, source, length, radius, mass, wheels, bus, tuple(joints))
+
+
+def load_robot(name_or_path: str | Path) -> Robot:
+    """Load a robot by shipped name (``pitch_yaw_32``) or YAML path, validated."""
+    path = resolve_robot(name_or_path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RobotConfigError(str(path), '', f'cannot read: {exc.strerror}') from exc
+    return robot_from_yaml(text, str(path))
+
+
+def robot_from_yaml(text: str, source: str = '<robot>') -> Robot:
+    """Parse and validate robot YAML text."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, 'problem_mark', None)
+        where = f'line {mark.line + 1}, column {mark.column + 1}' if mark else ''
+        raise RobotConfigError(source, where, f'not valid YAML: {getattr(exc, "problem", exc)}') from exc
+    return robot_from_dict(data, source)

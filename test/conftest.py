@@ -1,0 +1,11 @@
+"""Test-wide setup: every pytest run gets its own DDS domain on localhost only, so parallel runs on
+one machine (developers, CI) never hear each other's topics."""
+import os
+import random
+
+if 'ROS_DOMAIN_ID' not in os.environ or os.environ.get('SNAKE_TEST_RANDOM_DOMAIN', '1') == '1':
+    # 1..101 are valid with the default port mapping; 0 is what an untouched machine uses.
+    os.environ['ROS_DOMAIN_ID'] = str(random.SystemRandom().randint(1, 101))
+os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
+os.environ.setdefault('MPLBACKEND', 'Agg')
