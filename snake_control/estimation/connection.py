@@ -37,11 +37,11 @@ Example (MATH.md regression values, L = 1, alpha = (0.3, -0.5)):
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from snake_control.kinematics.chain import planar_chain, planar_jacobians
 from snake_control.lie import se2_adjoint, se2_inverse
 
 # Below this normalised smallest singular value of W^1/2 C_xi S the least squares is damped.
@@ -112,8 +112,12 @@ def planar_body_frame(centres_m, headings_rad, dcentres, dheadings, body_frame):
     n_links = centres_m.shape[0]
     k = body_frame_index(body_frame, n_links)
     if k is not None:
-        h = np.array([centres_m[k, 0], centres_m[k, 1], headings_rad[k]])
-        dh = np.vstack([dcentres[k], dheadings[k][None, :]])
+        h = np.empty(3)
+        h[:2] = centres_m[k]
+        h[2] = headings_rad[k]
+        dh = np.empty((3, dcentres.shape[2]))
+        dh[:2] = dcentres[k]
+        dh[2] = dheadings[k]
         return h, dh
     # Virtual chassis: centroid and principal axis of the link centres.
     c = centres_m.mean(axis=0)
@@ -135,6 +139,51 @@ def planar_body_frame(centres_m, headings_rad, dcentres, dheadings, body_frame):
     return np.array([c[0], c[1], psi]), np.vstack([dc, dpsi[None, :]])
 
 
+def _planar_kinematics(angles, lengths):
+    """Centres (N, 2), headings (N,), d centres / d r (N, 2, n), d headings / d r (N, n), tail frame.
+
+    The same quantities as kinematics.chain.planar_chain / planar_jacobians, computed once and without
+    re-validation: this runs for every joint_states message.
+    """
+    n = angles.shape[0]
+    headings = np.zeros(n + 1)
+    np.cumsum(angles, out=headings[1:])
+    cs = np.empty((n + 1, 2))
+    cs[:, 0] = np.cos(headings)
+    cs[:, 1] = np.sin(headings)
+    half = 0.5 * lengths[:, None] * cs
+    centres = np.zeros((n + 1, 2))
+    np.cumsum(half[:-1] + half[1:], axis=0, out=centres[1:])
+    joints = centres[:-1] + half[:-1]
+    rel = centres[:, None, :] - joints[None, :, :]                          # (N, n, 2)
+    mask = _downstream(n)
+    dc = np.empty((n + 1, 2, n))
+    dc[:, 0, :] = -rel[..., 1] * mask
+    dc[:, 1, :] = rel[..., 0] * mask
+    return centres, headings, dc, mask
+
+
+_DOWNSTREAM = {}
+
+
+def _downstream(n):
+    m = _DOWNSTREAM.get(n)
+    if m is None:
+        m = (np.arange(n + 1)[:, None] > np.arange(n)[None, :]).astype(float)
+        m.setflags(write=False)
+        _DOWNSTREAM[n] = m
+    return m
+
+
+def _lengths(link_lengths_m, n_links):
+    lengths = np.asarray(link_lengths_m, dtype=float)
+    if lengths.ndim == 0:
+        lengths = np.full(n_links, float(lengths))
+    if lengths.shape != (n_links,) or np.any(lengths <= 0):
+        raise ValueError(f'link_lengths_m must be a positive scalar or ({n_links},), got {lengths}')
+    return lengths
+
+
 def planar_constraints(angles_rad, link_lengths_m, body_frame='middle'):
     """No-lateral-slip constraint matrices of a planar wheeled snake in the chosen body frame.
 
@@ -143,18 +192,26 @@ def planar_constraints(angles_rad, link_lengths_m, body_frame='middle'):
     centres and headings in the body frame. The constraints read c_xi @ xi + c_r @ r_dot = 0.
     """
     angles = _angles(angles_rad)
-    centres0, headings0 = planar_chain(angles, link_lengths_m)
-    dc0, dh0 = planar_jacobians(angles, link_lengths_m)
+    lengths = _lengths(link_lengths_m, angles.shape[0] + 1)
+    centres0, headings0, dc0, dh0 = _planar_kinematics(angles, lengths)
     h, dh = planar_body_frame(centres0, headings0, dc0, dh0, body_frame)
-    ch, sh = np.cos(h[2]), np.sin(h[2])
-    rot_t = np.array([[ch, sh], [-sh, ch]])                       # R(-theta_h)
-    p = (centres0 - h[:2]) @ rot_t.T                              # (N, 2) in the body frame
+    ch, sh = math.cos(h[2]), math.sin(h[2])
+    rel = centres0 - h[:2]
+    p = np.empty_like(rel)                                        # (N, 2) in the body frame: R(-theta_h) rel
+    p[:, 0] = ch * rel[:, 0] + sh * rel[:, 1]
+    p[:, 1] = ch * rel[:, 1] - sh * rel[:, 0]
     phi = headings0 - h[2]
-    # d p_i / d r = R(-theta_h) (d p0_i - d h_xy) - J p_i d theta_h
-    dp = np.einsum('ab,kbj->kaj', rot_t, dc0 - dh[None, :2, :]) - (p @ _J.T)[:, :, None] * dh[None, 2:3, :]
     c, s = np.cos(phi), np.sin(phi)
-    c_xi = np.stack([-s, c, p[:, 0] * c + p[:, 1] * s], axis=1)
-    c_r = -s[:, None] * dp[:, 0, :] + c[:, None] * dp[:, 1, :]
+    # d p_i / d r = R(-theta_h) (d p0_i - d h_xy) - J p_i d theta_h, and C_r = n_i . d p_i / d r with
+    # n_i = (-s, c); n_i . R(-theta_h) u = (-sin(phi0_i), cos(phi0_i)) . u (rotation invariance) and
+    # n_i . (-J p_i) = -(p_ix c + p_iy s).
+    s0, c0 = np.sin(headings0), np.cos(headings0)
+    d = dc0 - dh[:2]
+    c_xi = np.empty((angles.shape[0] + 1, 3))
+    c_xi[:, 0] = -s
+    c_xi[:, 1] = c
+    c_xi[:, 2] = p[:, 0] * c + p[:, 1] * s
+    c_r = c0[:, None] * d[:, 1, :] - s0[:, None] * d[:, 0, :] - c_xi[:, 2:3] * dh[2]
     return c_xi, c_r, p, phi
 
 
@@ -200,32 +257,44 @@ def damped_least_squares(a, rhs, column_scale, damping_threshold: float = DEFAUL
     so the solution is the exact least squares elsewhere; normal_inverse is finite everywhere (raised
     along poorly observed directions, capped instead of infinite).
     """
-    k = a.shape[1]
-    scaled = a * column_scale[None, :]
     if a.shape[0] == 0:
+        k = a.shape[1]
         x = np.zeros((k,) + np.shape(rhs)[1:])
-        return x, np.diag(column_scale ** 2) / (max_damping ** 2 * 1e-6), 0, 0.0, True
-    u, sv, vt = np.linalg.svd(scaled, full_matrices=False)
-    smax = sv[0] if sv[0] > 0 else 1.0
-    sn = np.zeros(k)
-    sn[:sv.size] = sv / smax
-    rank = int(np.sum(sn > RANK_TOLERANCE)) if sv[0] > 0 else 0
-    smin = float(sn[-1])
+        return x, np.diag(column_scale ** 2) / (1e-2 * max_damping) ** 2, 0, 0.0, True
+    return damped_normal_solve(a.T @ a, a.T @ rhs, column_scale, damping_threshold, max_damping)
+
+
+def damped_normal_solve(normal, atb, column_scale, damping_threshold: float = DEFAULT_DAMPING_THRESHOLD,
+                        max_damping: float = DEFAULT_MAX_DAMPING):
+    """``damped_least_squares`` from the normal equations: normal = a^T a (k, k), atb = a^T rhs.
+
+    Returns the same tuple (x, normal_inverse, rank, sigma_min, damped).
+    """
+    k = normal.shape[0]
+    scaled = normal * column_scale[:, None] * column_scale
+    # Its eigenvalues are the squared singular values of a * column_scale. Squaring the condition
+    # number is harmless here because every shape whose conditioning would matter is damped anyway.
+    ev, v = np.linalg.eigh(scaled)                     # ascending
+    ev = np.maximum(ev, 0.0)
+    smax2 = ev[-1] if ev[-1] > 0 else 1.0
+    sn = np.sqrt(ev / smax2)
+    rank = int(np.count_nonzero(sn > RANK_TOLERANCE)) if ev[-1] > 0 else 0
+    smin = float(sn[0])
     lam2 = 0.0
     if smin < damping_threshold:
-        lam2 = (1.0 - (smin / damping_threshold) ** 2) * (max_damping * smax) ** 2
-    inv_diag = sv / np.maximum(sv * sv + lam2, 1e-300)
-    x = (vt.T * inv_diag[None, :]) @ (u.T @ rhs)
-    x = column_scale.reshape((k,) + (1,) * (x.ndim - 1)) * x
+        lam2 = (1.0 - (smin / damping_threshold) ** 2) * max_damping ** 2 * smax2
+    inv = 1.0 / np.maximum(ev + lam2, 1e-300)
+    if lam2 == 0.0 and ev[0] <= 0.0:
+        inv[ev <= 0.0] = 0.0
+    shape = (k,) + (1,) * (np.ndim(atb) - 1)
+    cs = column_scale.reshape(shape)
+    x = cs * ((v * inv) @ (v.T @ (cs * atb)))
     # The covariance is that of the undamped least squares, capped: an unobservable direction gets a
     # variance 1e4 / max_damping^2 times the best observed one instead of infinity.
-    floor = (1e-2 * max_damping * smax) ** 2
-    full = np.zeros(k)
-    full[:sv.size] = sv * sv
-    vfull = vt if sv.size == k else np.linalg.svd(scaled)[2]
-    ninv = (vfull.T / np.maximum(full, floor)[None, :]) @ vfull
-    ninv = column_scale[:, None] * ninv * column_scale[None, :]
-    return x, ninv, rank, smin, bool(lam2 > 0)
+    floor = (1e-2 * max_damping) ** 2 * smax2
+    ninv = (v / np.maximum(ev, floor)) @ v.T
+    ninv = column_scale[:, None] * ninv * column_scale
+    return x, ninv, rank, smin, lam2 > 0.0
 
 
 def solve_connection(c_xi, c_r, weights=None, length_scale_m: float = 1.0,
@@ -243,15 +312,19 @@ def solve_connection(c_xi, c_r, weights=None, length_scale_m: float = 1.0,
     m = c_xi.shape[0]
     if c_xi.ndim != 2 or c_r.ndim != 2 or c_r.shape[0] != m:
         raise ValueError(f'c_xi (m, k) and c_r (m, n) must share m rows, got {c_xi.shape} and {c_r.shape}')
-    w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)
-    if w.shape != (m,) or np.any(w < 0) or not np.all(np.isfinite(w)):
-        raise ValueError(f'weights must be ({m},) non-negative and finite, got {w}')
     k = c_xi.shape[1]
     scale = np.ones(k)
     scale[-1] = 1.0 / length_scale_m
-    sw = np.sqrt(w)[:, None]
-    conn, ninv, rank, smin, singular = damped_least_squares(sw * c_xi, sw * c_r, scale, damping_threshold,
-                                                            max_damping)
+    if weights is None:
+        w = np.ones(m)
+        a, rhs = c_xi, c_r
+    else:
+        w = np.asarray(weights, dtype=float)
+        if w.shape != (m,) or np.any(w < 0) or not np.all(np.isfinite(w)):
+            raise ValueError(f'weights must be ({m},) non-negative and finite, got {w}')
+        sw = np.sqrt(w)[:, None]
+        a, rhs = sw * c_xi, sw * c_r
+    conn, ninv, rank, smin, singular = damped_least_squares(a, rhs, scale, damping_threshold, max_damping)
     return ConnectionResult(conn, ninv, c_xi, c_r, w, rank, smin, singular)
 
 
@@ -271,8 +344,8 @@ def planar_connection(angles_rad, link_lengths_m, body_frame='middle', weights=N
     """
     angles = _angles(angles_rad)
     c_xi, c_r, _, _ = planar_constraints(angles, link_lengths_m, body_frame)
-    lengths = np.broadcast_to(np.asarray(link_lengths_m, dtype=float), (angles.shape[0] + 1,))
-    return solve_connection(c_xi, c_r, weights, float(np.mean(lengths)), damping_threshold, max_damping)
+    scale = float(np.mean(link_lengths_m))
+    return solve_connection(c_xi, c_r, weights, scale, damping_threshold, max_damping)
 
 
 def planar_frame_change(angles_rad, link_lengths_m, from_frame, to_frame):
@@ -282,20 +355,26 @@ def planar_frame_change(angles_rad, link_lengths_m, from_frame, to_frame):
     g_to = g_from h(r) with h the pose of ``to_frame`` in ``from_frame``:
     xi_to = Ad_{h^-1} xi_from + h^-1 dh/dr r_dot.
     """
+    _, ad, b = planar_frame_offset(angles_rad, link_lengths_m, from_frame, to_frame)
+    return ad, b
+
+
+def planar_frame_offset(angles_rad, link_lengths_m, from_frame, to_frame):
+    """Pose h (3,) of ``to_frame`` in ``from_frame`` and the twist map (ad, b) of planar_frame_change."""
     angles = _angles(angles_rad)
-    centres0, headings0 = planar_chain(angles, link_lengths_m)
-    dc0, dh0 = planar_jacobians(angles, link_lengths_m)
+    centres0, headings0, dc0, dh0 = _planar_kinematics(angles, _lengths(link_lengths_m, angles.shape[0] + 1))
     ha, dha = planar_body_frame(centres0, headings0, dc0, dh0, from_frame)
     hb, dhb = planar_body_frame(centres0, headings0, dc0, dh0, to_frame)
-    # h = ha^-1 hb (pose of to-frame in from-frame); its body Jacobian h^-1 dh/dr in to-frame coordinates.
-    ca, sa = np.cos(ha[2]), np.sin(ha[2])
+    # h = ha^-1 hb; its body Jacobian h^-1 dh/dr in to-frame coordinates.
+    ca, sa = math.cos(ha[2]), math.sin(ha[2])
     ra_t = np.array([[ca, sa], [-sa, ca]])
     t = ra_t @ (hb[:2] - ha[:2])
     th = hb[2] - ha[2]
-    ct, st = np.cos(th), np.sin(th)
-    ad = se2_adjoint(se2_inverse(np.array([t[0], t[1], th])))
+    h = np.array([t[0], t[1], th])
+    ad = se2_adjoint(se2_inverse(h))
     # Relative velocity of the to-frame seen from the from-frame, in to-frame coordinates.
     dt = ra_t @ (dhb[:2] - dha[:2]) - (_J @ t)[:, None] * dha[2][None, :]
+    ct, st = math.cos(th), math.sin(th)
     rb_t = np.array([[ct, st], [-st, ct]])
     b = np.vstack([rb_t @ dt, (dhb[2] - dha[2])[None, :]])
-    return ad, b
+    return h, ad, b

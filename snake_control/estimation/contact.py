@@ -22,13 +22,37 @@ All positions in m, rotations as 3x3 matrices, twists (v, w) linear first as in 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_DAMPING_THRESHOLD, DEFAULT_MAX_DAMPING,
-                                                 damped_least_squares)
+                                                 damped_normal_solve)
 from snake_control.lie import so3_log
+
+_EYE3 = np.eye(3)
+
+
+def _hat(w):
+    return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
+
+
+_X, _Y, _Z = np.eye(3)
+
+
+def _cross3(a, b):
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
+def _cross(a, b):
+    """Row-wise cross product of (m, 3) arrays (broadcasting), cheaper than np.cross for small arrays."""
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[:, 0] = a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1]
+    out[:, 1] = a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2]
+    out[:, 2] = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+    return out
+
 
 # Second/third singular value ratio above which the chassis y axis is held from the previous frame.
 DEFAULT_HOLD_RATIO = 0.9
@@ -54,10 +78,16 @@ def chain_poses(angles_rad, axes, link_lengths_m):
     k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -axes[:, 2], axes[:, 1], -axes[:, 0]
     k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = axes[:, 2], -axes[:, 1], axes[:, 0]
     rel = np.eye(3)[None] + s[:, None, None] * k + (1.0 - c)[:, None, None] * (k @ k)
+    # Running product R_k = rel_0 ... rel_{k-1} as a log-depth (Hillis-Steele) scan of batched 3x3
+    # products: six numpy calls for 33 links instead of 32.
     rot = np.empty((n + 1, 3, 3))
     rot[0] = np.eye(3)
-    for j in range(n):
-        rot[j + 1] = rot[j] @ rel[j]
+    rot[1:] = rel
+    offset = 1
+    while offset <= n:
+        upper = rot[:-offset] @ rot[offset:]
+        rot[offset:] = upper
+        offset *= 2
     half = 0.5 * lengths[:, None] * rot[:, :, 0]
     centres = np.zeros((n + 1, 3))
     np.cumsum(half[:-1] + half[1:], axis=0, out=centres[1:])
@@ -77,9 +107,15 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
     if p.ndim != 2 or p.shape[1] != 3 or p.shape[0] < 2:
         raise ValueError(f'centres_m must have shape (N >= 2, 3), got {p.shape}')
     origin = p.mean(axis=0)
-    _, sv, vt = np.linalg.svd(p - origin, full_matrices=False)
+    d = p - origin
+    # Principal directions from the 3x3 scatter matrix (cheaper than an SVD of the N x 3 cloud).
+    ev, vecs = np.linalg.eigh(d.T @ d)
+    sv = np.sqrt(np.maximum(ev[::-1], 0.0))
+    vt = vecs[:, ::-1].T
     x = vt[0]
-    if x @ (p[-1] - p[0]) < 0:
+    # x toward the head; with a previous frame keep its sign continuous instead (a U-shaped body can
+    # have its head behind its tail along the principal axis).
+    if (x @ np.asarray(previous)[:, 0] < 0) if previous is not None else (x @ (p[-1] - p[0]) < 0):
         x = -x
     sv3 = np.zeros(3)
     sv3[:sv.size] = sv
@@ -89,21 +125,24 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
         ref = np.asarray(previous)[:, 1]
     if close or ref is None:
         if ref is None:
-            up_v = np.array([0.0, 0.0, 1.0]) if up is None else np.asarray(up, dtype=float)
-            ref = np.cross(up_v, x)
-            if np.linalg.norm(ref) < 1e-9:
-                ref = np.cross(np.array([0.0, 1.0, 0.0]) if abs(x[1]) < 0.9 else np.array([1.0, 0.0, 0.0]), x)
+            up_v = _Z if up is None else np.asarray(up, dtype=float)
+            ref = _cross3(up_v, x)
+            if ref @ ref < 1e-18:
+                ref = _cross3(_Y if abs(x[1]) < 0.9 else _X, x)
             if not close:
-                y = vt[1] if vt.shape[0] > 1 else ref
+                y = vt[1]
                 ref = y if y @ ref >= 0 else -y
         y = ref - (ref @ x) * x
-        y /= np.linalg.norm(y)
+        y /= math.sqrt(y @ y)
     else:
         y = vt[1]
         if y @ ref < 0:
             y = -y
-    z = np.cross(x, y)
-    return np.column_stack([x, y, z]), origin, bool(close), sv3
+    rot = np.empty((3, 3))
+    rot[:, 0] = x
+    rot[:, 1] = y
+    rot[:, 2] = _cross3(x, y)
+    return rot, origin, bool(close), sv3
 
 
 class ContactSelector:
@@ -175,47 +214,66 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     dq = q1[idx] - q0[idx]
     r0, r1 = np.asarray(rot0)[idx], np.asarray(rot1)[idx]
     rel = r1 @ r0.transpose(0, 2, 1)                        # rotation increment in chassis coordinates
-    # Small-angle log (vee of the skew part, corrected): exact enough per step and vectorised.
     skew = 0.5 * np.stack([rel[:, 2, 1] - rel[:, 1, 2], rel[:, 0, 2] - rel[:, 2, 0],
                            rel[:, 1, 0] - rel[:, 0, 1]], axis=1)
-    sin_t = np.linalg.norm(skew, axis=1)
-    cos_t = np.clip(0.5 * (np.trace(rel, axis1=1, axis2=2) - 1.0), -1.0, 1.0)
+    sin_t = np.sqrt(np.einsum('ka,ka->k', skew, skew))
+    cos_t = np.clip(0.5 * (rel[:, 0, 0] + rel[:, 1, 1] + rel[:, 2, 2] - 1.0), -1.0, 1.0)
     ang = np.arctan2(sin_t, cos_t)
-    fac = np.where(sin_t > 1e-12, ang / np.maximum(sin_t, 1e-300), 1.0)
-    dtheta = skew * fac[:, None]
-    big = ang > 3.0     # near pi the skew part loses the axis: fall back to the robust log
-    for i in np.flatnonzero(big):
+    dtheta = skew * np.where(sin_t > 1e-12, ang / np.maximum(sin_t, 1e-300), 1.0)[:, None]
+    for i in np.flatnonzero(ang > 3.0):     # near pi the skew part loses the axis: use the robust log
         dtheta[i] = so3_log(rel[i])
-    c = qm - radius_m * down[None, :]
-    # Unknowns (dv, dw): dv - c x dw = -dq + rho dtheta x d  (dtheta x (c - q) with c - q = -rho d)
-    b = -dq + radius_m * np.cross(dtheta, down[None, :])
+    c = qm - radius_m * down
+    # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
+    # b_i = -dq_i + rho dtheta_i x d  (from dtheta x (c - q) with c - q = -rho d).
+    b = radius_m * _cross(dtheta, down[None, :]) - dq
     m = idx.size
-    hat_c = np.zeros((m, 3, 3))
-    hat_c[:, 0, 1], hat_c[:, 0, 2], hat_c[:, 1, 2] = -c[:, 2], c[:, 1], -c[:, 0]
-    hat_c[:, 1, 0], hat_c[:, 2, 0], hat_c[:, 2, 1] = c[:, 2], -c[:, 1], c[:, 0]
-    a = np.concatenate([np.broadcast_to(np.eye(3), (m, 3, 3)), -hat_c], axis=2)     # (m, 3, 6)
-    # Per-contact weight: sqrt(w) (I - (1 - sqrt(axial)) a a^T) along the module axis a.
     w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)[idx]
-    axis = 0.5 * (r0[:, :, 0] + r1[:, :, 0])
-    axis /= np.linalg.norm(axis, axis=1, keepdims=True)
-    sq = np.sqrt(w)[:, None, None] * (np.eye(3)[None] - (1.0 - np.sqrt(axial_weight))
-                                      * axis[:, :, None] * axis[:, None, :])
-    aw = (sq @ a).reshape(3 * m, 6)
-    bw = np.einsum('kab,kb->ka', sq, b).reshape(3 * m)
+    gamma = 1.0 - axial_weight
+    # Normal equations written out: A_i^T A_i = [[I, -hat c], [hat c, |c|^2 I - c c^T]], A_i^T b = (b, c x b).
+    # An axial weight W_i = w_i (I - gamma a_i a_i^T) subtracts gamma w_i u_i u_i^T with u_i = (a_i, c_i x a_i),
+    # the Pluecker coordinates of the module axis through the contact.
+    sw = w.sum()
+    wc = w @ c
+    wb = w @ b
+    cxb = _cross(c, b)
+    normal = np.zeros((6, 6))
+    normal[0, 0] = normal[1, 1] = normal[2, 2] = sw
+    hc = _hat(wc)
+    normal[:3, 3:] = -hc
+    normal[3:, :3] = hc
+    cw = c * w[:, None]
+    normal[3:, 3:] = np.eye(3) * np.einsum('ka,ka->', cw, c) - cw.T @ c
+    atb = np.concatenate([wb, w @ cxb])
+    if gamma > 0.0:
+        axis = r0[:, :, 0] + r1[:, :, 0]
+        axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]
+        u = np.concatenate([axis, _cross(c, axis)], axis=1)             # (m, 6)
+        gw = gamma * w
+        normal -= (u * gw[:, None]).T @ u
+        atb -= u.T @ (gw * np.einsum('ka,ka->k', axis, b))
     scale = np.array([1.0, 1.0, 1.0, 1.0 / length_scale_m, 1.0 / length_scale_m, 1.0 / length_scale_m])
+    if m == 0:
+        disp = np.zeros(6) if rotation_increment is None else np.concatenate([np.zeros(3), rotation_increment])
+        ninv = np.diag(scale ** 2) / (1e-2 * max_damping) ** 2
+        return ContactStep(disp, ninv, np.zeros((q0.shape[0], 3)), 0, 6 if rotation_increment is None else 3,
+                           0.0, True)
     if rotation_increment is not None:
         dw = np.asarray(rotation_increment, dtype=float)
-        bw = bw - aw[:, 3:] @ dw
-        dv, ninv3, rank, smin, singular = damped_least_squares(aw[:, :3], bw, scale[:3], damping_threshold,
-                                                               max_damping)
+        dv, ninv3, rank, smin, singular = damped_normal_solve(normal[:3, :3], atb[:3] - normal[:3, 3:] @ dw,
+                                                              scale[:3], damping_threshold, max_damping)
         disp = np.concatenate([dv, dw])
         ninv = np.zeros((6, 6))
         ninv[:3, :3] = ninv3
         needed = 3
     else:
-        disp, ninv, rank, smin, singular = damped_least_squares(aw, bw, scale, damping_threshold, max_damping)
+        disp, ninv, rank, smin, singular = damped_normal_solve(normal, atb, scale, damping_threshold, max_damping)
         needed = 6
     # Slip as weighted for the fit: axial slip counts only as much as axial_weight allows.
+    err = disp[:3] + _cross(disp[3:][None, :], c) - b
+    if gamma > 0.0:
+        err = err - (1.0 - np.sqrt(axial_weight)) * np.einsum('ka,ka->k', axis, err)[:, None] * axis
+    if weights is not None:
+        err = err * np.sqrt(w)[:, None]
     resid = np.zeros((q0.shape[0], 3))
-    resid[idx] = np.einsum('kab,kb->ka', sq, (a @ disp) - b)
+    resid[idx] = err
     return ContactStep(disp, ninv, resid, rank, needed, smin, singular)

@@ -54,10 +54,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_DAMPING_THRESHOLD, DEFAULT_MAX_DAMPING,
-                                                 body_frame_index, planar_connection)
+                                                 body_frame_index, planar_connection, planar_frame_offset)
 from snake_control.estimation.contact import ContactSelector, chain_poses, contact_step, virtual_chassis
 from snake_control.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix, se2_adjoint,
-                               se2_exp, se3_adjoint, se3_exp, se3_inverse, se3_log, se3_matrix, wrap_angle)
+                               se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_exp, se3_inverse, se3_log, se3_matrix, so3_log,
+                               wrap_angle)
 
 _UP = np.array([0.0, 0.0, 1.0])
 
@@ -129,6 +130,8 @@ class Estimator:
         if body_frame is None:
             body_frame = 'middle' if self.planar else 'chassis'
         self.body_link = body_frame_index(body_frame, n_links)     # None: virtual chassis
+        # Planar robots integrate a link frame; the planar virtual chassis is composed onto it.
+        self._int_link = self.body_link if self.body_link is not None else n_links // 2
         self.body_frame = body_frame
         if weights is not None:
             weights = np.asarray(weights, dtype=float)
@@ -174,6 +177,8 @@ class Estimator:
         # Planar: pose (x, y, theta) of the body frame and its 3x3 right-perturbation covariance.
         self._g2 = np.zeros(3)
         self._p2 = np.zeros((3, 3))
+        self._flip = False
+        self._chassis_heading = None
         # 3D: chassis pose in odom (4x4), 6x6 right-perturbation covariance, chassis geometry.
         self._gc = np.eye(4)
         self._p3 = np.zeros((6, 6))
@@ -242,18 +247,59 @@ class Estimator:
         w = np.ones(resid_speed.shape[0]) if weights is None else weights
         return self.slip_std ** 2 + float(np.sum(w * resid_speed ** 2)) / max(dof, 1)
 
+    def _chassis_offset(self, q):
+        """Planar virtual chassis in the integrated link frame, with its heading kept continuous."""
+        h, ad, b = planar_frame_offset(q, self.lengths, self._int_link, 'chassis')
+        if self._flip:
+            h[2] += np.pi
+            ad[:2] *= -1.0
+            b[:2] *= -1.0
+        if self._chassis_heading is not None and abs(wrap_angle(h[2] - self._chassis_heading)) > np.pi / 2:
+            # The head crossed to the other side of the principal axis: keep the axis continuous.
+            self._flip = not self._flip
+            h[2] += np.pi
+            ad[:2] *= -1.0
+            b[:2] *= -1.0
+        self._chassis_heading = h[2]
+        return h, ad, b
+
+    def _planar_state(self, t_s, q, twist3, cov_xi, slip, rank, singular) -> EstimatorState:
+        n_links = self.robot.n_links
+        pose = self._g2
+        p_int = self._p2
+        tcov3 = cov_xi
+        if self.body_link is None:
+            h, ad, b = self._chassis_offset(q)
+            pose = se2_compose(self._g2, h)
+            p_int = ad @ self._p2 @ ad.T
+            if twist3 is not None:
+                twist3 = ad @ twist3[0] + b @ twist3[1]
+                tcov3 = ad @ cov_xi @ ad.T
+        elif twist3 is not None:
+            twist3 = twist3[0]
+        c, s = np.cos(pose[2]), np.sin(pose[2])
+        r = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        twist = np.zeros(6) if twist3 is None else np.array([twist3[0], twist3[1], 0.0, 0.0, 0.0, twist3[2]])
+        tcov = np.zeros((6, 6)) if tcov3 is None else _embed_planar(tcov3)
+        rms = float(np.sqrt(np.mean(slip ** 2)))
+        return EstimatorState(t_s, _se2_to_matrix(*pose), twist, _embed_planar(r @ p_int @ r.T), tcov, slip,
+                              rms, rank, 3, singular,
+                              np.ones(n_links, bool) if self.weights is None else self.weights > 0)
+
     def _update_planar(self, t_s, q, v) -> EstimatorState:
         n_links = self.robot.n_links
         if self._t is None:
             if self.initial_pose is not None:
                 g = self.initial_pose
                 self._g2 = np.array([g[0, 3], g[1, 3], np.arctan2(g[1, 0], g[0, 0])])
-            res = planar_connection(q, self.lengths, self.body_frame, self.weights, *self.damping)
-            return EstimatorState(t_s, _se2_to_matrix(*self._g2), np.zeros(6), self._ros_cov2(),
-                                  np.zeros((6, 6)), np.zeros(n_links), 0.0, res.rank, 3, res.singular,
-                                  np.ones(n_links, bool))
+                if self.body_link is None:
+                    # initial_pose is the chassis pose: start the integrated link frame accordingly.
+                    h, _, _ = self._chassis_offset(q)
+                    self._g2 = se2_compose(self._g2, se2_inverse(h))
+            res = planar_connection(q, self.lengths, self._int_link, self.weights, *self.damping)
+            return self._planar_state(t_s, q, None, None, np.zeros(n_links), res.rank, res.singular)
         dt = t_s - self._t
-        res = planar_connection(0.5 * (q + self._q), self.lengths, self.body_frame, self.weights, *self.damping)
+        res = planar_connection(0.5 * (q + self._q), self.lengths, self._int_link, self.weights, *self.damping)
         dr = q - self._q
         delta = res.twist(dr)                                 # body displacement (m, m, rad)
         rate = 0.5 * (v + self._v) if (v is not None and self._v is not None) else dr / dt
@@ -262,28 +308,10 @@ class Estimator:
         sigma2 = self._slip_variance(slip, self.weights, n_links - res.rank)
         cov_xi = sigma2 * res.normal_inverse
         step = se2_exp(delta)
-        self._g2 = np.array([*(self._g2[:2] + _rot2(self._g2[2]) @ step[:2]), wrap_angle(self._g2[2] + step[2])])
-        ad = se2_adjoint(_se2_inv(step))
+        self._g2 = se2_compose(self._g2, step)
+        ad = se2_adjoint(se2_inverse(step))
         self._p2 = ad @ self._p2 @ ad.T + dt * max(dt, self.tau) * cov_xi
-        twist = np.array([xi[0], xi[1], 0.0, 0.0, 0.0, xi[2]])
-        tcov = np.zeros((6, 6))
-        ii = [0, 1, 5]
-        tcov[np.ix_(ii, ii)] = cov_xi
-        tcov[2, 2] = tcov[3, 3] = tcov[4, 4] = 1e-9          # planar: no motion off the plane
-        return EstimatorState(t_s, _se2_to_matrix(*self._g2), twist, self._ros_cov2(), tcov, slip,
-                              float(np.sqrt(np.mean(slip ** 2))), res.rank, 3, res.singular or res.rank < 3,
-                              np.ones(n_links, bool) if self.weights is None else self.weights > 0)
-
-    def _ros_cov2(self) -> np.ndarray:
-        """6x6 ROS pose covariance (odom-aligned axes) of the planar right-perturbation covariance."""
-        c, s = np.cos(self._g2[2]), np.sin(self._g2[2])
-        r = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-        p = r @ self._p2 @ r.T
-        out = np.zeros((6, 6))
-        ii = [0, 1, 5]
-        out[np.ix_(ii, ii)] = p
-        out[2, 2] = out[3, 3] = out[4, 4] = 1e-9
-        return out
+        return self._planar_state(t_s, q, (xi, rate), cov_xi, slip, res.rank, res.singular or res.rank < 3)
 
     # --- 3D ------------------------------------------------------------------------------------------
 
@@ -341,7 +369,6 @@ class Estimator:
         if rate is not None:
             # Gyro: chassis rotation = IMU link rotation minus the link's rotation relative to the chassis.
             rel = geom['rot'][self.imu_link] @ g0['rot'][self.imu_link].T
-            from snake_control.lie import so3_log
             rot_inc = geom['rot'][self.imu_link] @ (rate * dt) - so3_log(rel)
         step = contact_step(g0['q'], g0['rot'], geom['q'], geom['rot'], down, self.radius, contacts,
                             self.weights, self.axial_weight, rot_inc, self.length_scale, *self.damping)
@@ -375,10 +402,13 @@ class Estimator:
                               step.singular or step.rank < step.rank_needed, contacts)
 
     def _state_3d(self, t_s, twist, tcov, slip, rank, needed, singular, contacts) -> EstimatorState:
-        body = self._body_offset(self._geom)
-        pose = self._gc @ body
-        adb = se3_adjoint(se3_inverse(body))
-        p_body = adb @ self._p3 @ adb.T
+        if self.body_link is None:
+            pose, p_body = self._gc.copy(), self._p3
+        else:
+            body = self._body_offset(self._geom)
+            pose = self._gc @ body
+            adb = se3_adjoint(se3_inverse(body))
+            p_body = adb @ self._p3 @ adb.T
         r = pose[:3, :3]
         rr = np.zeros((6, 6))
         rr[:3, :3] = r
@@ -389,15 +419,19 @@ class Estimator:
                               contacts)
 
 
-def _rot2(theta):
-    c, s = np.cos(theta), np.sin(theta)
-    return np.array([[c, -s], [s, c]])
+_PLANAR_ROWS = np.array([0, 1, 5])[:, None]
+_PLANAR_COLS = np.array([0, 1, 5])[None, :]
+# Variance given to the off-plane components of a planar estimate (z, roll, pitch): known, not zero,
+# so that consumers inverting the matrix do not fail.
+_OFF_PLANE_VARIANCE = 1e-9
 
 
-def _se2_inv(g):
-    x, y, t = g
-    c, s = np.cos(t), np.sin(t)
-    return np.array([-c * x - s * y, s * x - c * y, -t])
+def _embed_planar(cov3) -> np.ndarray:
+    """6x6 ROS-ordered covariance from a 3x3 (x, y, theta) one."""
+    out = np.zeros((6, 6))
+    out[_PLANAR_ROWS, _PLANAR_COLS] = cov3
+    out[2, 2] = out[3, 3] = out[4, 4] = _OFF_PLANE_VARIANCE
+    return out
 
 
 def run_offline(robot, times_s, positions_rad, velocities_rad_s=None, **options):
