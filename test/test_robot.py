@@ -55,79 +55,57 @@ def _base():
     return yaml.safe_load((robots_dir() / 'wheeled_8.yaml').read_text())
 
 
-def _refused(data, key_fragment, problem_fragment):
+def _set(path, value):
+    def edit(data):
+        node = data
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+    return edit
+
+
+def _delete(path):
+    def edit(data):
+        node = data
+        for k in path[:-1]:
+            node = node[k]
+        del node[path[-1]]
+    return edit
+
+
+def _copy_field(path_to, path_from):
+    def edit(data):
+        src = data
+        for k in path_from:
+            src = src[k]
+        _set(path_to, src)(data)
+    return edit
+
+
+@pytest.mark.parametrize('edit, key, problem', [
+    (_set(('link', 'lenght_m'), 0.1), 'link.lenght_m', 'unknown key'),
+    (_delete(('link', 'mass_kg')), 'link.mass_kg', 'missing'),
+    (_set(('link', 'length_m'), 'long'), 'link.length_m', 'expected a number'),
+    (_copy_field(('joints', 3, 'id'), ('joints', 1, 'id')), 'joints[3].id', 'also joints[1]'),
+    (_copy_field(('joints', 2, 'name'), ('joints', 0, 'name')), 'joints[2].name', 'duplicate joint name'),
+    (_set(('joints', 0, 'upper_rad'), 3.5), 'joints[0].upper_rad', 'outside the XM430-W350 position range'),
+    (_set(('joints', 0, 'offset_rad'), 2.5), 'joints[0]', 'position range'),
+    (_set(('link', 'length_m'), 0), 'link.length_m', 'must be positive'),
+    (_set(('wheels', 'radius_m'), math.nan), 'wheels.radius_m', 'finite'),
+    (_set(('joints', 0, 'axis'), 'pitch'), 'joints[0].axis', 'yaw joints only'),
+    (_set(('bus', 'baud'), 1234), 'bus.baud', 'not a Dynamixel baud rate'),
+    (_set(('joints', 4, 'direction'), 0), 'joints[4].direction', 'must be 1 or -1'),
+    (_set(('joint_defaults', 'velocity_limit_rad_s'), -1), 'joint_defaults.velocity_limit_rad_s', 'positive'),
+    (_set(('joints',), []), 'joints', 'at least 2 joints'),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_bad_field_is_refused_with_its_key_path(edit, key, problem):
+    data = _base()
+    edit(data)
     with pytest.raises(RobotConfigError) as err:
         robot_from_dict(data, 'robots/bad.yaml')
-    text = str(err.value)
-    assert text.startswith('robots/bad.yaml: '), text
-    assert key_fragment in err.value.key, text
-    assert problem_fragment in err.value.problem, text
-
-
-def test_unknown_key_is_named():
-    data = _base()
-    data['link']['lenght_m'] = 0.1
-    _refused(data, 'link.lenght_m', 'unknown key')
-
-
-def test_missing_key_is_named():
-    data = _base()
-    del data['link']['mass_kg']
-    _refused(data, 'link.mass_kg', 'missing')
-
-
-def test_wrong_type_is_named():
-    data = _base()
-    data['link']['length_m'] = 'long'
-    _refused(data, 'link.length_m', 'expected a number')
-
-
-def test_duplicate_id_names_both_joints():
-    data = _base()
-    data['joints'][3]['id'] = data['joints'][1]['id']
-    _refused(data, 'joints[3].id', 'also joints[1]')
-
-
-def test_duplicate_name_is_refused():
-    data = _base()
-    data['joints'][2]['name'] = data['joints'][0]['name']
-    _refused(data, 'joints[2].name', 'duplicate joint name')
-
-
-def test_limits_outside_servo_range_are_refused():
-    data = _base()
-    data['joints'][0]['upper_rad'] = 3.5
-    _refused(data, 'joints[0].upper_rad', 'outside the XM430-W350 position range')
-
-
-def test_offset_pushing_limits_out_of_range_is_refused():
-    data = _base()
-    data['joints'][0]['offset_rad'] = 2.5
-    _refused(data, 'joints[0]', 'position range')
-
-
-def test_non_positive_length_is_refused():
-    data = _base()
-    data['link']['length_m'] = 0
-    _refused(data, 'link.length_m', 'must be positive')
-
-
-def test_nan_is_refused():
-    data = _base()
-    data['wheels']['radius_m'] = math.nan
-    _refused(data, 'wheels.radius_m', 'finite')
-
-
-def test_pitch_joint_on_planar_robot_is_refused():
-    data = _base()
-    data['joints'][0]['axis'] = 'pitch'
-    _refused(data, 'joints[0].axis', 'yaw joints only')
-
-
-def test_bad_baud_is_refused():
-    data = _base()
-    data['bus']['baud'] = 1234
-    _refused(data, 'bus.baud', 'not a Dynamixel baud rate')
+    assert str(err.value).startswith('robots/bad.yaml: '), err.value
+    assert key in err.value.key, err.value
+    assert problem in err.value.problem, err.value
 
 
 def test_bad_yaml_syntax_names_line():
