@@ -11,7 +11,7 @@ Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
 3. ``ContactSelector``: the modules touching the ground are the lowest along gravity, with hysteresis
    so that contacts do not flicker.
 4. ``contact_step``: the chassis displacement (v dt, w dt) (m, rad, chassis coordinates) that lets every
-   contact point c_i = q_i - rho d roll without slipping. With Delta q_i the change of module i's centre
+   contact point c_i = q_i + rho d (d the unit down vector) roll without slipping. With Delta q_i the change of module i's centre
    and delta_i its rotation increment (both relative to the chassis), the contact's material point moves
    by  dv + dw x c_i + Delta q_i + delta_i x (c_i - q_i)  which must vanish. The rho term is what makes
    rolling gaits move: module centres barely move in the chassis while the modules spin about their
@@ -222,10 +222,13 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     dtheta = skew * np.where(sin_t > 1e-12, ang / np.maximum(sin_t, 1e-300), 1.0)[:, None]
     for i in np.flatnonzero(ang > 3.0):     # near pi the skew part loses the axis: use the robust log
         dtheta[i] = so3_log(rel[i])
-    c = qm - radius_m * down
+    # The contact point lies one radius below the module centre: c = q + rho d with d pointing down.
+    # (MATH.md section 4 writes c = q - rho d; with d the *down* vector that point would be on top of the
+    # module and rolling would move the wrong way: a cylinder spinning by +w about x rolls toward -y.)
+    c = qm + radius_m * down
     # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
-    # b_i = -dq_i + rho dtheta_i x d  (from dtheta x (c - q) with c - q = -rho d).
-    b = radius_m * _cross(dtheta, down[None, :]) - dq
+    # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d).
+    b = -radius_m * _cross(dtheta, down[None, :]) - dq
     m = idx.size
     w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)[idx]
     gamma = 1.0 - axial_weight

@@ -23,8 +23,9 @@ damping_threshold=0.05, max_damping=0.05)``
   twist are those of this frame; the estimate itself does not depend on the choice.
 - weights: per-link confidence (n_links,) (planar wheels, or pitch-yaw contacts).
 - initial_pose: pose of the body frame in the odom frame at the first update: (x, y, theta) or a 4x4
-  matrix. Default: planar at the origin with heading 0; pitch-yaw with the tail link's z axis vertical,
-  the chassis x axis heading along odom x, and the lowest module resting on z = 0.
+  matrix. Default: planar robots have the body frame at the origin with heading 0; pitch-yaw robots
+  have the tail link's z axis vertical, the chassis x axis heading along odom x above the origin, and
+  the lowest module resting on the floor z = 0 (module centres at z >= radius).
 - imu_link: link index carrying the IMU (its frame = the link frame).
 
 ``estimator.update(t_s, positions_rad, velocities_rad_s=None, imu_orientation_xyzw=None,
@@ -289,13 +290,14 @@ class Estimator:
     def _update_planar(self, t_s, q, v) -> EstimatorState:
         n_links = self.robot.n_links
         if self._t is None:
+            self._g2 = np.zeros(3)
             if self.initial_pose is not None:
                 g = self.initial_pose
                 self._g2 = np.array([g[0, 3], g[1, 3], np.arctan2(g[1, 0], g[0, 0])])
-                if self.body_link is None:
-                    # initial_pose is the chassis pose: start the integrated link frame accordingly.
-                    h, _, _ = self._chassis_offset(q)
-                    self._g2 = se2_compose(self._g2, se2_inverse(h))
+            if self.body_link is None:
+                # The pose given (or the origin) is the chassis pose: start the integrated link frame there.
+                h, _, _ = self._chassis_offset(q)
+                self._g2 = se2_compose(self._g2, se2_inverse(h))
             res = planar_connection(q, self.lengths, self._int_link, self.weights, *self.damping)
             return self._planar_state(t_s, q, None, None, np.zeros(n_links), res.rank, res.singular)
         dt = t_s - self._t
