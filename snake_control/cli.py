@@ -14,6 +14,8 @@ import sys
 COMMANDS = {
     'demo': 'demo',
     'urdf': 'urdf',
+    'odometry': 'odometry',
+    'connection-plot': 'connection_plot',
 }
 
 
