@@ -485,6 +485,48 @@ def _embed_planar(cov3) -> np.ndarray:
     return out
 
 
+def body_pose_from_links(robot, link_poses, body_frame=None, previous=None) -> np.ndarray:
+    """Pose (4x4) of an Estimator body frame computed from the links' true poses (for validation).
+
+    Parameters: robot; link_poses (n_links, 4, 4) every link centre's frame in the world (e.g. from a
+    physics engine); body_frame as for Estimator (default: its default for the robot's kind);
+    previous: the previous result (4x4) to keep the virtual chassis axes continuous, or None.
+    Planar robots give a pose in the plane (x, y, yaw; z = 0), like the Estimator's.
+    """
+    if isinstance(robot, str) or hasattr(robot, '__fspath__'):
+        from snake_control.robot import load_robot
+        robot = load_robot(robot)
+    poses = np.asarray(link_poses, dtype=float)
+    n_links = robot.n_links
+    if poses.shape != (n_links, 4, 4):
+        raise ValueError(f'link_poses must have shape ({n_links}, 4, 4), got {poses.shape}')
+    planar = robot.kind == 'planar'
+    if body_frame is None:
+        body_frame = 'middle' if planar else 'chassis'
+    link = body_frame_index(body_frame, n_links)
+    if planar:
+        headings = np.arctan2(poses[:, 1, 0], poses[:, 0, 0])
+        centres = poses[:, :2, 3]
+        if link is not None:
+            return _pose_matrix(np.array([centres[link, 0], centres[link, 1], headings[link]]))
+        c = centres.mean(axis=0)
+        d = centres - c
+        sxx, syy, sxy = d[:, 0] @ d[:, 0], d[:, 1] @ d[:, 1], d[:, 0] @ d[:, 1]
+        psi = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
+        if previous is not None:
+            ref = np.arctan2(previous[1, 0], previous[0, 0])
+            if abs(wrap_angle(psi - ref)) > np.pi / 2:
+                psi += np.pi
+        elif np.array([np.cos(psi), np.sin(psi)]) @ (centres[-1] - centres[0]) < 0:
+            psi += np.pi     # x toward the head
+        return _pose_matrix(np.array([c[0], c[1], wrap_angle(psi)]))
+    if link is not None:
+        return poses[link].copy()
+    rot, origin, _, _ = virtual_chassis(poses[:, :3, 3], None if previous is None else previous[:3, :3],
+                                        up=poses[0, :3, 2])
+    return se3_matrix(rot, origin)
+
+
 def run_offline(robot, times_s, positions_rad, velocities_rad_s=None, **options):
     """Run an Estimator over a recorded joint trajectory.
 
