@@ -36,7 +36,7 @@ pointing toward the head).
 Example (MATH.md regression values, L = 1, alpha = (0.3, -0.5)):
     >>> a = three_link_connection(np.array([0.3, -0.5]), 1.0)
     >>> -a @ np.array([1.0, 0.0])
-    array([-0.62908895,  0.        ,  0.32126568])
+    array([-0.62908941,  0.        ,  0.3212658 ])
 """
 from __future__ import annotations
 

@@ -27,6 +27,14 @@ singular_threshold=0.02, hold_time_s=1.0)``
   have the tail link's z axis vertical, the chassis x axis heading along odom x above the origin, and
   the lowest module resting on the floor z = 0 (module centres at z >= radius).
 - imu_link: link index carrying the IMU (its frame = the link frame).
+- slip_std_m_s, slip_correlation_s: the covariance model. Each wheel's / contact's slip velocity is
+  taken as noise of variance slip_std^2 + (weighted residual sum of squares) / (constraints - rank),
+  correlated over slip_correlation_s; the twist covariance is that variance times (C^T W C)^-1 and the
+  pose covariance grows by dt * max(dt, slip_correlation_s) * twist covariance per step, transported
+  along the path with the adjoint.
+- contact_enter_m, contact_exit_m: pitch-yaw contact hysteresis (height above the lowest module;
+  defaults radius / 2 and radius). axial_weight: weight of the no-slip condition along each module's
+  axis (1: no slip at all; 0: modules may slide lengthwise, like wheels).
 - singular_threshold: normalised singular value of the no-slip constraints below which a direction of
   the twist counts as unobservable (near the singular set); along it the previous twist is held, decaying
   with time constant hold_time_s (s), and the covariance is raised (``singular`` is set).
@@ -43,6 +51,10 @@ ROS order (x, y, z, rot x, rot y, rot z) about odom-aligned axes, ``twist_covari
 body frame, ``slip_residual`` (n_links,) each wheel's lateral / each contact's slip speed (m/s; 0
 where not a contact), ``slip_rms_m_s``, ``rank`` and ``rank_needed`` of the constraints, ``singular``
 (near a singular shape: a weak direction held, the covariance raised), ``contacts`` (n_links,) bool.
+
+``body_pose_from_links(robot, link_poses, body_frame=None, previous=None)`` gives the same body frame
+from true link poses (n_links, 4, 4) in the world, e.g. MuJoCo ground truth, for comparisons; pass its
+first result as ``initial_pose`` to start the estimate at the truth.
 
 Example (lateral undulation on wheeled_8, the wave travelling toward the tail: the snake moves forward):
     >>> est = Estimator('wheeled_8', body_frame='chassis')
