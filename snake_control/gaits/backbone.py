@@ -38,13 +38,14 @@ Example: a serpenoid with A = 0, B = 5 1/m, omega = 2 pi rad/m on a 4-joint alte
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
 from snake_control.kinematics.chain import chain_frames
 
 _AXIS_VEC = {'yaw': (0.0, 0.0, 1.0), 'pitch': (0.0, 1.0, 0.0)}
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(10)
 _TINY = 1e-9
 
 
@@ -88,16 +89,13 @@ class MCCCurve:
 
     @property
     def torsion_ratio(self):
-        """a with tau = a kappa exactly (a generalised helix), or None."""
-        if self.A1 == 0.0 and self.B1 == 0.0:
-            return None
+        """a with tau = a kappa exactly (a generalised helix, e.g. AEH-sidewinding), or None."""
         if self.B1 == 0.0 and self.B2 == 0.0:
             return self.A2 / self.A1 if self.A1 != 0.0 else None
-        if self.w1 != self.w2 or self.phi1 != self.phi2:
+        if self.B1 == 0.0 or self.w1 != self.w2 or self.phi1 != self.phi2:
             return None
-        a = self.A2 / self.A1 if self.A1 != 0.0 else self.B2 / self.B1
-        if np.isclose(self.A2, a * self.A1, rtol=0, atol=1e-12) and \
-                np.isclose(self.B2, a * self.B1, rtol=0, atol=1e-12):
+        a = self.B2 / self.B1
+        if abs(self.A2 - a * self.A1) <= 1e-12 * max(1.0, abs(self.A2)):
             return a
         return None
 
@@ -148,17 +146,22 @@ def joint_windows(axes, spacing_m: float, s0_m: float = 0.0):
     return s, s - half_lo, s + half_hi
 
 
-def _axis_masks(axes):
-    axes = list(axes)
+@lru_cache(maxsize=64)
+def _masks_cached(axes: tuple):
     yaw = np.array([a == 'yaw' for a in axes])
+    yaw.setflags(write=False)
     return yaw, ~yaw
+
+
+def _axis_masks(axes):
+    return _masks_cached(tuple(axes))
 
 
 # --- joint angles ---------------------------------------------------------------------------------
 
 def joint_angles_quadrature(curve: MCCCurve, axes, spacing_m: float, s0_m: float = 0.0,
                             windows=None) -> np.ndarray:
-    """Joint angles (n,) rad by 16-point Gauss-Legendre quadrature of the Bishop curvatures.
+    """Joint angles (n,) rad by 10-point Gauss-Legendre quadrature of the Bishop curvatures.
 
     theta_yaw = int kappa cos psi, theta_pitch = -int kappa sin psi over each joint's window (see the
     module docstring for the pitch sign). Works for any MCC curve (S-crawler has no closed form).
