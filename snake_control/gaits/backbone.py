@@ -293,17 +293,27 @@ def _rodrigues(w):
     return np.eye(3) + a[:, None, None] * k + b[:, None, None] * (k @ k)
 
 
-def kabsch_rms(points_m, reference_m) -> float:
-    """RMS distance (m) between two (k, 3) point sets after the best proper rigid motion (no mirror)."""
+def kabsch_align(points_m, reference_m):
+    """Best proper rigid motion (r (3, 3), t (3,)) taking points onto reference: min sum |r p + t - q|^2.
+
+    Both (k, 3). Reflections are excluded (det r = +1), so a mirror image does not align.
+    """
     p = np.asarray(points_m, dtype=float)
     q = np.asarray(reference_m, dtype=float)
     if p.shape != q.shape or p.ndim != 2 or p.shape[1] != 3:
         raise ValueError(f'points_m and reference_m must both be (k, 3), got {p.shape} and {q.shape}')
-    pc, qc = p - p.mean(0), q - q.mean(0)
-    u, _, vt = np.linalg.svd(pc.T @ qc)
+    pm, qm = p.mean(0), q.mean(0)
+    u, _, vt = np.linalg.svd((p - pm).T @ (q - qm))
     d = np.sign(np.linalg.det(vt.T @ u.T)) or 1.0
     r = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
-    return float(np.sqrt(np.mean(np.sum((pc @ r.T - qc) ** 2, axis=1))))
+    return r, qm - r @ pm
+
+
+def kabsch_rms(points_m, reference_m) -> float:
+    """RMS distance (m) between two (k, 3) point sets after the best proper rigid motion (no mirror)."""
+    r, t = kabsch_align(points_m, reference_m)
+    d = np.asarray(points_m, dtype=float) @ r.T + t - np.asarray(reference_m, dtype=float)
+    return float(np.sqrt(np.mean(np.sum(d * d, axis=1))))
 
 
 def chain_joint_positions(angles_rad, axes, spacing_m: float) -> np.ndarray:

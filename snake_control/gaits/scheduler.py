@@ -13,10 +13,12 @@ API (everything else is private):
     s.stop()                          speeds ramp to zero and the shape is held (turning offset frozen)
     tick = s.step(dt_s)               advance dt_s seconds; returns a GaitTick
     s.state()                         plain dict (see state())
+    s.positions_rad, s.curve()        last output (n,); target MCC curve and s0, or None
 
 GaitTick: t_s, positions_rad (n,), velocities_rad_s (n,), reference_rad (n,) (the blended gait before
 limits), saturated {joint name: rad the reference exceeded its joint limit by (signed)}, rate_limited
-(names of joints held back by the velocity/acceleration limits this tick).
+(names of joints held back by the velocity/acceleration limits this tick), phase_rad (the target
+gait's phase).
 
 How it stays smooth:
 
@@ -71,6 +73,7 @@ class GaitTick:
     reference_rad: np.ndarray
     saturated: dict = field(default_factory=dict)
     rate_limited: tuple = ()
+    phase_rad: float = 0.0          # the target gait's phase after this tick
 
 
 class _Layer:
@@ -284,9 +287,15 @@ class GaitScheduler:
         off = np.abs(q - ref) > 1e-9
         self._rate_limited = tuple(self._names[i] for i in np.flatnonzero(off)) if off.any() else ()
         self._q, self._v, self._ref_prev = q, v, ref
-        return GaitTick(self._t, q.copy(), v.copy(), ref, dict(self._saturated), self._rate_limited)
+        return GaitTick(self._t, q.copy(), v.copy(), ref, dict(self._saturated), self._rate_limited,
+                        self._layers[-1].phase)
 
     # --- introspection ------------------------------------------------------------------------
+
+    @property
+    def positions_rad(self) -> np.ndarray:
+        """(n,) the last commanded joint positions (the starting pose before the first step)."""
+        return self._q.copy()
 
     def curve(self):
         """(MCCCurve, s0_m) of the target gait now, or None for joint-space gaits."""
