@@ -105,8 +105,8 @@ def test_compound_serpenoid_uses_axes_from_the_robot(py32):
 def test_kinematic_snake_preset_is_seed_000(ks3):
     g = shape('kinematic_snake_preset', ks3)
     for t in (0.0, 0.5, 2.0):
-        np.testing.assert_allclose(g.angles(t), [math.radians(40) * math.sin(t),
-                                                 math.radians(40) * math.sin(t + math.radians(25))], atol=1e-15)
+        expect = [math.radians(40) * math.sin(t), math.radians(40) * math.sin(t + math.radians(25))]
+        np.testing.assert_allclose(g.angles(t), expect, atol=1e-15)
     assert g.angles(0.5, turn=0.2) == pytest.approx(g.angles(0.5) + 0.2)
 
 

@@ -86,7 +86,8 @@ def plot(path, robot, name, params, t, q, phases, instants=4) -> None:
     shape = gait_shape(robot, name, params)
     fig = plt.figure(figsize=(13, 5.5))
     ax = fig.add_subplot(1, 2, 1)
-    im = ax.imshow(q.T, aspect='auto', origin='lower', cmap='RdBu_r', extent=[t[0], t[-1], -0.5, q.shape[1] - 0.5],
+    im = ax.imshow(q.T, aspect='auto', origin='lower', cmap='RdBu_r',
+                   extent=[t[0], t[-1], -0.5, q.shape[1] - 0.5],
                    vmin=-np.abs(q).max(), vmax=np.abs(q).max(), interpolation='nearest')
     ax.set_xlabel('time (s)')
     ax.set_ylabel('joint (0 = tail)')

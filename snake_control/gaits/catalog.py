@@ -92,7 +92,8 @@ def _stride(unit='m', default=None, text=''):
     return Param('stride', unit, default, meaning, 1e-6, 1e6, text)
 
 
-_PSI0 = Param('psi0', 'rad', 0.0, 'Bishop angle at s = 0: rolls the whole shape about the body axis', -10 * PI, 10 * PI)
+_PSI0 = Param('psi0', 'rad', 0.0, 'Bishop angle at s = 0: rolls the whole shape about the body axis',
+              -10 * PI, 10 * PI)
 
 # --- MCC gaits (seed 004) ------------------------------------------------------------------------
 
@@ -102,7 +103,8 @@ SERPENTINE = GaitSpec(
      Param('B1', '1/m', lambda r: 0.6 * 2 * PI / (16 * r.link_length_m),
            'curvature amplitude; Hirose serpenoid B1 = alpha b with winding angle alpha', -100, 100,
            '0.6 w1 (winding angle 0.6 rad)'),
-     Param('w1', 'rad/m', lambda r: 2 * PI / (16 * r.link_length_m), 'spatial frequency of the curvature wave',
+     Param('w1', 'rad/m', lambda r: 2 * PI / (16 * r.link_length_m),
+            'spatial frequency of the curvature wave',
            0, 1000, '2 pi / (16 l)'),
      Param('phi1', 'rad', 0.0, 'phase of the curvature wave (advanced by the gait phase)', -10 * PI, 10 * PI),
      _PSI0,
@@ -120,7 +122,8 @@ ROLLING = GaitSpec(
 
 HELIX_ROLLING = GaitSpec(
     'helix_rolling', 'mcc', ('pitch_yaw',), 'lateral',
-    (Param('A1', '1/m', 7.5, 'helix curvature r / (r^2 + p^2) (default: radius 0.12 m, pitch 0.04 m/rad)', -50, 50),
+    (Param('A1', '1/m', 7.5, 'helix curvature r / (r^2 + p^2) (default: radius 0.12 m, pitch 0.04 m/rad)',
+            -50, 50),
      Param('A2', '1/m', 2.5, 'helix torsion p / (r^2 + p^2)', -50, 50),
      _PSI0,
      _stride('m', lambda r: 2 * PI * (0.12 + r.module_radius_m), '2 pi (0.12 m + module radius)')),
@@ -129,13 +132,15 @@ HELIX_ROLLING = GaitSpec(
 S_CRAWLER = GaitSpec(
     's_crawler', 'mcc', ('pitch_yaw',), 'forward',
     (Param('L', 'm', _l(26.0), 'length of one crawler cycle of the curve', 1e-3, 1e3, '26 l'),
-     Param('B1_pi_per_L', 'pi/L', 4.8, 'curvature amplitude B1 in units of pi/L (used when lambda = 0)', -100, 100),
+     Param('B1_pi_per_L', 'pi/L', 4.8, 'curvature amplitude B1 in units of pi/L (used when lambda = 0)',
+            -100, 100),
      Param('B2_pi_per_L', 'pi/L', 2.5, 'torsion amplitude B2 in units of pi/L', -100, 100),
      Param('lam', '1', 0.0, 'share of the cycle that is (nearly) straight, 0 <= lambda < 1; lambda > 0 '
            'sets B1 = (4 pi / L) lambda pi / sin(lambda pi)', 0.0, 0.95),
      _PSI0,
      _stride('m', _l(13.0), '13 l (L / 2)')),
-    'seed 004 3.2: kappa = 4 pi/L + B1 sin(4 pi s/L - pi/2 - lambda pi), tau = B2 sin(2 pi s/L - lambda pi/2); '
+    'seed 004 3.2: kappa = 4 pi/L + B1 sin(4 pi s/L - pi/2 - lambda pi), '
+     'tau = B2 sin(2 pi s/L - lambda pi/2); '
     'moves by sliding the body along the curve (s0)')
 
 AEH_SIDEWINDING = GaitSpec(
@@ -155,11 +160,14 @@ AEH_SIDEWINDING = GaitSpec(
 def _serp_params(a_yaw, a_pitch, w_s, delta, taper=0.0, stride=None, stride_unit='m'):
     return (Param('A_yaw', 'rad', a_yaw, 'yaw joint amplitude', -PI / 2, PI / 2),
             Param('A_pitch', 'rad', a_pitch, 'pitch joint amplitude', -PI / 2, PI / 2),
-            Param('w_s', 'rad/joint', w_s, 'spatial frequency: phase step from one joint to the next', -PI, PI),
-            Param('delta', 'rad', delta, 'phase of the yaw wave relative to the pitch wave', -10 * PI, 10 * PI),
+            Param('w_s', 'rad/joint', w_s, 'spatial frequency: phase step from one joint to the next',
+                  -PI, PI),
+            Param('delta', 'rad', delta, 'phase of the yaw wave relative to the pitch wave',
+                  -10 * PI, 10 * PI),
             Param('beta_yaw', 'rad', 0.0, 'yaw offset (bends the body: turning)', -PI / 2, PI / 2),
             Param('beta_pitch', 'rad', 0.0, 'pitch offset', -PI / 2, PI / 2),
-            Param('taper', '1', taper, 'amplitude gradient along the body: A (1 + taper (x - 1/2)), x = 0 tail '
+            Param('taper', '1', taper,
+                  'amplitude gradient along the body: A (1 + taper (x - 1/2)), x = 0 tail '
                   '.. 1 head (conical sidewinding)', -2.0, 2.0),
             stride if stride is not None else _stride(stride_unit, _l(6.0), '6 l'))
 
@@ -272,7 +280,8 @@ def resolve_params(spec: GaitSpec, robot, overrides=None) -> dict:
         try:
             v = float(raw)
         except (TypeError, ValueError):
-            raise ValueError(f'parameter {key!r} of gait {spec.name!r} must be a number, got {raw!r}') from None
+            raise ValueError(f'parameter {key!r} of gait {spec.name!r} must be a number, '
+                             f'got {raw!r}') from None
         if not math.isfinite(v):
             raise ValueError(f'parameter {key!r} of gait {spec.name!r} must be finite, got {raw!r}')
         if not p.lower <= v <= p.upper:
@@ -306,6 +315,9 @@ class GaitShape:
         self._x = self._idx / max(self.n - 1, 1)
         self._windows = backbone.joint_windows(self.axes, self.l, 0.0)
         fam = spec.family
+        self._shifted = None
+        if spec.name == 's_crawler':
+            self._shifted = backbone.ShiftedQuadrature(self.curve(0.0)[0], self.axes, self.l)
         if fam == 'serpenoid':
             p = self.params
             self._delta = np.where(self._yaw, p['delta'], 0.0)
@@ -349,6 +361,8 @@ class GaitShape:
         fam = self.spec.family
         p = self.params
         if fam == 'mcc':
+            if self._shifted is not None:            # S-crawler: a fixed curve the body slides along
+                return self._shifted.angles(phase * self.params['L'] / (2 * PI))
             curve, s0 = self.curve(phase, turn)
             s, lo, hi = self._windows
             return backbone.joint_angles(curve, self.axes, self.l, s0, (s + s0, lo + s0, hi + s0))
