@@ -31,9 +31,11 @@ For alternating pitch-yaw chains this is MATH.md's [s_i - l, s_i + l]; for an al
 [s_i - l/2, s_i + l/2]. The staggered windows are a symmetric (Strang-like) splitting of the frame
 ODE, which is why the chain converges to the curve as O(l^2) (the end windows are made symmetric).
 
-Example: a serpenoid with A = 0, B = 5 1/m, omega = 2 pi rad/m on a 4-joint alternating chain
+Example: a serpenoid with A = 0, B = 5 1/m, omega = 2 pi rad/m on a 4-joint alternating chain,
+l = 0.07 m; yaw joint 1 at s = 0.07 takes (2 B / w) sin(w l) sin(w s) = 0.2885 rad:
     >>> c = MCCCurve(B1=5.0, w1=2 * np.pi)
-    >>> joint_angles(c, ['pitch', 'yaw', 'pitch', 'yaw'], 0.07)   # pitch joints are exactly 0
+    >>> np.round(joint_angles(c, ['pitch', 'yaw', 'pitch', 'yaw'], 0.07), 4)
+    array([0.    , 0.2885, 0.    , 0.6564])
 """
 from __future__ import annotations
 
@@ -225,7 +227,7 @@ def serpenoid_joint_angles(curve: MCCCurve, axes, spacing_m: float, s0_m: float 
     _, lo, hi = windows if windows is not None else joint_windows(axes, spacing_m, s0_m)
     yaw, _ = _axis_masks(axes)
     total = curve.A1 * (hi - lo) + curve.B1 * _int_sin(curve.w1, curve.phi1, lo, hi)
-    return np.where(yaw, np.cos(curve.psi0), -np.sin(curve.psi0)) * total
+    return np.where(yaw, np.cos(curve.psi0), -np.sin(curve.psi0)) * total + 0.0     # + 0.0: no -0.0
 
 
 def helix_joint_angles(curve: MCCCurve, axes, spacing_m: float, s0_m: float = 0.0,

@@ -20,7 +20,7 @@ Parameter defaults may depend on the robot (the paper gives lengths in units of 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -69,7 +69,6 @@ class GaitSpec:
     turn_param: str | None = None
     turn_gain: float = 0.0
     turn_max: float = 0.0
-    fixed: dict = field(default_factory=dict)
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -96,6 +95,22 @@ _PSI0 = Param('psi0', 'rad', 0.0, 'Bishop angle at s = 0: rolls the whole shape 
               -10 * PI, 10 * PI)
 
 # --- MCC gaits (seed 004) ------------------------------------------------------------------------
+#
+# Where the seed's extracted text and our derivation disagree (derived and checked in the tests):
+# - Pitch sign: with our FK theta_pitch = -int kappa sin psi (backbone module docstring), so the
+#   seed's serpentine theta_p = 2 A1 L0 sin psi0 (+/-) (2 B1/w1) sin(w1 L0) sin psi0 sin(w1 s + phi1)
+#   becomes -sin(psi0) (2 A1 L0 + (2 B1/w1) sin(w1 L0) sin(w1 s + phi1)), both terms with one sign,
+#   and its helix theta_p = (2 A1/A2) sin(A2 L0) sin(A2 s + psi0) changes sign.
+# - S-crawler: the printed condition sin(w1 lambda L/4 + phi1) = 1 would put the curvature MAXIMUM in
+#   the middle of the straight part; the paper's own lambda = 0 result sin(4 pi s/L - pi/2) and its
+#   B1 = (4 pi/L) lambda pi / sin(lambda pi) both need = -1, i.e. phi1 = -pi/2 - lambda pi. With
+#   phi2 = -lambda pi/2 these satisfy the paper's integral conditions (test_gait_catalog).
+# - AEH: the lift of the plane curve (perimeter L) with dz/ds' = a has Ls = sqrt(1 + a^2) L, and a
+#   cylindrical generalised helix has kappa = kappa_plane / (1 + a^2), tau = a kappa; hence
+#   kappa = (2 pi/Ls)(1 + eta sin(4 pi s/Ls + phi1)) / sqrt(1 + a^2). The printed Frenet equations
+#   lost two minus signs (de2/ds = -kappa e1 + tau e3, de3/ds = -tau e2), and the special cases are
+#   a = 0: the plane approximate ellipse (a circle if eta = 0); eta = 0, a != 0: a circular helix;
+#   a -> infinity: a straight line.
 
 SERPENTINE = GaitSpec(
     'serpentine', 'mcc', ('pitch_yaw',), 'forward',
