@@ -92,3 +92,12 @@ def test_fit_report_covers_every_backbone_gait():
     assert [r['gait'] for r in rows] == list(catalog.BACKBONE_GAITS)
     for r in rows:
         assert 0 < r['rms_m'] < 0.05 and r['max_rms_m'] >= r['rms_m']
+
+
+def test_fit_report_command(capsys):
+    assert main(['gait', '--robot', 'pitch_yaw_32', '--fit-report']) == 0
+    out = capsys.readouterr().out
+    for name in catalog.BACKBONE_GAITS:
+        assert name in out
+    assert main(['gait', '--robot', 'wheeled_8', '--fit-report']) == 0
+    assert 'no backbone (MCC) gaits' in capsys.readouterr().out
