@@ -59,8 +59,8 @@ def main():
         print(f'{label:<34} {np.median(us):>10.1f} {np.percentile(us, 99):>10.1f}')
     t0 = time.perf_counter()
     sched = GaitScheduler(robot, 'serpentine')
-    for _ in range(20):
-        sched.select('aeh_sidewinding')
+    for k in range(20):
+        sched.select(('aeh_sidewinding', 's_crawler')[k % 2])
     select_ms = (time.perf_counter() - t0) / 20 * 1e3
     print(f'select() (phase matching and phase-rate bound, not per tick): {select_ms:.1f} ms per call')
     print(f'median over single gaits: {np.median(medians):.1f} us')

@@ -152,3 +152,17 @@ def test_shifted_quadrature_equals_quadrature(s0):
     flat = MCCCurve(A1=1.0, B1=2.0, w1=3.0, A2=0.5, B2=0.2, w2=0.0, phi2=0.4)
     np.testing.assert_allclose(bb.ShiftedQuadrature(flat, ALT, L0).angles(s0),
                                bb.joint_angles_quadrature(flat, ALT, L0, s0), atol=1e-12)
+
+
+def test_quadrature_matches_adaptive_integration_for_s_crawler():
+    from scipy.integrate import quad
+    s, lo, hi = bb.joint_windows(ALT, L0, 0.21)
+    th = bb.joint_angles_quadrature(S_CRAWLER, ALT, L0, 0.21)
+    for i in range(0, 32, 5):
+        if ALT[i] == 'yaw':
+            f = lambda x: S_CRAWLER.kappa(x) * np.cos(S_CRAWLER.psi(x))  # noqa: E731
+        else:
+            f = lambda x: -S_CRAWLER.kappa(x) * np.sin(S_CRAWLER.psi(x))  # noqa: E731
+        assert th[i] == pytest.approx(quad(f, lo[i], hi[i], epsabs=1e-13)[0], abs=1e-10)
+    # psi in closed form agrees with integrating tau
+    assert S_CRAWLER.psi(0.9) == pytest.approx(S_CRAWLER.psi0 + quad(S_CRAWLER.tau, 0, 0.9)[0], abs=1e-12)

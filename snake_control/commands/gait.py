@@ -124,7 +124,8 @@ def plot(path, robot, name, params, t, q, phases, instants=4) -> None:
         ax3.plot(*chain.T, '-o', ms=2, lw=1.2, label=f'chain t = {t[i]:.2f} s')
         lo, hi = np.minimum(lo, chain.min(0)), np.maximum(hi, chain.max(0))
     ax3.set_box_aspect(np.maximum(hi - lo, 1e-3))
-    ax3.set_title('backbone in its principal axes (chain FK; grey: target curve)')
+    ax3.set_title('backbone in its principal axes (chain FK'
+                  + ('; grey: target curve)' if shape.spec.family == 'mcc' else ')'))
     ax3.set_xlabel('x (m)')
     ax3.set_ylabel('y (m)')
     ax3.set_zlabel('z (m)')

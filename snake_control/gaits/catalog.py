@@ -330,13 +330,19 @@ class GaitShape:
         self._x = self._idx / max(self.n - 1, 1)
         self._windows = backbone.joint_windows(self.axes, self.l, 0.0)
         fam = spec.family
-        self._shifted = None
-        if spec.name == 's_crawler':
-            self._shifted = backbone.ShiftedQuadrature(self.curve(0.0)[0], self.axes, self.l)
+        self._fast = None
+        if fam == 'mcc':
+            self._fast = self._tabulate_mcc()
         if fam == 'serpenoid':
+            # Everything but the phase and the turning offset is fixed: tabulate once per shape.
             p = self.params
-            self._delta = np.where(self._yaw, p['delta'], 0.0)
-            self._profile_pitch = -np.cos(PI * self._x) if spec.name == 'turn_in_place' else np.ones(self.n)
+            profile_pitch = -np.cos(PI * self._x) if spec.name == 'turn_in_place' else np.ones(self.n)
+            self._amp0 = np.where(self._yaw, p['A_yaw'], p['A_pitch'] * profile_pitch)
+            self._arg0 = p['w_s'] * self._idx + np.where(self._yaw, p['delta'], 0.0)
+            self._beta0 = np.where(self._yaw, p['beta_yaw'], p['beta_pitch'])
+            self._yawf = self._yaw.astype(float)
+        elif fam == 'wheeled':
+            self._arg0 = self._idx * self.params['delta']
 
     # the turn offset applied to the gait's turning parameter
     def _p(self, name, turn):
@@ -376,20 +382,84 @@ class GaitShape:
         fam = self.spec.family
         p = self.params
         if fam == 'mcc':
-            if self._shifted is not None:            # S-crawler: a fixed curve the body slides along
-                return self._shifted.angles(phase * self.params['L'] / (2 * PI))
-            curve, s0 = self.curve(phase, turn)
-            s, lo, hi = self._windows
-            return backbone.joint_angles(curve, self.axes, self.l, s0, (s + s0, lo + s0, hi + s0))
+            return self._fast(phase, turn)
         if fam == 'serpenoid':
             taper = self._p('taper', turn)
-            gain = 1.0 + taper * (self._x - 0.5)
-            amp = np.where(self._yaw, p['A_yaw'], p['A_pitch'] * self._profile_pitch) * gain
-            beta = np.where(self._yaw, self._p('beta_yaw', turn), p['beta_pitch'])
-            return beta + amp * np.sin(p['w_s'] * self._idx + phase + self._delta)
+            amp = self._amp0 if taper == 0.0 else self._amp0 * (1.0 + taper * (self._x - 0.5))
+            q = amp * np.sin(self._arg0 + phase)
+            q += self._beta0
+            if self.spec.turn_param == 'beta_yaw' and turn != 0.0:
+                q += self._yawf * turn
+            return q
         if fam == 'wheeled':
-            return p['amplitude'] * np.sin(phase + self._idx * p['delta']) + self._p('turn_offset', turn)
+            q = p['amplitude'] * np.sin(self._arg0 + phase)
+            q += self._p('turn_offset', turn)
+            return q
         return self._pose.copy()
+
+    def reference_angles(self, phase: float, turn: float = 0.0) -> np.ndarray:
+        """MCC gaits: backbone.joint_angles of curve(phase, turn), the definition angles() tabulates."""
+        curve, s0 = self.curve(phase, turn)
+        s, lo, hi = self._windows
+        return backbone.joint_angles(curve, self.axes, self.l, s0, (s + s0, lo + s0, hi + s0))
+
+    def _tabulate_mcc(self):
+        """A fast angles(phase, turn) for this MCC gait: the window integrals of backbone's closed forms
+        (or its quadrature) with everything but the phase tabulated, shifted by angle addition."""
+        name, p = self.spec.name, self.params
+        _, lo, hi = self._windows
+        width = hi - lo
+        yaw = self._yaw
+        if name == 'serpentine':
+            # int kappa = A1 W + (B1/w)[cos(w lo + phi) - cos(w hi + phi)], phi = phi1 + phase
+            w, b1 = p['w1'], p['B1']
+            sgn = np.where(yaw, math.cos(p['psi0']), -math.sin(p['psi0']))
+            if abs(w) < 1e-9:
+                return lambda phase, turn: sgn * width * (self._p('A1', turn)
+                                                          + b1 * math.sin(p['phi1'] + phase))
+            dc = (np.cos(w * lo) - np.cos(w * hi)) * (b1 / w)
+            ds = (np.sin(w * lo) - np.sin(w * hi)) * (b1 / w)
+            sgn_w = sgn * width
+
+            def serpentine(phase, turn):
+                phi = p['phi1'] + phase
+                return sgn_w * self._p('A1', turn) + sgn * (dc * math.cos(phi) - ds * math.sin(phi))
+            return serpentine
+        if name == 'rolling':
+            total = p['A1'] * width
+            yawf = yaw.astype(float)
+            return lambda phase, turn: total * (yawf * math.cos(p['psi0'] + phase)
+                                                - (1.0 - yawf) * math.sin(p['psi0'] + phase))
+        if name == 'helix_rolling' and abs(p['A2']) >= 1e-9:
+            # psi = psi0 + phase + A2 s: theta_yaw = r (sin psi_hi - sin psi_lo), theta_pitch = r (cos - cos)
+            r, a2 = p['A1'] / p['A2'], p['A2']
+            d_sin = np.sin(a2 * hi) - np.sin(a2 * lo)
+            d_cos = np.cos(a2 * hi) - np.cos(a2 * lo)
+            cp = r * np.where(yaw, d_sin, d_cos)
+            sp = r * np.where(yaw, d_cos, -d_sin)
+            return lambda phase, turn: cp * math.cos(p['psi0'] + phase) + sp * math.sin(p['psi0'] + phase)
+        if name == 's_crawler':
+            shifted = backbone.ShiftedQuadrature(self.curve(0.0)[0], self.axes, self.l)
+            return lambda phase, turn: shifted.angles(phase * p['L'] / (2 * PI))
+        if name == 'aeh_sidewinding' and abs(p['a']) >= 1e-9:
+            # theta = [sin(psi_hi + o) - sin(psi_lo + o)] / a with o = pi/2 on pitch joints (cos), where
+            # psi(x + s0) = psi0 + a K(x + s0), K(s) = A1 s + (B1/w)(cos phi1 - cos(w s + phi1)).
+            curve, _ = self.curve(0.0)
+            a, w = p['a'], curve.w1
+            x = np.stack([lo, hi])
+            cx, sx = np.cos(w * x + curve.phi1), np.sin(w * x + curve.phi1)
+            off = np.where(yaw, 0.0, 0.5 * PI)
+            base = curve.psi0 + a * (curve.A1 * x + (curve.B1 / w) * math.cos(curve.phi1)) + off
+            kb = a * curve.B1 / w
+            ka = a * curve.A1
+
+            def aeh(phase, turn):
+                s0 = phase * p['Ls'] / (2 * PI)
+                cw, sw = math.cos(w * s0), math.sin(w * s0)
+                v = np.sin(base + ka * s0 - kb * (cx * cw - sx * sw))
+                return (v[1] - v[0]) / a
+            return aeh
+        return self.reference_angles
 
     def phase_derivative_bound(self, turn_max: float | None = None, samples: int = 24) -> np.ndarray:
         """(n,) max over phase of |dq_i/dphase| (rad/rad), sampled; used to cap the phase rate."""

@@ -29,9 +29,12 @@ How it stays smooth:
 - Turning. angular.z sets an offset on the gait's turning parameter (turn_gain * angular.z, capped at
   turn_max: A1 for serpentine, beta_yaw, taper, turn_offset), ramped at turn_max per 0.5 s.
 - Switching. select() pushes a new layer whose phase is matched (the phase, among 48 samples, whose
-  shape is closest to the current output), then blends in shape (joint-angle) space with the quintic
-  smoothstep w(u) = 10u^3 - 15u^4 + 6u^5 (zero velocity and acceleration at both ends) over
-  max(transition_s, time that keeps the blend's own velocity under half the joint limits). A switch
+  shape is closest to the current output), then blends in shape (joint-angle) space. Between two
+  backbone gaits this is also a blend of curves: the fit is linear in the Bishop curvatures
+  (k_yaw, k_pitch) along the body, so every intermediate shape is the fit of the blended curvatures.
+  The weight is the quintic smoothstep w(u) = 10u^3 - 15u^4 + 6u^5 (zero velocity and acceleration at
+  both ends) over max(transition_s, time that keeps the blend's own velocity under half the joint
+  limits). A switch
   requested mid-switch adds another layer on top: the unfinished blend keeps running underneath, so
   the reference stays continuous in position and velocity. Layers whose blend finished are dropped.
 - Limits. The blended reference is clamped to the joint limits (reported in tick.saturated), then a
