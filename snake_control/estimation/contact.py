@@ -165,6 +165,31 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
     return rot, origin, bool(close), sv3
 
 
+def resting_down(centres_m, down_guess) -> np.ndarray:
+    """Unit down direction (3,) for a body resting on flat ground, nearest to down_guess.
+
+    The body rests on a face of the convex hull of its module centres: of the hull faces, the one whose
+    outward normal is closest to down_guess is taken as the floor contact. Collinear modules (a straight
+    body) have no face: down_guess is returned (normalised). Frames: whatever frame the inputs share.
+    """
+    guess = np.asarray(down_guess, dtype=float)
+    guess = guess / np.linalg.norm(guess)
+    p = np.asarray(centres_m, dtype=float)
+    _, sv, vt = np.linalg.svd(p - p.mean(axis=0), full_matrices=False)
+    if sv[1] < 1e-6 * sv[0]:
+        return guess                          # a straight body has no face to rest on
+    if sv[2] < 1e-6 * sv[0]:
+        return vt[2] if vt[2] @ guess >= 0 else -vt[2]      # a flat body lies flat
+    try:
+        from scipy.spatial import ConvexHull
+        hull = ConvexHull(p)
+    except Exception:       # qhull refuses degenerate input: keep the guess
+        return guess
+    normals = hull.equations[:, :3]
+    best = normals[int(np.argmax(normals @ guess))]
+    return best / np.linalg.norm(best)
+
+
 class ContactSelector:
     """Which modules touch the ground: the lowest along gravity, with hysteresis.
 

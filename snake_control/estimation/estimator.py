@@ -15,7 +15,7 @@ API
 ---
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=1.0,
-singular_threshold=0.02, hold_time_s=1.0)``
+singular_threshold=0.02, hold_time_s=1.0, flat_ground=True)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -24,8 +24,10 @@ singular_threshold=0.02, hold_time_s=1.0)``
 - weights: per-link confidence (n_links,) (planar wheels, or pitch-yaw contacts).
 - initial_pose: pose of the body frame in the odom frame at the first update: (x, y, theta) or a 4x4
   matrix. Default: planar robots have the body frame at the origin with heading 0; pitch-yaw robots
-  have the tail link's z axis vertical, the chassis x axis heading along odom x above the origin, and
-  the lowest module resting on the floor z = 0 (module centres at z >= radius).
+  rest on the face of the convex hull of their module centres closest to "tail link's z axis up"
+  (a flat body lies flat, a body with lifted parts stands on its lowest three contacts), with the
+  chassis x axis heading along odom x above the origin and the lowest modules on the floor z = 0
+  (module centres at z >= radius).
 - imu_link: link index carrying the IMU (its frame = the link frame).
 - slip_std_m_s, slip_correlation_s: the covariance model. Each wheel's / contact's slip velocity is
   taken as noise of variance slip_std^2 + (weighted residual sum of squares) / (constraints - rank),
@@ -35,6 +37,9 @@ singular_threshold=0.02, hold_time_s=1.0)``
 - contact_enter_m, contact_exit_m: pitch-yaw contact hysteresis (height above the lowest module;
   defaults radius / 2 and radius). axial_weight: weight of the no-slip condition along each module's
   axis (1: no slip at all; 0: modules may slide lengthwise, like wheels).
+- flat_ground (pitch-yaw): the contact modules rest on the plane z = 0 of odom: after each step the
+  chassis height, roll and pitch are corrected so that they do (this removes the drift of the
+  unobserved vertical motion; switch off on uneven ground).
 - singular_threshold: normalised singular value of the no-slip constraints below which a direction of
   the twist counts as unobservable (near the singular set); along it the previous twist is held, decaying
   with time constant hold_time_s (s), and the covariance is raised (``singular`` is set).
@@ -73,12 +78,26 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, body_frame_index,
                                                  planar_connection, planar_frame_offset)
-from snake_control.estimation.contact import ContactSelector, chain_poses, contact_step, virtual_chassis
+from snake_control.estimation.contact import (ContactSelector, chain_poses, contact_step, resting_down,
+                                              virtual_chassis)
 from snake_control.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix, se2_adjoint,
                                se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse, se3_log,
-                               se3_matrix, so3_log, wrap_angle)
+                               se3_matrix, so3_exp, so3_log, wrap_angle)
 
 _UP = np.array([0.0, 0.0, 1.0])
+_Z_TAIL = _UP     # the tail link's own z axis (its yaw axis), in its own frame
+
+
+def _rotation_between(a, b) -> np.ndarray:
+    """Smallest rotation taking unit vector a onto unit vector b."""
+    axis = np.cross(a, b)
+    s, c = np.linalg.norm(axis), float(a @ b)
+    if s < 1e-12:
+        if c > 0:
+            return np.eye(3)
+        perp = np.cross(a, [1.0, 0.0, 0.0] if abs(a[0]) < 0.9 else [0.0, 1.0, 0.0])
+        return so3_exp(np.pi * perp / np.linalg.norm(perp))
+    return so3_exp(axis / s * np.arctan2(s, c))
 
 
 @dataclass(frozen=True)
@@ -138,7 +157,7 @@ class Estimator:
                  slip_std_m_s: float = 0.01, slip_correlation_s: float = 0.1, imu_link: int = 0,
                  contact_enter_m: float | None = None, contact_exit_m: float | None = None,
                  axial_weight: float = 1.0, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
-                 hold_time_s: float = 1.0):
+                 hold_time_s: float = 1.0, flat_ground: bool = True):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -173,6 +192,7 @@ class Estimator:
             raise ValueError('singular_threshold must be in (0, 1) and hold_time_s positive')
         self.singular_threshold = float(singular_threshold)
         self.hold_time = float(hold_time_s)
+        self.flat_ground = bool(flat_ground)
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
         self.selector = ContactSelector(enter, exit_)
@@ -369,11 +389,14 @@ class Estimator:
             if r_imu is not None:
                 r_wc = r_imu @ geom['rot'][self.imu_link].T
             else:
-                # Tail z up; turn about odom z so that the chassis x heads along odom x.
-                xc = geom['r_tc'][:, 0]
+                # The robot rests on the face of its hull nearest to "tail z up"; then turn about odom z
+                # so that the chassis x heads along odom x.
+                down_tail = resting_down(geom['q'] @ geom['r_tc'].T, -_Z_TAIL)
+                r_tilt = _rotation_between(-down_tail, _UP)
+                xc = r_tilt @ geom['r_tc'][:, 0]
                 yaw = np.arctan2(xc[1], xc[0])
                 cz, sz = np.cos(-yaw), np.sin(-yaw)
-                r_wt = np.array([[cz, -sz, 0.0], [sz, cz, 0.0], [0.0, 0.0, 1.0]])
+                r_wt = np.array([[cz, -sz, 0.0], [sz, cz, 0.0], [0.0, 0.0, 1.0]]) @ r_tilt
                 r_wc = r_wt @ geom['r_tc']
             if self.initial_pose is not None:
                 self._gc = self.initial_pose @ se3_inverse(self._body_offset(geom))
@@ -408,6 +431,8 @@ class Estimator:
             gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
         elif self.updates % 50 == 0:
             gc[:3, :3] = orthonormalize(gc[:3, :3])
+        if self.flat_ground:
+            gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
         self._gc = gc
         slip = np.linalg.norm(step.residual, axis=1) / dt
         w = None if self.weights is None else self.weights[contacts]
@@ -448,6 +473,39 @@ class Estimator:
         rms = float(np.sqrt(np.mean(slip[contacts] ** 2))) if contacts.any() else 0.0
         return EstimatorState(t_s, pose, twist, pcov, tcov, slip, rms, int(rank), int(needed), bool(singular),
                               contacts)
+
+
+def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
+    """Correct the chassis pose gc (4x4) so that the contact modules' centres sit radius_m above z = 0.
+
+    contact_centres (m, 3) in the chassis frame. Least squares for a height shift h and a small tilt
+    (dx, dy) about the contacts' centroid: z_i + dx r_iy - dy r_ix + h = radius (r_i = p_i - centroid).
+    Every selected contact counts, so a body resting on a few modules with others just inside the contact
+    band settles on a compromise plane (about a degree off for the band of half a radius). A tilt the
+    contacts cannot fix (fewer than three, or all in a line) is left alone; with keep_attitude (an IMU
+    gives it) only the height is corrected.
+    """
+    if contact_centres.shape[0] == 0:
+        return gc
+    p = contact_centres @ gc[:3, :3].T + gc[:3, 3]
+    centroid = p.mean(axis=0)
+    r = p - centroid
+    err = radius_m - p[:, 2]
+    h, tilt = float(err.mean()), None
+    if not keep_attitude and contact_centres.shape[0] >= 3:
+        a = np.stack([r[:, 1], -r[:, 0]], axis=1)
+        ev, v = np.linalg.eigh(a.T @ a)
+        # Only tilt about directions the contact spread determines (at least a few cm of lever arm).
+        inv = np.where(ev > 1e-4 * r.shape[0], 1.0 / np.maximum(ev, 1e-300), 0.0)
+        d = (v * inv) @ (v.T @ (a.T @ (err - err.mean())))
+        tilt = np.array([d[0], d[1], 0.0])
+    out = gc.copy()
+    if tilt is not None and tilt @ tilt > 0.0:
+        rot = so3_exp(tilt)
+        out[:3, :3] = rot @ gc[:3, :3]
+        out[:3, 3] = rot @ (gc[:3, 3] - centroid) + centroid
+    out[2, 3] += h
+    return out
 
 
 def _hat3(w):
