@@ -434,11 +434,10 @@ class Estimator:
         if self.flat_ground:
             gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
         self._gc = gc
-        slip = np.linalg.norm(step.residual, axis=1) / dt
-        w = None if self.weights is None else self.weights[contacts]
-        sigma2 = self._slip_variance(step.residual[contacts].ravel() / dt,
-                                     None if w is None else np.repeat(w, 3),
-                                     3 * int(contacts.sum()) - step.rank)
+        slip = np.sqrt(np.einsum('ka,ka->k', step.residual, step.residual)) / dt
+        n_contacts = int(np.count_nonzero(contacts))
+        # Residuals are already weighted (zero off contact): the weighted sum of squares is their sum.
+        sigma2 = self.slip_std ** 2 + float(slip @ slip) / max(3 * n_contacts - step.rank, 1)
         cov_xi = sigma2 * step.normal_inverse
         if rot_inc is not None:
             cov_xi[3:, 3:] = np.eye(3) * 1e-6
@@ -470,7 +469,8 @@ class Estimator:
         rr[:3, :3] = r
         rr[3:, 3:] = r
         pcov = rr @ p_body @ rr.T
-        rms = float(np.sqrt(np.mean(slip[contacts] ** 2))) if contacts.any() else 0.0
+        n_contacts = int(np.count_nonzero(contacts))
+        rms = math.sqrt(float(slip @ slip) / n_contacts) if n_contacts else 0.0
         return EstimatorState(t_s, pose, twist, pcov, tcov, slip, rms, int(rank), int(needed), bool(singular),
                               contacts)
 
@@ -485,25 +485,42 @@ def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
     contacts cannot fix (fewer than three, or all in a line) is left alone; with keep_attitude (an IMU
     gives it) only the height is corrected.
     """
-    if contact_centres.shape[0] == 0:
+    n = contact_centres.shape[0]
+    if n == 0:
         return gc
     p = contact_centres @ gc[:3, :3].T + gc[:3, 3]
-    centroid = p.mean(axis=0)
+    centroid = p.sum(axis=0) / n
     r = p - centroid
     err = radius_m - p[:, 2]
-    h, tilt = float(err.mean()), None
-    if not keep_attitude and contact_centres.shape[0] >= 3:
-        a = np.stack([r[:, 1], -r[:, 0]], axis=1)
-        ev, v = np.linalg.eigh(a.T @ a)
-        # Only tilt about directions the contact spread determines (at least a few cm of lever arm).
-        inv = np.where(ev > 1e-4 * r.shape[0], 1.0 / np.maximum(ev, 1e-300), 0.0)
-        d = (v * inv) @ (v.T @ (a.T @ (err - err.mean())))
-        tilt = np.array([d[0], d[1], 0.0])
+    h = float(err.sum()) / n
     out = gc.copy()
-    if tilt is not None and tilt @ tilt > 0.0:
-        rot = so3_exp(tilt)
-        out[:3, :3] = rot @ gc[:3, :3]
-        out[:3, 3] = rot @ (gc[:3, 3] - centroid) + centroid
+    out[2, 3] += h
+    if keep_attitude or n < 3:
+        return out
+    # Normal equations of the tilt, a_i = (r_iy, -r_ix): [[syy, -sxy], [-sxy, sxx]] d = (sum r_y e, -sum r_x e).
+    s = r[:, :2].T @ r[:, :2]
+    e = r[:, :2].T @ err
+    sxx, sxy, syy = float(s[0, 0]), float(s[0, 1]), float(s[1, 1])
+    half_tr = 0.5 * (sxx + syy)
+    root = math.sqrt(max(half_tr * half_tr - (sxx * syy - sxy * sxy), 0.0))
+    lam_max, lam_min = half_tr + root, half_tr - root
+    floor = 1e-4 * n          # a direction needs about a centimetre of RMS lever arm to be fixed
+    bx, by = float(e[1]), -float(e[0])
+    if lam_min > floor:
+        det = syy * sxx - sxy * sxy
+        dx, dy = (sxx * bx + sxy * by) / det, (sxy * bx + syy * by) / det
+    elif lam_max > floor:
+        # Only along the well-spread direction (eigenvector of lam_max of [[syy, -sxy], [-sxy, sxx]]).
+        vx, vy = (-sxy, lam_max - syy) if abs(sxy) > 1e-15 else ((1.0, 0.0) if syy >= sxx else (0.0, 1.0))
+        norm = math.hypot(vx, vy)
+        vx, vy = vx / norm, vy / norm
+        k = (vx * bx + vy * by) / lam_max
+        dx, dy = k * vx, k * vy
+    else:
+        return out
+    rot = _se3_exp(np.array([0.0, 0.0, 0.0, dx, dy, 0.0]))[:3, :3]
+    out[:3, :3] = rot @ gc[:3, :3]
+    out[:3, 3] = rot @ (gc[:3, 3] - centroid) + centroid
     out[2, 3] += h
     return out
 
