@@ -497,7 +497,7 @@ def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
     out[2, 3] += h
     if keep_attitude or n < 3:
         return out
-    # Normal equations of the tilt, a_i = (r_iy, -r_ix): [[syy, -sxy], [-sxy, sxx]] d = (sum r_y e, -sum r_x e).
+    # Tilt normal equations, a_i = (r_iy, -r_ix): [[syy, -sxy], [-sxy, sxx]] d = (sum r_y e, -sum r_x e).
     s = r[:, :2].T @ r[:, :2]
     e = r[:, :2].T @ err
     sxx, sxy, syy = float(s[0, 0]), float(s[0, 1]), float(s[1, 1])
