@@ -76,8 +76,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, body_frame_index,
-                                                 planar_connection, planar_frame_offset)
+from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
+                                                 planar_frame_offset)
 from snake_control.estimation.contact import (ContactSelector, chain_poses, contact_step, resting_down,
                                               virtual_chassis)
 from snake_control.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix, se2_adjoint,
@@ -147,7 +147,12 @@ def _pose_matrix(pose) -> np.ndarray:
 
 
 def _se2_to_matrix(x, y, theta) -> np.ndarray:
-    return _pose_matrix(np.array([x, y, theta]))
+    c, s = math.cos(theta), math.sin(theta)
+    g = np.eye(4)
+    g[0, 0] = g[1, 1] = c
+    g[0, 1], g[1, 0] = -s, s
+    g[0, 3], g[1, 3] = x, y
+    return g
 
 
 class Estimator:
@@ -340,16 +345,19 @@ class Estimator:
                 # The pose given (or the origin) is the chassis pose: start the integrated link frame there.
                 h, _, _ = self._chassis_offset(q)
                 self._g2 = se2_compose(self._g2, se2_inverse(h))
-            res = planar_connection(q, self.lengths, self._int_link, self.weights, self.singular_threshold)
+            res = _connection(q, self.lengths, self._int_link, self.weights, self.singular_threshold)
             return self._planar_state(t_s, q, None, None, np.zeros(n_links), res.rank, res.singular)
         dt = t_s - self._t
-        res = planar_connection(0.5 * (q + self._q), self.lengths, self._int_link, self.weights,
-                                self.singular_threshold)
+        res = _connection(0.5 * (q + self._q), self.lengths, self._int_link, self.weights,
+                          self.singular_threshold)
         dr = q - self._q
         hold = self._xi_last * np.exp(-dt / self.hold_time)
         delta = res.twist(dr, hold * dt)                      # body displacement (m, m, rad)
-        rate = 0.5 * (v + self._v) if (v is not None and self._v is not None) else dr / dt
-        xi = res.twist(rate, hold)
+        if v is not None and self._v is not None:
+            rate = 0.5 * (v + self._v)
+            xi = res.twist(rate, hold)
+        else:
+            rate, xi = dr / dt, delta / dt
         self._xi_last = delta / dt
         slip = res.residual(rate, xi)                         # lateral slip speed per wheel (m/s)
         sigma2 = self._slip_variance(slip, self.weights, n_links - res.rank)
