@@ -237,3 +237,17 @@ def _chassis_in_tail(rot, cen):
     from snake_control.estimation.contact import virtual_chassis
     r, o, _, _ = virtual_chassis(cen)
     return _frame(r, o)
+
+
+def test_a_straight_snake_at_rest_does_not_drift():
+    """Straightening while moving holds the unobservable forward speed only while the shape moves."""
+    est = Estimator(W8)
+    ts = np.arange(0.0, 1.0, 0.01)
+    for t in ts:                                       # undulate, then flatten out linearly to straight
+        est.update(t, _shape(t) * max(0.0, 1.0 - t))
+    est.update(1.0, np.zeros(7))                       # straight now
+    moving = est.pose_se2.copy()
+    for t in np.arange(1.01, 3.0, 0.01):               # held straight and still
+        s = est.update(t, np.zeros(7))
+    np.testing.assert_allclose(s.pose_se2, moving, atol=1e-9)
+    assert s.singular and np.all(np.isfinite(s.pose_covariance))

@@ -226,6 +226,7 @@ class Estimator:
         self._flip = False
         self._chassis_heading = None
         self._xi_last = np.zeros(3 if self.planar else 6)     # last twist, held near singular shapes
+        self._rate_last = 0.0                                  # running mean |shape velocity| (rad/s)
         # 3D: chassis pose in odom (4x4), 6x6 right-perturbation covariance, chassis geometry.
         self._gc = np.eye(4)
         self._p3 = np.zeros((6, 6))
@@ -291,6 +292,20 @@ class Estimator:
         self._state = state
         return state
 
+    def _held_twist(self, dr, dt) -> np.ndarray:
+        """The twist to hold along unobservable directions for this step.
+
+        The last twist fades with hold_time_s, and is held in full only while the shape keeps moving at
+        least a tenth as fast as its recent average (the twist is driven by the shape: a snake held
+        straight and still does not drift). Shape speed dips at a gait's crossing of the singular set do
+        not count as stopping.
+        """
+        speed = float(np.sqrt(dr @ dr)) / dt
+        fade = math.exp(-dt / self.hold_time)
+        self._rate_last += (speed - self._rate_last) * (1.0 - fade)       # running mean shape speed
+        moving = min(1.0, speed / (0.1 * self._rate_last)) if self._rate_last > 0.0 else 0.0
+        return self._xi_last * (moving * fade)
+
     def _slip_variance(self, resid_speed, weights, dof: int) -> float:
         w = np.ones(resid_speed.shape[0]) if weights is None else weights
         return self.slip_std ** 2 + float(np.sum(w * resid_speed ** 2)) / max(dof, 1)
@@ -351,7 +366,7 @@ class Estimator:
         res = _connection(0.5 * (q + self._q), self.lengths, self._int_link, self.weights,
                           self.singular_threshold)
         dr = q - self._q
-        hold = self._xi_last * np.exp(-dt / self.hold_time)
+        hold = self._held_twist(dr, dt)
         delta = res.twist(dr, hold * dt)                      # body displacement (m, m, rad)
         if v is not None and self._v is not None:
             rate = 0.5 * (v + self._v)
@@ -431,7 +446,7 @@ class Estimator:
             rot_inc = geom['rot'][self.imu_link] @ (rate * dt) - so3_log(rel)
         step = contact_step(g0['q'], g0['rot'], geom['q'], geom['rot'], down, self.radius, contacts,
                             self.weights, self.axial_weight, rot_inc, self.length_scale,
-                            self.singular_threshold, self._xi_last * (dt * np.exp(-dt / self.hold_time)))
+                            self.singular_threshold, self._held_twist(q - self._q, dt) * dt)
         self._xi_last = step.displacement / dt
         exp_step = _se3_exp(step.displacement)
         gc = self._gc @ exp_step
