@@ -541,11 +541,22 @@ def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
         dx, dy = k * vx, k * vy
     else:
         return out
-    rot = _se3_exp(np.array([0.0, 0.0, 0.0, dx, dy, 0.0]))[:3, :3]
+    # Rotation by angle |(dx, dy)| about the horizontal axis (dx, dy, 0) (Rodrigues, written out).
+    th = math.hypot(dx, dy)
+    if th < 1e-12:
+        return out
+    ux, uy = dx / th, dy / th
+    c, s = math.cos(th), math.sin(th)
+    rot = np.array([[c + ux * ux * (1 - c), ux * uy * (1 - c), uy * s],
+                    [ux * uy * (1 - c), c + uy * uy * (1 - c), -ux * s],
+                    [-uy * s, ux * s, c]])
     out[:3, :3] = rot @ gc[:3, :3]
     out[:3, 3] = rot @ (gc[:3, 3] - centroid) + centroid
     out[2, 3] += h
     return out
+
+
+_EYE4 = np.eye(4)
 
 
 def _hat3(w):
@@ -564,7 +575,7 @@ def _se3_exp(twist) -> np.ndarray:
         a, b, c = sin_th / th, (1.0 - math.cos(th)) / th2, (th - sin_th) / (th2 * th)
     k = _hat3(w)
     k2 = k @ k
-    g = np.eye(4)
+    g = _EYE4.copy()
     g[:3, :3] += a * k + b * k2
     g[:3, 3] = twist[:3] + (b * k + c * k2) @ twist[:3]
     return g
