@@ -50,33 +50,3 @@ def mjcf(model: ChainModel, gravity=(0.0, 0.0, 0.0)) -> str:
     return (f'<mujoco><option gravity="{g}" integrator="RK4"/><compiler angle="radian"/>'
             f'<worldbody><body name="link_0"><freejoint name="base"/>{inertial(0)}{body}</body>'
             f'</worldbody></mujoco>')
-
-
-# Seed 001, table 1: theta_i(t) = a t^2 + b on 20 bodies, numbered 0..19 (= our joints 0..19).
-# Extraction lost details, so these choices are ours and are documented here:
-# - cobra lists body 5 in both groups; the second group must mean 6 (0..19 otherwise misses 6).
-# - accordion gives a = +-pi/14 (or pi/24), b = +-pi/3 without saying which sign where: we alternate
-#   the sign along the listed bodies (+, -, +, -) so the body folds back and forth like an accordion.
-# - axes: cobra rises in the vertical plane (all pitch), accordion folds in the ground plane (all
-#   yaw), helix needs 3D (pitch and yaw alternating, pitch first, as on our pitch-yaw robot).
-def seed001_cases() -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """name -> (axes (20, 3), a (20,), b (20,)) for theta_j(t) = a_j t^2 + b_j."""
-    n = 20
-    pi = np.pi
-    cases = {}
-    a, b = np.zeros(n), np.zeros(n)
-    a[[3, 5, 7]], b[[3, 5, 7]] = pi / 24, -pi / 6
-    a[[13, 15, 17]], b[[13, 15, 17]] = -pi / 24, pi / 6
-    cases['cobra'] = (np.tile(PITCH, (n, 1)), a, b)
-    a, b = np.zeros(n), np.zeros(n)
-    for sign, body in zip((1, -1, 1, -1), (2, 6, 14, 18)):
-        a[body], b[body] = sign * pi / 14, sign * pi / 3
-    for sign, body in zip((1, -1, 1, -1), (4, 8, 12, 16)):
-        a[body], b[body] = sign * pi / 24, sign * pi / 3
-    cases['accordion'] = (np.tile(YAW, (n, 1)), a, b)
-    a, b = np.zeros(n), np.zeros(n)
-    up = [2, 3, 4, 5, 6, 7, 9, 11, 13, 18]
-    a[up], b[up] = pi / 18, -2 * pi / 9
-    a[[12, 14, 16]], b[[12, 14, 16]] = -pi / 18, 2 * pi / 9
-    cases['helix'] = (np.array([PITCH if j % 2 == 0 else YAW for j in range(n)]), a, b)
-    return cases

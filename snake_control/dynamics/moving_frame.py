@@ -125,13 +125,14 @@ def chain_model_from_robot(robot) -> ChainModel:
 
 # --- small batched SO(3) helpers ----------------------------------------------------------------
 
+_GENERATORS = np.array([[[0, 0, 0], [0, 0, -1], [0, 1, 0]],
+                        [[0, 0, 1], [0, 0, 0], [-1, 0, 0]],
+                        [[0, -1, 0], [1, 0, 0], [0, 0, 0]]], dtype=float).reshape(3, 9)
+
+
 def _hat(v: np.ndarray) -> np.ndarray:
-    """(..., 3) -> (..., 3, 3) skew matrices, hat(v) u = v x u."""
-    out = np.zeros(v.shape + (3,))
-    out[..., 0, 1], out[..., 0, 2] = -v[..., 2], v[..., 1]
-    out[..., 1, 0], out[..., 1, 2] = v[..., 2], -v[..., 0]
-    out[..., 2, 0], out[..., 2, 1] = -v[..., 1], v[..., 0]
-    return out
+    """(..., 3) -> (..., 3, 3) skew matrices, hat(v) u = v x u (seed 001's double arrow)."""
+    return (v @ _GENERATORS).reshape(v.shape[:-1] + (3, 3))
 
 
 def _rot(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
@@ -224,60 +225,66 @@ def chain_state(model: ChainModel, q_rad, nu=None, *, base: str = 'fixed',
         omega[:, 0] = v[:, 3:6]
     for j in range(n):
         a = model.axes[j]
+        hat_a = _hat(a)
         d_j = np.array([0.5 * model.lengths_m[j], 0.0, 0.0])
         d_c = np.array([0.5 * model.lengths_m[j + 1], 0.0, 0.0])
-        r_rel = _rot(a, q[:, j])                                    # R_{j+1/j}
+        hat_dc = _hat(d_c)
+        sin, cos = np.sin(q[:, j])[:, None, None], np.cos(q[:, j])[:, None, None]
+        r_rel = np.eye(3) + sin * hat_a + (1.0 - cos) * (hat_a @ hat_a)   # R_{j+1/j}
+        r_rel_t = np.swapaxes(r_rel, 1, 2)
         r_k = rot[:, j]
         r_next = r_k @ r_rel
         rot[:, j + 1] = r_next
-        lever = r_rel @ d_c                                         # R_{j+1/j} d_C (S, 3)
-        t_var = -_hat(lever + d_j)                                  # T = hat(.)^T
+        # Kinematic transfer variable T = hat(R_{j+1/j} d_C + d_J)^T (eq. 51); hat(R d) = R hat(d) R^T.
+        t_var = -(r_rel @ hat_dc @ r_rel_t + _hat(d_j))
         col = off + j
-        r_rel_t = np.swapaxes(r_rel, 1, 2)
         # Rotational rows (eq. 90) and translational rows (eq. 89, corrected, see module docstring).
         bw[:, j + 1] = r_rel_t @ bw[:, j]
         bw[:, j + 1, :, col] += a
         rt = r_k @ t_var                                            # R_k T (S, 3, 3)
         bx[:, j + 1] = bx[:, j] + rt @ bw[:, j]
-        hat_dc_t = -_hat(d_c)                                       # hat(d_C)^T
-        new_x = r_next @ (hat_dc_t @ a)                             # (S, 3)
-        bx[:, j + 1, :, col] += new_x
+        new_dir = -hat_dc @ a                                       # hat(d_C)^T a
+        bx[:, j + 1, :, col] += r_next @ new_dir
         if not has_vel:
             continue
-        qd = v[:, col]
-        w_rel = a[None, :] * qd[:, None]                            # omega^{(j+1/j)} = a qdot
-        omega[:, j + 1] = np.einsum('sba,sb->sa', r_rel, omega[:, j]) + w_rel
-        # Rdot_{j+1/j}^T = -hat(a qdot) R_rel^T;  Rdot_k = R_k hat(w_k).
-        r_rel_t_dot = -_hat(w_rel) @ r_rel_t
-        bw_dot = r_rel_t_dot @ bw[:, j] + r_rel_t @ bwd[:, j]
-        bwd[:, j + 1] = bw_dot
+        qd = v[:, col][:, None, None]
+        # omega^{(j+1)} = R_{j+1/j}^T omega^{(j)} + a qdot (eq. 50).
+        omega[:, j + 1] = (r_rel_t @ omega[:, j, :, None])[..., 0] + a * qd[:, 0]
+        # Rdot_{j+1/j} = R_{j+1/j} hat(a) qdot;  Rdot_k = R_k hat(w_k).
+        r_rel_t_dot = -qd * (hat_a @ r_rel_t)
+        bwd[:, j + 1] = r_rel_t_dot @ bw[:, j] + r_rel_t @ bwd[:, j]
         r_k_dot = r_k @ _hat(omega[:, j])
-        lever_dot = np.einsum('sab,sb->sa', r_rel @ _hat(w_rel), np.broadcast_to(d_c, (s, 3)))
-        t_dot = -_hat(lever_dot)
-        bxd[:, j + 1] = (bxd[:, j] + (r_k_dot @ t_var) @ bw[:, j] + (r_k @ t_dot) @ bw[:, j]
-                         + rt @ bwd[:, j])
-        r_next_dot = r_next @ _hat(omega[:, j + 1])
-        bxd[:, j + 1, :, col] += r_next_dot @ (hat_dc_t @ a)
+        r_rel_dot = qd * (r_rel @ hat_a)
+        t_dot = -(r_rel_dot @ hat_dc @ r_rel_t + r_rel @ hat_dc @ r_rel_t_dot)   # Tdot = -hat(Rdot d_C)
+        bxd[:, j + 1] = bxd[:, j] + (r_k_dot @ t_var + r_k @ t_dot) @ bw[:, j] + rt @ bwd[:, j]
+        bxd[:, j + 1, :, col] += (r_next @ _hat(omega[:, j + 1])) @ new_dir
     return ChainState(rot=rot, bx=bx, bw=bw, bx_dot=bxd, bw_dot=bwd, omega=omega)
 
 
 # --- equations of motion ------------------------------------------------------------------------
 
+def _flat(x):
+    """(S, K, 3, m) -> (S, 3K, m) so sums over links and components become one matmul."""
+    return x.reshape(x.shape[0], -1, x.shape[-1])
+
+
+def _tr(x):
+    return np.swapaxes(x, -1, -2)
+
+
 def mass_matrix(model: ChainModel, state: ChainState) -> np.ndarray:
     """(S, m, m) M* = B^T M B (eq. 86a), summed link by link without forming the block M."""
-    mx = np.einsum('k,skam,skan->smn', model.masses_kg, state.bx, state.bx)
-    mw = np.einsum('skam,kab,skbn->smn', state.bw, model.inertias_kg_m2, state.bw)
-    return mx + mw
+    mx = _flat(np.sqrt(model.masses_kg)[None, :, None, None] * state.bx)
+    jw = _flat(model.inertias_kg_m2[None] @ state.bw)
+    return _tr(mx) @ mx + _tr(_flat(state.bw)) @ jw
 
 
 def coriolis_matrix(model: ChainModel, state: ChainState) -> np.ndarray:
     """(S, m, m) N* = B^T (M Bdot + D M B) (eq. 86b), D = diag(0, hat(w_k))."""
-    nx = np.einsum('k,skam,skan->smn', model.masses_kg, state.bx, state.bx_dot)
-    jw_dot = np.einsum('kab,skbn->skan', model.inertias_kg_m2, state.bw_dot)
-    jw = np.einsum('kab,skbn->skan', model.inertias_kg_m2, state.bw)
-    gyro = np.einsum('skab,skbn->skan', _hat(state.omega), jw)
-    nw = np.einsum('skam,skan->smn', state.bw, jw_dot + gyro)
-    return nx + nw
+    mbx_dot = _flat(model.masses_kg[None, :, None, None] * state.bx_dot)
+    jw_dot = model.inertias_kg_m2[None] @ state.bw_dot
+    gyro = _hat(state.omega) @ (model.inertias_kg_m2[None] @ state.bw)
+    return _tr(_flat(state.bx)) @ mbx_dot + _tr(_flat(state.bw)) @ _flat(jw_dot + gyro)
 
 
 def gravity_force(model: ChainModel, state: ChainState, gravity_m_s2) -> np.ndarray:
@@ -285,18 +292,19 @@ def gravity_force(model: ChainModel, state: ChainState, gravity_m_s2) -> np.ndar
     g = np.asarray(gravity_m_s2, dtype=float)
     if g.shape != (3,):
         raise ValueError(f'gravity_m_s2 must have shape (3,), got {g.shape}')
-    return np.einsum('k,skam,a->sm', model.masses_kg, state.bx, g)
+    return np.einsum('skam,ka->sm', state.bx, model.masses_kg[:, None] * g)
 
 
 def bias_force(model: ChainModel, state: ChainState, nu) -> np.ndarray:
     """(S, m) N* nu computed as B^T (M Bdot nu + D M B nu) without forming N* (the fast path)."""
     nu = np.asarray(nu, dtype=float)
-    acc_x = np.einsum('skam,sm->ska', state.bx_dot, nu)
-    acc_w = np.einsum('skam,sm->ska', state.bw_dot, nu)
+    acc_x = (state.bx_dot @ nu[:, None, :, None])[..., 0]
+    acc_w = (state.bw_dot @ nu[:, None, :, None])[..., 0]
     jw = np.einsum('kab,skb->ska', model.inertias_kg_m2, state.omega)
     moment = np.einsum('kab,skb->ska', model.inertias_kg_m2, acc_w) + np.cross(state.omega, jw)
-    return (np.einsum('k,skam,ska->sm', model.masses_kg, state.bx, acc_x)
-            + np.einsum('skam,ska->sm', state.bw, moment))
+    force = model.masses_kg[None, :, None] * acc_x
+    return (_tr(_flat(state.bx)) @ force.reshape(force.shape[0], -1, 1)
+            + _tr(_flat(state.bw)) @ moment.reshape(moment.shape[0], -1, 1))[..., 0]
 
 
 def inverse_dynamics(model: ChainModel, q_rad, nu, nu_dot, *, base: str = 'fixed', base_rot=None,
