@@ -109,11 +109,93 @@ def floating_joint_torques(model: ChainModel, q, qd, qdd) -> np.ndarray:
     return tau
 
 
+def _support_normal(points, up, centre):
+    """Up from the convex-hull face (3D) or edge (2D) the points rest on.
+
+    A body rests stably only on a face that its centre of mass lies over; among those, the face whose
+    outward normal points most nearly along -up is taken. Returns -(that normal), unit.
+    """
+    from scipy.spatial import ConvexHull, QhullError
+    try:
+        hull = ConvexHull(points)
+    except QhullError:
+        return up
+    normals = hull.equations[:, :-1]
+    verts = points[hull.simplices]                                   # (F, d, d)
+    # Centre of mass projected onto each face plane, in the face's barycentric coordinates.
+    proj = centre[None, :] - (np.einsum('fa,a->f', normals, centre) + hull.equations[:, -1])[:, None] * normals
+    edges = verts[:, 1:, :] - verts[:, :1, :]                        # (F, d - 1, d)
+    rhs = proj - verts[:, 0, :]
+    gram = np.einsum('fia,fja->fij', edges, edges)
+    coef = np.linalg.solve(gram + 1e-15 * np.eye(gram.shape[-1]),
+                           np.einsum('fia,fa->fi', edges, rhs)[..., None])[..., 0]
+    bary = np.concatenate([1.0 - coef.sum(axis=1, keepdims=True), coef], axis=1)
+    stable = np.all(bary >= -1e-9, axis=1)
+    score = normals @ -up
+    best = normals[np.argmax(np.where(stable, score, -np.inf))] if stable.any() else normals[np.argmax(score)]
+    return -best / np.linalg.norm(best)
+
+
+def ground_up(centres_m, up_guess, contact_tolerance_m: float, spread_m: float) -> np.ndarray:
+    """(S, 3) up direction of the ground plane the body rests on, in link 0's frame.
+
+    centres_m (S, K, 3) link centres; up_guess (S, 3) unit; spread_m: below this a set of contacts counts
+    as a line (typically a link length). A truly 3D shape rests on a face of the convex hull of its link
+    centres: among the faces its centre of mass lies over (stable ones), the one whose outward normal
+    points most nearly along -up_guess; a planar shape lies flat
+    (its plane within 45 degrees of up_guess) or stands on an edge of its 2D hull; a straight one has up
+    perpendicular to its line, as near up_guess as possible. Then, twice: the contacts
+    are the centres within contact_tolerance_m of the lowest, and up is the normal of their plane, or
+    up_guess made perpendicular to their line (flat and straight shapes, where hull facets through
+    collinear points have no well-defined normal), or kept for a single contact.
+    """
+    centres = np.asarray(centres_m, dtype=float)
+    guess = np.asarray(up_guess, dtype=float)
+    out = guess.copy()
+    for i in range(centres.shape[0]):
+        pts_all = centres[i]
+        k = pts_all.shape[0]
+        u = guess[i]
+        centre = pts_all.mean(axis=0)                        # equal link masses
+        _, sv_all, vt_all = np.linalg.svd(pts_all - centre)
+        flat = 1e-6 * sv_all[0]                              # numerically degenerate below this
+        if k >= 4 and sv_all[2] > flat:
+            u = _support_normal(pts_all, u, centre)          # 3D shape: a hull facet
+        elif k >= 3 and sv_all[1] > flat:
+            normal = vt_all[2]                               # planar shape
+            if abs(normal @ u) >= np.sqrt(0.5):
+                u = normal if normal @ u >= 0 else -normal   # lying flat
+            else:                                            # standing up: an edge of its 2D hull
+                basis = vt_all[:2]
+                u = basis.T @ _support_normal(pts_all @ basis.T, basis @ u, basis @ centre)
+        else:
+            u = u - (u @ vt_all[0]) * vt_all[0]              # straight: up perpendicular to the line
+        u = u / np.linalg.norm(u)
+        for _ in range(2):
+            height = pts_all @ u
+            pts = pts_all[height <= height.min() + contact_tolerance_m]
+            if pts.shape[0] < 2:
+                break
+            _, sv, vt = np.linalg.svd(pts - pts.mean(axis=0))
+            if pts.shape[0] >= 3 and sv[1] > spread_m * np.sqrt(pts.shape[0]) / 4:
+                normal = vt[2]
+            else:
+                normal = guess[i] - (guess[i] @ vt[0]) * vt[0]
+            norm = np.linalg.norm(normal)
+            if norm < 1e-9:
+                break
+            normal = normal / norm
+            u = normal if normal @ u >= 0 else -normal
+        out[i] = u
+    return out
+
+
 def lifted_gravity_torques(model: ChainModel, q, gravity_m_s2: float = STANDARD_GRAVITY_M_S2,
                            up=None, contact_tolerance_m: float = 0.0075):
     """Quasi-static joint torques (T, n) holding lifted runs of links, and the support mask (T, n + 1).
 
-    See the module docstring ('ground', part 2). up: (3,) or (T, 3) in link 0's frame, or None.
+    See the module docstring ('ground', part 2). up: (3,) or (T, 3) in link 0's frame, or None (then
+    the ground plane comes from the convex hull, ``ground_up``, seeded with the links' mean z axis).
     """
     n = model.n_joints
     state = chain_state(model, q)
@@ -125,35 +207,55 @@ def lifted_gravity_torques(model: ChainModel, q, gravity_m_s2: float = STANDARD_
     joints = centres[:, :-1] + half[:-1, None] * rot[:, :-1, :, 0]         # (S, n, 3)
     axes_w = np.einsum('sjab,jb->sja', rot[:, :-1], model.axes)             # (S, n, 3)
     u = _up_vectors(model, state, up)
+    if up is None:
+        u = ground_up(centres, u, contact_tolerance_m, model.lengths_m.min())
     height = np.einsum('ska,sa->sk', centres, u)
     supported = height <= height.min(axis=1, keepdims=True) + contact_tolerance_m
     idx = np.arange(n + 1)
-    big = n + 1
-    # next supported link at or after k, last supported link at or before k.
-    nxt = np.where(supported, idx, big)
-    nxt = np.minimum.accumulate(nxt[:, ::-1], axis=1)[:, ::-1]
-    prv = np.where(supported, idx, -1)
-    prv = np.maximum.accumulate(prv, axis=1)
-    j = np.arange(n)
-    end_head = nxt[:, 1:]                                                  # first support after joint j
-    start_tail = prv[:, :-1]                                               # last support at/before link j
+    # Nearest supported link at or after k, and at or before k (n + 1 / -1: none).
+    nxt = np.minimum.accumulate(np.where(supported, idx, n + 1)[:, ::-1], axis=1)[:, ::-1]
+    prv = np.maximum.accumulate(np.where(supported, idx, -1), axis=1)
+    j = np.arange(n)[None, :, None]
     k = idx[None, None, :]
-    head = (k >= j[None, :, None] + 1) & (k < end_head[:, :, None])        # (S, n, n + 1)
-    tail = (k > start_tail[:, :, None]) & (k <= j[None, :, None])
-    weight = -gravity_m_s2 * u                                             # per kg, (S, 3)
+    sup_a = prv[:, :-1]                                                    # (S, n) last support <= j
+    sup_b = nxt[:, 1:]                                                     # (S, n) first support >= j + 1
+    head = ((k >= j + 1) & (k < sup_b[:, :, None])).astype(float)          # (S, n, n + 1)
+    tail = ((k > sup_a[:, :, None]) & (k <= j)).astype(float)
     m = model.masses_kg
     mc = m[None, :, None] * centres                                        # (S, n + 1, 3)
+    g_vec = -gravity_m_s2 * u                                              # per kg, (S, 3)
 
     def moment(mask):
-        first = np.einsum('sjk,ska->sja', mask, mc)
-        zeroth = np.einsum('sjk,k->sj', mask, m)
-        lever = first - zeroth[..., None] * joints                         # sum m_k (c_k - p_j)
-        return np.einsum('sja,sja->sj', axes_w, np.cross(lever, weight[:, None, :]))
+        """Sum over the masked links of m_k (c_k - p_j) x g, as (S, n, 3)."""
+        lever = np.einsum('sjk,ska->sja', mask, mc) - np.einsum('sjk,k->sj', mask, m)[..., None] * joints
+        return np.cross(lever, g_vec[:, None, :])
 
-    # Joint torque acts +tau a on link j + 1 and -tau a on link j; statics of each side gives the sign.
-    tau_head = -moment(head.astype(float))
-    tau_tail = moment(tail.astype(float))
+    # Joint j applies +tau a_j to link j + 1 and -tau a_j to link j: statics of the head side gives
+    # tau = -a . (moments on the head side), of the tail side tau = +a . (moments on the tail side).
+    m_head, m_tail = moment(head), moment(tail)
+    tau_head = -np.einsum('sja,sja->sj', axes_w, m_head)
+    tau_tail = np.einsum('sja,sja->sj', axes_w, m_tail)
     tau = np.where(np.abs(tau_head) >= np.abs(tau_tail), tau_head, tau_tail)
+    # A run between two contacts A < j < B (an arch) is simply supported at their centres: the
+    # reaction at B balances the run's weight moment about A along the horizontal A -> B, and the
+    # joint holds the head part of the run plus that reaction.
+    bridge = (sup_a >= 0) & (sup_b <= n)
+    c_a = np.take_along_axis(centres, np.clip(sup_a, 0, n)[..., None], axis=1)   # (S, n, 3)
+    c_b = np.take_along_axis(centres, np.clip(sup_b, 0, n)[..., None], axis=1)
+    span = c_b - c_a
+    span -= np.einsum('sja,sa->sj', span, u)[..., None] * u[:, None, :]
+    span_len = np.linalg.norm(span, axis=-1)
+    ok = bridge & (span_len > 0.5 * model.lengths_m.min())
+    e = span / np.where(span_len > 0, span_len, 1.0)[..., None]
+    run = head + tail
+    lever_a = (np.einsum('sjk,ska,sja->sj', run, mc, e)
+               - np.einsum('sjk,k->sj', run, m) * np.einsum('sja,sja->sj', c_a, e))
+    reaction = gravity_m_s2 * lever_a / np.where(ok, span_len, 1.0)       # N, along +u at c_B
+    m_reaction = np.cross(c_b - joints, reaction[..., None] * u[:, None, :])
+    tau_bridge = -np.einsum('sja,sja->sj', axes_w, m_head + m_reaction)
+    tau = np.where(ok, tau_bridge, tau)
+    tau = np.where(sup_a == -1, tau_tail, tau)                             # tail end lifted: exact
+    tau = np.where(sup_b == n + 1, tau_head, tau)                          # head end lifted: exact
     return tau, supported
 
 
@@ -286,7 +388,7 @@ def _runs(mask_t, t, period_s):
     pieces.sort()
     merged = [list(pieces[0])]
     for a, b in pieces[1:]:
-        if a <= merged[-1][1] + 1.5 * dt:
+        if a <= merged[-1][1] + 2.5 * dt:                                  # one-sample flicker
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b])
