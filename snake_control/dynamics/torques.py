@@ -136,18 +136,16 @@ def _support_normal(points, up, centre):
     return -best / np.linalg.norm(best)
 
 
-def ground_up(centres_m, up_guess, contact_tolerance_m: float, spread_m: float) -> np.ndarray:
+def ground_up(centres_m, up_guess, may_stand=None) -> np.ndarray:
     """(S, 3) up direction of the ground plane the body rests on, in link 0's frame.
 
-    centres_m (S, K, 3) link centres; up_guess (S, 3) unit; spread_m: below this a set of contacts counts
-    as a line (typically a link length). A truly 3D shape rests on a face of the convex hull of its link
+    centres_m (S, K, 3) link centres; up_guess (S, 3) unit; may_stand (S,) bool or None. A truly 3D shape rests on a face of the convex hull of its link
     centres: among the faces its centre of mass lies over (stable ones), the one whose outward normal
-    points most nearly along -up_guess; a planar shape lies flat
-    (its plane within 45 degrees of up_guess) or stands on an edge of its 2D hull; a straight one has up
-    perpendicular to its line, as near up_guess as possible. Then, twice: the contacts
-    are the centres within contact_tolerance_m of the lowest, and up is the normal of their plane, or
-    up_guess made perpendicular to their line (flat and straight shapes, where hull facets through
-    collinear points have no well-defined normal), or kept for a single contact.
+    points most nearly along -up_guess. A planar shape lies flat, unless may_stand (S,) says so and its
+    plane is more than 45 degrees from up_guess: then it stands on an edge of its 2D hull (a shape bent
+    by pitch joints only, with its yaw axes up: vertical undulation, a lifted head). A straight one has
+    up perpendicular to its line, as near up_guess as possible. (One shape alone cannot tell a rolling
+    arc lying flat from a standing one; lying flat is the stable state of a mixed pitch-yaw arc.)
     """
     centres = np.asarray(centres_m, dtype=float)
     guess = np.asarray(up_guess, dtype=float)
@@ -163,7 +161,7 @@ def ground_up(centres_m, up_guess, contact_tolerance_m: float, spread_m: float) 
             u = _support_normal(pts_all, u, centre)          # 3D shape: a hull facet
         elif k >= 3 and sv_all[1] > flat:
             normal = vt_all[2]                               # planar shape
-            if abs(normal @ u) >= np.sqrt(0.5):
+            if (may_stand is not None and not may_stand[i]) or abs(normal @ u) >= np.sqrt(0.5):
                 u = normal if normal @ u >= 0 else -normal   # lying flat
             else:                                            # standing up: an edge of its 2D hull
                 basis = vt_all[:2]
@@ -171,21 +169,6 @@ def ground_up(centres_m, up_guess, contact_tolerance_m: float, spread_m: float) 
         else:
             u = u - (u @ vt_all[0]) * vt_all[0]              # straight: up perpendicular to the line
         u = u / np.linalg.norm(u)
-        for _ in range(2):
-            height = pts_all @ u
-            pts = pts_all[height <= height.min() + contact_tolerance_m]
-            if pts.shape[0] < 2:
-                break
-            _, sv, vt = np.linalg.svd(pts - pts.mean(axis=0))
-            if pts.shape[0] >= 3 and sv[1] > spread_m * np.sqrt(pts.shape[0]) / 4:
-                normal = vt[2]
-            else:
-                normal = guess[i] - (guess[i] @ vt[0]) * vt[0]
-            norm = np.linalg.norm(normal)
-            if norm < 1e-9:
-                break
-            normal = normal / norm
-            u = normal if normal @ u >= 0 else -normal
         out[i] = u
     return out
 
@@ -208,7 +191,10 @@ def lifted_gravity_torques(model: ChainModel, q, gravity_m_s2: float = STANDARD_
     axes_w = np.einsum('sjab,jb->sja', rot[:, :-1], model.axes)             # (S, n, 3)
     u = _up_vectors(model, state, up)
     if up is None:
-        u = ground_up(centres, u, contact_tolerance_m, model.lengths_m.min())
+        # Shapes bent by pitch joints alone (axes along the link's y) may stand in their vertical plane.
+        pitch = np.abs(model.axes[:, 1]) > 1.0 - 1e-9
+        may_stand = np.all(pitch[None, :] | (np.abs(q) < 1e-6), axis=1)
+        u = ground_up(centres, u, may_stand)
     height = np.einsum('ska,sa->sk', centres, u)
     supported = height <= height.min(axis=1, keepdims=True) + contact_tolerance_m
     idx = np.arange(n + 1)
@@ -309,7 +295,7 @@ class TorqueReport:
 
     torque_nm (T, n); peak_nm, rms_nm, peak_time_s (n,); exceeding: names of the joints whose |torque|
     goes above limit_nm = fraction * stall_torque_nm; intervals: joint name -> list of (start, end)
-    intervals where it does, in gait phase [0, 1) if period_s was given, else in seconds.
+    intervals where it does, in gait phase [0, 1) if phased (a period or phases were given), else in s.
     """
 
     robot: str
@@ -326,6 +312,7 @@ class TorqueReport:
     exceeding: tuple[str, ...]
     intervals: dict = field(default_factory=dict)
     period_s: float | None = None
+    phased: bool = False
 
     @property
     def limit_nm(self) -> float:
@@ -344,7 +331,7 @@ class TorqueReport:
         if self.ok:
             return (f'torque check passed: peak {self.peak_nm[worst]:.3f} N m at {self.joint_names[worst]} '
                     f'({self.peak_nm[worst] / self.stall_torque_nm:.0%} of stall); {head}')
-        unit = 'phase' if self.period_s else 's'
+        unit = 'phase' if self.phased else 't s'
         parts = []
         for name in self.exceeding:
             i = self.joint_names.index(name)
@@ -364,23 +351,25 @@ class TorqueReport:
         return '\n'.join(lines)
 
 
-def _runs(mask_t, t, period_s):
-    """Intervals (start, end) where mask_t is true, in phase if period_s else in seconds, merged."""
+def _runs(mask_t, t, cycles=None):
+    """Intervals (start, end) where mask_t is true: in gait phase [0, 1) if cycles (T,) (the gait phase
+    in cycles, unwrapped) is given, else in seconds; overlapping phase intervals of several periods
+    are merged."""
     idx = np.flatnonzero(mask_t)
     if idx.size == 0:
         return []
     breaks = np.flatnonzero(np.diff(idx) > 1)
     starts = idx[np.concatenate([[0], breaks + 1])]
     ends = idx[np.concatenate([breaks, [idx.size - 1]])]
-    spans = [(t[a], t[b]) for a, b in zip(starts, ends)]
-    if not period_s:
-        return [(float(a), float(b)) for a, b in spans]
-    dt = float(np.median(np.diff(t))) / period_s
+    if cycles is None:
+        return [(float(t[a]), float(t[b])) for a, b in zip(starts, ends)]
+    step = float(np.median(np.abs(np.diff(cycles)))) if cycles.size > 1 else 0.0
     pieces = []
-    for a, b in spans:
-        if (b - a) / period_s >= 1.0 - dt:
+    for a, b in zip(starts, ends):
+        if abs(cycles[b] - cycles[a]) >= 1.0 - step:
             return [(0.0, 1.0)]
-        pa, pb = (a - t[0]) / period_s % 1.0, (b - t[0]) / period_s % 1.0
+        lo, hi = sorted((cycles[a], cycles[b]))                            # the phase may run backwards
+        pa, pb = lo % 1.0, hi % 1.0
         if pb < pa:                                                        # wraps past phase 1
             pieces += [(pa, 1.0), (0.0, pb)]
         else:
@@ -388,7 +377,7 @@ def _runs(mask_t, t, period_s):
     pieces.sort()
     merged = [list(pieces[0])]
     for a, b in pieces[1:]:
-        if a <= merged[-1][1] + 2.5 * dt:                                  # one-sample flicker
+        if a <= merged[-1][1] + 2.5 * step:                                # one-sample flicker
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b])
@@ -396,14 +385,15 @@ def _runs(mask_t, t, period_s):
 
 
 def gait_torque_report(robot, t_s, q_rad, fraction: float = 0.8, *, period_s: float | None = None,
-                       support: str = 'ground', qd_rad_s=None, qdd_rad_s2=None, up=None,
+                       phase_rad=None, support: str = 'ground', qd_rad_s=None, qdd_rad_s2=None, up=None,
                        gravity_m_s2: float = STANDARD_GRAVITY_M_S2,
                        contact_tolerance_m: float | None = None) -> TorqueReport:
     """Check the joint torques a gait needs against fraction * the servo's stall torque.
 
     Parameters: robot (snake_control.robot.Robot); t_s (T,) increasing sample times; q_rad (T, n)
     joint angles (joint order of the robot YAML); fraction in (0, 1]; period_s the gait period (phases
-    are then reported in [0, 1), measured from t_s[0]); support, up, gravity_m_s2, contact_tolerance_m
+    are then reported in [0, 1), measured from t_s[0]), or phase_rad (T,) the gait phase of each sample
+    (2 pi per cycle, as the scheduler reports it; wins over period_s); support, up, gravity_m_s2, contact_tolerance_m
     as in joint_torques; qd_rad_s, qdd_rad_s2 (T, n) if known exactly (else finite differences of q).
     Returns a TorqueReport (ok, message, table(), per-joint peak and RMS, exceeding joints, intervals).
     Takes a few tens of ms for 32 joints and 400 samples.
@@ -413,6 +403,13 @@ def gait_torque_report(robot, t_s, q_rad, fraction: float = 0.8, *, period_s: fl
     if period_s is not None and not period_s > 0:
         raise ValueError(f'period_s must be positive, got {period_s}')
     t, q = _trajectory(t_s, q_rad, robot.n_joints)
+    cycles = None
+    if phase_rad is not None:
+        cycles = np.asarray(phase_rad, dtype=float) / (2 * np.pi)
+        if cycles.shape != t.shape or not np.all(np.isfinite(cycles)):
+            raise ValueError(f'phase_rad must be finite with shape {t.shape}, got {np.shape(phase_rad)}')
+    elif period_s is not None:
+        cycles = (t - t[0]) / period_s
     qd_fd, qdd_fd = (None, None) if qd_rad_s is not None and qdd_rad_s2 is not None else joint_rates(t, q)
     qd = qd_fd if qd_rad_s is None else qd_rad_s
     qdd = qdd_fd if qdd_rad_s2 is None else qdd_rad_s2
@@ -425,9 +422,9 @@ def gait_torque_report(robot, t_s, q_rad, fraction: float = 0.8, *, period_s: fl
     limit = fraction * stall
     names = tuple(robot.joint_names)
     exceeding = tuple(name for i, name in enumerate(names) if mag[peak_i[i], i] > limit)
-    intervals = {name: _runs(mag[:, names.index(name)] > limit, t, period_s) for name in exceeding}
+    intervals = {name: _runs(mag[:, names.index(name)] > limit, t, cycles) for name in exceeding}
     return TorqueReport(robot=robot.name, servo=servo.name, support=support, joint_names=names,
                         stall_torque_nm=stall, fraction=float(fraction), t_s=t, torque_nm=tau,
                         peak_nm=mag.max(axis=0), rms_nm=np.sqrt(np.mean(tau ** 2, axis=0)),
                         peak_time_s=t[peak_i], exceeding=exceeding, intervals=intervals,
-                        period_s=period_s)
+                        period_s=period_s, phased=cycles is not None)
