@@ -27,8 +27,9 @@ def random_chain(n: int, rng: np.random.Generator, any_axes: bool = True) -> Cha
     return ChainModel(axes, lengths, masses, np.array(inertias))
 
 
-def mjcf(model: ChainModel, gravity=(0.0, 0.0, 0.0)) -> str:
-    """MJCF of the chain with a free-floating link 0: body frames at the link centres, hinges at the joints.
+def mjcf(model: ChainModel, gravity=(0.0, 0.0, 0.0), free: bool = True, timestep: float = 0.002) -> str:
+    """MJCF of the chain: body frames at the link centres, hinges at the joints; link 0 free-floating
+    (free=True) or welded to the world (seed 001's wall).
 
     No geoms (no contacts), no damping or armature, so mj_inverse is the rigid-body inverse dynamics.
     """
@@ -47,6 +48,7 @@ def mjcf(model: ChainModel, gravity=(0.0, 0.0, 0.0)) -> str:
                 f'<joint name="j{j}" type="hinge" pos="{-0.5 * model.lengths_m[k]:.17g} 0 0" '
                 f'axis="{a[0]:.17g} {a[1]:.17g} {a[2]:.17g}"/>{inertial(k)}{body}</body>')
     g = ' '.join(f'{x:.17g}' for x in gravity)
-    return (f'<mujoco><option gravity="{g}" integrator="RK4"/><compiler angle="radian"/>'
-            f'<worldbody><body name="link_0"><freejoint name="base"/>{inertial(0)}{body}</body>'
+    base = '<freejoint name="base"/>' if free else ''
+    return (f'<mujoco><option gravity="{g}" integrator="RK4" timestep="{timestep!r}"/>'
+            f'<compiler angle="radian"/><worldbody><body name="link_0">{base}{inertial(0)}{body}</body>'
             f'</worldbody></mujoco>')

@@ -220,3 +220,21 @@ def test_bad_shapes_are_refused():
         chain_state(model, np.zeros(3), base='floating')
     with pytest.raises(ValueError, match='axes'):
         ChainModel(np.ones((2, 3)), np.ones(3), np.ones(3), np.zeros((3, 3, 3)))
+
+
+@pytest.mark.parametrize('base', ['fixed', 'free'])
+def test_unrolled_b_equals_the_recursion(base):
+    """The closed-form sum of eq. 89-92 (used for fast RK4) is the same B, Bdot and omega."""
+    from snake_control.dynamics.moving_frame import chain_state_unrolled
+    rng = np.random.default_rng(9)
+    model = random_chain(7, rng)
+    n = model.n_joints
+    q = rng.normal(size=(4, n))
+    nu = rng.normal(size=(4, n + (6 if base == 'free' else 0)))
+    r0 = np.array([so3_exp(rng.normal(size=3)) for _ in range(4)])
+    a = chain_state(model, q, nu, base=base, base_rot=r0)
+    b = chain_state_unrolled(model, q, nu, base=base, base_rot=r0)
+    for name in ('rot', 'bx', 'bw', 'bx_dot', 'bw_dot', 'omega'):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), atol=1e-12, err_msg=name)
+    with pytest.raises(ValueError, match='method'):
+        inverse_dynamics(model, q, nu, nu, base=base, method='magic')

@@ -135,6 +135,13 @@ def _hat(v: np.ndarray) -> np.ndarray:
     return (v @ _GENERATORS).reshape(v.shape[:-1] + (3, 3))
 
 
+def _cross(a, b):
+    """Cross product over the last axis (np.cross's axis handling costs more than the arithmetic)."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+
+
 def _rot(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
     """Rodrigues for a unit axis (3,) and angles (S,) -> (S, 3, 3)."""
     k = _hat(axis)
@@ -261,6 +268,82 @@ def chain_state(model: ChainModel, q_rad, nu=None, *, base: str = 'fixed',
     return ChainState(rot=rot, bx=bx, bw=bw, bx_dot=bxd, bw_dot=bwd, omega=omega)
 
 
+def chain_state_unrolled(model: ChainModel, q_rad, nu=None, *, base: str = 'fixed',
+                         base_rot=None) -> ChainState:
+    """The same ChainState as chain_state, with the recursions of eq. 89-92 summed in closed form.
+
+    Unrolling eq. 89 telescopes the transfer terms R_k T_{k+1/k} into a cross product with the
+    displacement from the joint: column j of link k (k > j) is a_j^w x (x_k - p_j) in translation and
+    R_k^T a_j^w in rotation, with a_j^w = R_j a_j the joint axis and p_j the joint position in the world.
+    Its derivative uses d/dt a_j^w = w_j^w x a_j^w. Vectorised over the links as well as the samples (a
+    few numpy calls per evaluation instead of a few per link), which is what a sequential integrator
+    (RK4, one sample at a time) needs. test_dynamics_moving_frame checks it against chain_state.
+    """
+    n = model.n_joints
+    m = n_velocities(model, base)
+    q = _as_samples('q_rad', q_rad, n)
+    s = q.shape[0]
+    has_vel = nu is not None
+    v = _as_samples('nu', nu, m) if has_vel else np.zeros((s, m))
+    r0 = np.broadcast_to(np.eye(3) if base_rot is None else np.asarray(base_rot, float), (s, 3, 3))
+    off = m - n
+    k_hat = _hat(model.axes)                                             # (n, 3, 3)
+    sin, cos = np.sin(q)[..., None, None], np.cos(q)[..., None, None]
+    r_rel = np.eye(3) + sin * k_hat + (1.0 - cos) * (k_hat @ k_hat)      # (S, n, 3, 3)
+    rot = np.empty((s, n + 1, 3, 3))
+    rot[:, 0] = r0
+    for j in range(n):
+        rot[:, j + 1] = rot[:, j] @ r_rel[:, j]
+    half = 0.5 * model.lengths_m
+    xdir = rot[:, :, :, 0]                                               # (S, n + 1, 3)
+    steps = half[:-1, None] * xdir[:, :-1] + half[1:, None] * xdir[:, 1:]
+    x = np.concatenate([np.zeros((s, 1, 3)), np.cumsum(steps, axis=1)], axis=1)
+    p = x[:, :-1] + half[:-1, None] * xdir[:, :-1]                        # joint positions (S, n, 3)
+    aw = np.einsum('sjab,jb->sja', rot[:, :-1], model.axes)               # world joint axes (S, n, 3)
+    below = (np.arange(n + 1)[:, None] > np.arange(n)[None, :]).astype(float)   # link k after joint j
+    rel = x[:, :, None, :] - p[:, None, :, :]                            # (S, n + 1, n, 3)
+    rot_t = np.swapaxes(rot, -1, -2)
+    bx = np.zeros((s, n + 1, 3, m))
+    bw = np.zeros((s, n + 1, 3, m))
+    bx[..., off:] = np.swapaxes(_cross(aw[:, None], rel) * below[None, :, :, None], -1, -2)
+    bw[..., off:] = rot_t @ np.swapaxes(aw, -1, -2)[:, None] * below[None, :, None, :]
+    if base == 'free':
+        bx[..., 0:3] = np.eye(3)
+        bx[..., 3:6] = -_hat(x - x[:, :1]) @ r0[:, None]
+        bw[..., 3:6] = rot_t @ r0[:, None]
+    bxd = np.zeros_like(bx)
+    bwd = np.zeros_like(bw)
+    omega = np.zeros((s, n + 1, 3))
+    if has_vel:
+        qd = v[:, off:]
+        w0 = np.einsum('sab,sb->sa', r0, v[:, 3:6]) if base == 'free' else np.zeros((s, 3))
+        ww = w0[:, None] + np.concatenate([np.zeros((s, 1, 3)), np.cumsum(aw * qd[..., None], axis=1)], 1)
+        omega = np.einsum('skba,skb->ska', rot, ww)                      # link frames
+        vel = np.einsum('skam,sm->ska', bx, v)                           # centre velocities, world
+        pd = vel[:, :-1] + _cross(ww[:, :-1], p - x[:, :-1])           # joint velocities
+        awd = _cross(ww[:, :-1], aw)                                   # d/dt a_j^w
+        rel_d = vel[:, :, None, :] - pd[:, None, :, :]
+        bxd[..., off:] = np.swapaxes((_cross(awd[:, None], rel) + _cross(aw[:, None], rel_d))
+                                     * below[None, :, :, None], -1, -2)
+        dw = ww[:, :-1][:, None] - ww[:, :, None]                        # w_j - w_k (S, n + 1, n, 3)
+        bwd[..., off:] = np.swapaxes(np.einsum('skba,skjb->skja', rot, _cross(dw, aw[:, None]))
+                                     * below[None, :, :, None], -1, -2)
+        if base == 'free':
+            w0_hat = _hat(w0)
+            bxd[..., 3:6] = -(_hat(vel - vel[:, :1]) + _hat(x - x[:, :1]) @ w0_hat[:, None]) @ r0[:, None]
+            bwd[..., 3:6] = rot_t @ _hat(w0[:, None] - ww) @ r0[:, None]
+    return ChainState(rot=rot, bx=bx, bw=bw, bx_dot=bxd, bw_dot=bwd, omega=omega)
+
+
+_STATE_METHODS = {'recursive': chain_state, 'unrolled': chain_state_unrolled}
+
+
+def _state(method):
+    if method not in _STATE_METHODS:
+        raise ValueError(f'method must be one of {sorted(_STATE_METHODS)}, got {method!r}')
+    return _STATE_METHODS[method]
+
+
 # --- equations of motion ------------------------------------------------------------------------
 
 def _flat(x):
@@ -308,16 +391,16 @@ def bias_force(model: ChainModel, state: ChainState, nu) -> np.ndarray:
 
 
 def inverse_dynamics(model: ChainModel, q_rad, nu, nu_dot, *, base: str = 'fixed', base_rot=None,
-                     gravity_m_s2=None) -> np.ndarray:
+                     gravity_m_s2=None, method: str = 'recursive') -> np.ndarray:
     """Generalised forces F*_a = M* nudot + N* nu - F*_c (seed 001 eq. 94) at S samples.
 
     Parameters: q_rad (S, n); nu, nu_dot (S, m) generalised velocities and their time derivatives
     (free base: the derivative of (v0 world, w0 link-0 frame) component by component, as MuJoCo's
     qacc); gravity_m_s2 (3,) in the world frame or None. Returns (S, m): for a fixed base the joint
     torques (N m); for a free base the wrench on link 0 (force world, torque link-0 frame) that would
-    be needed, then the joint torques.
+    be needed, then the joint torques. method: 'recursive' (eq. 89-92 as written) or 'unrolled'.
     """
-    state = chain_state(model, q_rad, nu, base=base, base_rot=base_rot)
+    state = _state(method)(model, q_rad, nu, base=base, base_rot=base_rot)
     nu_dot = _as_samples('nu_dot', nu_dot, n_velocities(model, base))
     out = np.einsum('smn,sn->sm', mass_matrix(model, state), nu_dot) + bias_force(
         model, state, np.asarray(nu, float).reshape(nu_dot.shape))
@@ -327,9 +410,9 @@ def inverse_dynamics(model: ChainModel, q_rad, nu, nu_dot, *, base: str = 'fixed
 
 
 def forward_dynamics(model: ChainModel, q_rad, nu, force, *, base: str = 'fixed', base_rot=None,
-                     gravity_m_s2=None) -> np.ndarray:
+                     gravity_m_s2=None, method: str = 'recursive') -> np.ndarray:
     """nudot = M*^-1 (F* - N* nu) (eq. 87); force (S, m) applied generalised forces (joint torques)."""
-    state = chain_state(model, q_rad, nu, base=base, base_rot=base_rot)
+    state = _state(method)(model, q_rad, nu, base=base, base_rot=base_rot)
     m = n_velocities(model, base)
     rhs = _as_samples('force', force, m) - bias_force(model, state, _as_samples('nu', nu, m))
     if gravity_m_s2 is not None:

@@ -59,11 +59,19 @@ def seed001_model(axes, length_m: float = 0.07, mass_kg: float = 0.14, radius_m:
 
 
 def seed001_validation(case: str, duration_s: float = 2.0, dt_s: float = 2e-3,
-                       gravity_m_s2=None) -> dict:
+                       gravity_m_s2=None, forward_method: str = 'unrolled') -> dict:
     """Run seed 001's validation for one table-1 case.
 
+    The applied torques come from eq. 94 with B built by the recursion of eq. 89-92; the forward
+    integration (eq. 87, RK4) builds B with forward_method ('unrolled', the same B summed in closed
+    form and several times faster one sample at a time, or 'recursive'). Gravity is off by default:
+    seed 001's force list (eq. 79) pairs every weight with a ground normal force, and a 20-link chain
+    hanging from a wall under gravity is an open-loop unstable multiple pendulum whose replay diverges
+    whatever the dynamics code.
+
     Returns a dict: summed_error_rad (sum over joints of |theta - theta_desired| at the end),
-    max_summed_error_rad (largest such sum over all steps), peak_torque_nm, steps.
+    max_summed_error_rad (largest such sum over all steps), peak_torque_nm, steps, final_q_rad and
+    desired_q_rad (20,).
     """
     cases = seed001_cases()
     if case not in cases:
@@ -83,7 +91,7 @@ def seed001_validation(case: str, duration_s: float = 2.0, dt_s: float = 2e-3,
     n = model.n_joints
 
     def f(y, k):
-        acc = forward_dynamics(model, y[:n], y[n:], tau[k], gravity_m_s2=g)[0]
+        acc = forward_dynamics(model, y[:n], y[n:], tau[k], gravity_m_s2=g, method=forward_method)[0]
         return np.concatenate([y[n:], acc])
 
     y = np.concatenate([b, np.zeros(n)])
@@ -97,4 +105,5 @@ def seed001_validation(case: str, duration_s: float = 2.0, dt_s: float = 2e-3,
         y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
         worst = max(worst, float(np.sum(np.abs(y[:n] - q[2 * i + 2]))))
     return {'case': case, 'summed_error_rad': float(np.sum(np.abs(y[:n] - q[-1]))),
-            'max_summed_error_rad': worst, 'peak_torque_nm': float(np.max(np.abs(tau))), 'steps': steps}
+            'max_summed_error_rad': worst, 'peak_torque_nm': float(np.max(np.abs(tau))), 'steps': steps,
+            'final_q_rad': y[:n].copy(), 'desired_q_rad': q[-1].copy()}
