@@ -31,6 +31,7 @@ def test_rk4_recovers_the_polynomial_motion(case):
     result = seed001_validation(case, duration_s=1.0, dt_s=2e-3)
     print(f'{case}: summed angle error {result["summed_error_rad"]:.3g} rad after 1 s '
           f'(paper, span and step unknown: {PAPER_SUMMED_ERROR_RAD:g} rad)')
+    assert result['diverged_at_s'] is None
     assert result['peak_torque_nm'] > 1e-3                  # the motion needs real torques
     assert result['summed_error_rad'] < 1e-3
     assert result['max_summed_error_rad'] < 1e-3
@@ -42,10 +43,13 @@ def test_error_falls_with_the_fourth_power_of_the_step():
     assert 8.0 < coarse / fine < 32.0                       # 2^4 = 16
 
 
-def test_mujoco_rk4_replaying_our_torques_lands_on_the_same_angles():
+@pytest.mark.parametrize('case, duration, dt', [('cobra', 1.0, 4e-3), ('helix', 1.2, 2e-3)])
+def test_mujoco_rk4_replaying_our_torques_lands_on_the_same_angles(case, duration, dt):
+    """Same torques, MuJoCo's dynamics and RK4: the same final angles, error and all. For the helix the
+    error has grown a thousandfold by 1.2 s in both: the open-loop replay of that motion is unstable
+    (it diverges at about 1.35 s in both), a property of the motion, not of either code."""
     mujoco = pytest.importorskip('mujoco')
-    dt, duration = 4e-3, 1.0
-    axes, a, b = seed001_cases()['cobra']
+    axes, a, b = seed001_cases()[case]
     model = seed001_model(axes)
     steps = int(round(duration / dt))
     t = np.arange(2 * steps + 1) * dt / 2
@@ -63,7 +67,7 @@ def test_mujoco_rk4_replaying_our_torques_lands_on_the_same_angles():
             mujoco.mj_step(mj, data)
     finally:
         mujoco.set_mjcb_passive(None)
-    ours = seed001_validation('cobra', duration_s=duration, dt_s=dt)
+    ours = seed001_validation(case, duration_s=duration, dt_s=dt)
     theirs_error = np.abs(data.qpos - q[-1]).sum()
     assert ours['summed_error_rad'] > 1e-6                  # a visible integration error to compare
     np.testing.assert_allclose(data.qpos, ours['final_q_rad'], atol=1e-3 * ours['summed_error_rad'])

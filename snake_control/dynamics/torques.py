@@ -90,11 +90,14 @@ def _up_vectors(model, state, up):
     return u / norm
 
 
-def floating_joint_torques(model: ChainModel, q, qd, qdd) -> np.ndarray:
-    """(T, n) joint torques of a free-floating chain with zero momentum and no external force."""
+def floating_joint_torques(model: ChainModel, q, qd, qdd, state=None) -> np.ndarray:
+    """(T, n) joint torques of a free-floating chain with zero momentum and no external force.
+
+    state: chain_state(model, q, base='free') if already computed (only B is used from it).
+    """
     n = model.n_joints
     s = q.shape[0]
-    m_star = mass_matrix(model, chain_state(model, q, base='free'))
+    m_star = mass_matrix(model, chain_state(model, q, base='free') if state is None else state)
     mbb, mbj = m_star[:, :6, :6], m_star[:, :6, 6:]
     # Zero momentum (the base rows of M* nu are the chain's momentum): nu_b = -Mbb^-1 Mbj qdot.
     nu_b = -np.linalg.solve(mbb, np.einsum('sbj,sj->sb', mbj, qd)[..., None])[..., 0]
@@ -174,14 +177,15 @@ def ground_up(centres_m, up_guess, may_stand=None) -> np.ndarray:
 
 
 def lifted_gravity_torques(model: ChainModel, q, gravity_m_s2: float = STANDARD_GRAVITY_M_S2,
-                           up=None, contact_tolerance_m: float = 0.0075):
+                           up=None, contact_tolerance_m: float = 0.0075, state=None):
     """Quasi-static joint torques (T, n) holding lifted runs of links, and the support mask (T, n + 1).
 
     See the module docstring ('ground', part 2). up: (3,) or (T, 3) in link 0's frame, or None (then
     the ground plane comes from the convex hull, ``ground_up``, seeded with the links' mean z axis).
+    state: a chain_state of q with link 0 at the identity, if already computed (its rotations are used).
     """
     n = model.n_joints
-    state = chain_state(model, q)
+    state = chain_state(model, q) if state is None else state
     rot = state.rot                                                        # (S, n + 1, 3, 3)
     half = 0.5 * model.lengths_m
     steps = half[:-1, None] * rot[:, :-1, :, 0] + half[1:, None] * rot[:, 1:, :, 0]
@@ -280,10 +284,11 @@ def joint_torques(robot_or_model, q_rad, qd_rad_s, qdd_rad_s2, *, support: str =
         g = -gravity_m_s2 * u / np.linalg.norm(u)
         return (np.einsum('sij,sj->si', mass_matrix(model, state), qdd) + bias_force(model, state, qd)
                 - gravity_force(model, state, g))
-    tau = floating_joint_torques(model, q, qd, qdd)
+    state = chain_state(model, q, base='free')
+    tau = floating_joint_torques(model, q, qd, qdd, state)
     if support == 'ground':
         tol = 0.25 * radius if contact_tolerance_m is None else float(contact_tolerance_m)
-        tau = tau + lifted_gravity_torques(model, q, gravity_m_s2, up, tol)[0]
+        tau = tau + lifted_gravity_torques(model, q, gravity_m_s2, up, tol, state)[0]
     return tau
 
 
