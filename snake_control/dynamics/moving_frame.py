@@ -431,7 +431,8 @@ def link_positions(model: ChainModel, q_rad, base_rot=None, base_pos=None) -> np
         x[:, 0] = base_pos
     for j in range(n):
         r_next = r @ _rot(model.axes[j], q[:, j])
-        x[:, j + 1] = x[:, j] + 0.5 * model.lengths_m[j] * r[:, :, 0] + 0.5 * model.lengths_m[j + 1] * r_next[:, :, 0]
+        x[:, j + 1] = (x[:, j] + 0.5 * model.lengths_m[j] * r[:, :, 0]
+                       + 0.5 * model.lengths_m[j + 1] * r_next[:, :, 0])
         r = r_next
     return x
 

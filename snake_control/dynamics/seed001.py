@@ -53,7 +53,8 @@ def seed001_cases() -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
 def seed001_model(axes, length_m: float = 0.07, mass_kg: float = 0.14, radius_m: float = 0.03) -> ChainModel:
     """Wall (link 0) plus one solid-cylinder body per joint, as in seed 001's figure 3."""
     n = len(axes)
-    inertia = np.diag([mass_kg * radius_m ** 2 / 2] + 2 * [mass_kg * (3 * radius_m ** 2 + length_m ** 2) / 12])
+    across = mass_kg * (3 * radius_m ** 2 + length_m ** 2) / 12
+    inertia = np.diag([mass_kg * radius_m ** 2 / 2, across, across])
     return ChainModel(np.asarray(axes, float), np.full(n + 1, length_m), np.full(n + 1, mass_kg),
                       np.repeat(inertia[None], n + 1, axis=0))
 

@@ -29,10 +29,11 @@ Support models (what holds the robot up; be aware of what each leaves out):
 - ``'fixed'``: link 0 (the tail) is clamped, gravity acts along -up in link 0's frame (default z up):
   a snake held by its tail, or seed 001's chain hinged to a wall. Exact rigid-body inverse dynamics.
 
-Speed: everything is batched over the samples (one Python loop over the links), so a torque report for
-a 32-joint robot over two gait periods of 200 samples each takes a few tens of ms
-(bench/bench_dynamics.py prints the figure): cheap enough for the gait node to check a parameter change
-before accepting it.
+Speed: the dynamics is batched over the samples (one Python loop over the links); the ground plane
+costs one small convex hull per sample. A report for a 32-joint robot over two gait periods of 200
+samples each takes about 0.1-0.5 s on a busy 2-core machine (bench/bench_dynamics.py prints the
+figure; about half of it is the ground plane): cheap enough for the gait node to check a parameter
+change before accepting it (snake_control.dynamics.gait_check, at a lower sample rate if needed).
 
 Example (a 3-link planar snake lying still: no torque needed):
     >>> from snake_control.robot import load_robot
@@ -126,7 +127,8 @@ def _support_normal(points, up, centre):
     normals = hull.equations[:, :-1]
     verts = points[hull.simplices]                                   # (F, d, d)
     # Centre of mass projected onto each face plane, in the face's barycentric coordinates.
-    proj = centre[None, :] - (np.einsum('fa,a->f', normals, centre) + hull.equations[:, -1])[:, None] * normals
+    offset = normals @ centre + hull.equations[:, -1]
+    proj = centre[None, :] - offset[:, None] * normals
     edges = verts[:, 1:, :] - verts[:, :1, :]                        # (F, d - 1, d)
     rhs = proj - verts[:, 0, :]
     gram = np.einsum('fia,fja->fij', edges, edges)
@@ -142,9 +144,9 @@ def _support_normal(points, up, centre):
 def ground_up(centres_m, up_guess, may_stand=None) -> np.ndarray:
     """(S, 3) up direction of the ground plane the body rests on, in link 0's frame.
 
-    centres_m (S, K, 3) link centres; up_guess (S, 3) unit; may_stand (S,) bool or None. A truly 3D shape rests on a face of the convex hull of its link
-    centres: among the faces its centre of mass lies over (stable ones), the one whose outward normal
-    points most nearly along -up_guess. A planar shape lies flat, unless may_stand (S,) says so and its
+    centres_m (S, K, 3) link centres; up_guess (S, 3) unit; may_stand (S,) bool or None. A truly 3D
+    shape rests on a face of the convex hull of its link centres: among the faces its centre of mass
+    lies over (stable ones), the one whose outward normal points most nearly along -up_guess. A planar shape lies flat, unless may_stand (S,) says so and its
     plane is more than 45 degrees from up_guess: then it stands on an edge of its 2D hull (a shape bent
     by pitch joints only, with its yaw axes up: vertical undulation, a lifted head). A straight one has
     up perpendicular to its line, as near up_guess as possible. (One shape alone cannot tell a rolling
@@ -398,10 +400,11 @@ def gait_torque_report(robot, t_s, q_rad, fraction: float = 0.8, *, period_s: fl
     Parameters: robot (snake_control.robot.Robot); t_s (T,) increasing sample times; q_rad (T, n)
     joint angles (joint order of the robot YAML); fraction in (0, 1]; period_s the gait period (phases
     are then reported in [0, 1), measured from t_s[0]), or phase_rad (T,) the gait phase of each sample
-    (2 pi per cycle, as the scheduler reports it; wins over period_s); support, up, gravity_m_s2, contact_tolerance_m
-    as in joint_torques; qd_rad_s, qdd_rad_s2 (T, n) if known exactly (else finite differences of q).
+    (2 pi per cycle, as the scheduler reports it; wins over period_s); support, up, gravity_m_s2,
+    contact_tolerance_m as in joint_torques; qd_rad_s, qdd_rad_s2 (T, n) if known exactly (else
+    finite differences of q).
     Returns a TorqueReport (ok, message, table(), per-joint peak and RMS, exceeding joints, intervals).
-    Takes a few tens of ms for 32 joints and 400 samples.
+    Takes 0.1-0.5 s for 32 joints and 400 samples on a busy 2-core machine (bench/bench_dynamics.py).
     """
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f'fraction must be in (0, 1], got {fraction}')
