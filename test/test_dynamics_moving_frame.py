@@ -238,3 +238,12 @@ def test_unrolled_b_equals_the_recursion(base):
         np.testing.assert_allclose(getattr(b, name), getattr(a, name), atol=1e-12, err_msg=name)
     with pytest.raises(ValueError, match='method'):
         inverse_dynamics(model, q, nu, nu, base=base, method='magic')
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from snake_control.dynamics import moving_frame, torques
+    for module in (moving_frame, torques):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -25,6 +25,12 @@ Support models (what holds the robot up; be aware of what each leaves out):
   Left out: ground friction (it loads yaw joints during lateral undulation and sidewinding and depends
   on the surface: add a margin through ``fraction``), the passive wheels' lateral constraint forces of
   a planar wheeled snake, and impacts when links touch down.
+  Sensitivity: the chain is rigid and the ground flat, so a link a centimetre up counts as lifted and
+  its whole run is held as a cantilever or an arch, however low. Shallow pitch waves therefore depend on
+  ``contact_tolerance_m`` (vertical undulation on pitch_yaw_32 with A_pitch = 0.05 rad: peak 4.8 N m at
+  7.5 mm, 1.7 N m at 15 mm, 0.09 N m at 30 mm); from A_pitch = 0.3 rad on the peak is 5.5-8 N m
+  whatever the tolerance. Servo compliance and backlash let barely lifted links sag onto the ground:
+  raise the tolerance for a compliant robot. The check errs on the safe side.
 - ``'free'``: the chain floats in space (no gravity, no contacts), zero momentum. Part 1 above alone.
 - ``'fixed'``: link 0 (the tail) is clamped, gravity acts along -up in link 0's frame (default z up):
   a snake held by its tail, or seed 001's chain hinged to a wall. Exact rigid-body inverse dynamics.
