@@ -34,7 +34,8 @@ def test_gait_torque_fraction_is_validated(capsys):
 
 def _gait_csv(tmp_path, gait='sidewinding'):
     path = tmp_path / f'{gait}.csv'
-    assert main(['gait', '--robot', 'pitch_yaw_32', '--gait', gait, '--duration', '2', '--csv', str(path)]) == 0
+    args = ['gait', '--robot', 'pitch_yaw_32', '--gait', gait, '--duration', '2', '--csv', str(path)]
+    assert main(args) == 0
     return path
 
 

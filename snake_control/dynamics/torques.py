@@ -152,9 +152,10 @@ def ground_up(centres_m, up_guess, may_stand=None) -> np.ndarray:
 
     centres_m (S, K, 3) link centres; up_guess (S, 3) unit; may_stand (S,) bool or None. A truly 3D
     shape rests on a face of the convex hull of its link centres: among the faces its centre of mass
-    lies over (stable ones), the one whose outward normal points most nearly along -up_guess. A planar shape lies flat, unless may_stand (S,) says so and its
-    plane is more than 45 degrees from up_guess: then it stands on an edge of its 2D hull (a shape bent
-    by pitch joints only, with its yaw axes up: vertical undulation, a lifted head). A straight one has
+    lies over (stable ones), the one whose outward normal points most nearly along -up_guess. A planar
+    shape lies flat, unless may_stand (S,) says so and its plane is more than 45 degrees from up_guess:
+    then it stands on an edge of its 2D hull (a shape bent by pitch joints only, with its yaw axes up:
+    vertical undulation, a lifted head). A straight one has
     up perpendicular to its line, as near up_guess as possible. (One shape alone cannot tell a rolling
     arc lying flat from a standing one; lying flat is the stable state of a mixed pitch-yaw arc.)
     """
