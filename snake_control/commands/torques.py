@@ -1,6 +1,6 @@
 """snake torques: the joint torques a recorded or generated joint trajectory needs, against the servos."""
 HELP = 'check a joint-trajectory CSV against the servo stall torque (seed 001 dynamics)'
-DESCRIPTION = '''Estimate the joint torques a joint trajectory needs; compare them with the servo's stall torque.
+DESCRIPTION = '''Estimate the joint torques a joint trajectory needs and compare them with the stall torque.
 
 Reads a joint-trajectory CSV (header t,<joint name>,...; time in s, angles in rad, every joint of the
 robot, any column order), as written by `snake gait --csv`, differentiates it in time, and computes the
