@@ -24,7 +24,8 @@ def test_csv_header_and_trajectory(tmp_path, capsys):
     assert data.shape == (51, 33)
     np.testing.assert_allclose(data[:, 0], np.arange(51) / 50, atol=1e-9)
     # row 0 is the gait's shape at phase 0 with the --set parameter applied
-    np.testing.assert_allclose(data[0, 1:], gait_shape(robot, 'serpentine', {'B1': 4.0}).angles(0.0), atol=1e-8)
+    start = gait_shape(robot, 'serpentine', {'B1': 4.0}).angles(0.0)
+    np.testing.assert_allclose(data[0, 1:], start, atol=1e-8)
     assert np.all(np.abs(np.diff(data[:, 1:], axis=0)) <= robot.velocity_limit_rad_s / 50 + 1e-8)
     assert np.ptp(data[:, 2]) > 0.05                      # it moves
 
@@ -69,7 +70,8 @@ def test_plot_and_subprocess(tmp_path):
     png = tmp_path / 'ks.png'
     csv = tmp_path / 'ks.csv'
     res = subprocess.run([sys.executable, '-m', 'snake_control.cli', 'gait', '--robot', 'kinematic_snake_3',
-                          '--gait', 'kinematic_snake_preset', '--duration', '2', '--rate', '20', '--plot', str(png),
+                          '--gait', 'kinematic_snake_preset', '--duration', '2', '--rate', '20',
+                          '--plot', str(png),
                           '--csv', str(csv)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert 'no backbone curve' in res.stdout
@@ -90,3 +92,12 @@ def test_fit_report_covers_every_backbone_gait():
     assert [r['gait'] for r in rows] == list(catalog.BACKBONE_GAITS)
     for r in rows:
         assert 0 < r['rms_m'] < 0.05 and r['max_rms_m'] >= r['rms_m']
+
+
+def test_fit_report_command(capsys):
+    assert main(['gait', '--robot', 'pitch_yaw_32', '--fit-report']) == 0
+    out = capsys.readouterr().out
+    for name in catalog.BACKBONE_GAITS:
+        assert name in out
+    assert main(['gait', '--robot', 'wheeled_8', '--fit-report']) == 0
+    assert 'no backbone (MCC) gaits' in capsys.readouterr().out

@@ -7,6 +7,7 @@ cmd_vel linear.x, sideways gaits by linear.y, turn_in_place by angular.z); --tur
 For backbone (MCC) gaits the RMS distance between the chain and its continuous curve is printed.
 
   snake gait --list
+  snake gait --robot pitch_yaw_32 --fit-report
   snake gait --robot pitch_yaw_32 --gait serpentine --duration 10 --rate 100 --csv serp.csv --plot serp.png
   snake gait --robot pitch_yaw_32 --gait s_crawler --set lam=0.2 --set psi0=0.5 --duration 5
   snake gait --robot kinematic_snake_3 --gait kinematic_snake_preset --duration 6.3 --csv ks3.csv
@@ -16,6 +17,8 @@ CSV: header t,<joint name>,... ; time in s, joint angles in rad (the robot's con
 
 def add_arguments(parser):
     parser.add_argument('--list', action='store_true', help='list every gait with its parameters and exit')
+    parser.add_argument('--fit-report', action='store_true',
+                        help='print the chain-to-curve fit error of every backbone gait on --robot and exit')
     parser.add_argument('--robot', help='shipped robot name or robot YAML path')
     parser.add_argument('--gait', help='gait name (see --list)')
     parser.add_argument('--set', action='append', default=[], metavar='NAME=VALUE',
@@ -91,7 +94,8 @@ def plot(path, robot, name, params, t, q, phases, instants=4) -> None:
     shape = gait_shape(robot, name, params)
     fig = plt.figure(figsize=(13, 5.5))
     ax = fig.add_subplot(1, 2, 1)
-    im = ax.imshow(q.T, aspect='auto', origin='lower', cmap='RdBu_r', extent=[t[0], t[-1], -0.5, q.shape[1] - 0.5],
+    im = ax.imshow(q.T, aspect='auto', origin='lower', cmap='RdBu_r',
+                   extent=[t[0], t[-1], -0.5, q.shape[1] - 0.5],
                    vmin=-np.abs(q).max(), vmax=np.abs(q).max(), interpolation='nearest')
     ax.set_xlabel('time (s)')
     ax.set_ylabel('joint (0 = tail)')
@@ -125,7 +129,8 @@ def plot(path, robot, name, params, t, q, phases, instants=4) -> None:
         ax3.plot(*chain.T, '-o', ms=2, lw=1.2, label=f'chain t = {t[i]:.2f} s')
         lo, hi = np.minimum(lo, chain.min(0)), np.maximum(hi, chain.max(0))
     ax3.set_box_aspect(np.maximum(hi - lo, 1e-3))
-    ax3.set_title('backbone in its principal axes (chain FK; grey: target curve)')
+    ax3.set_title('backbone in its principal axes (chain FK'
+                  + ('; grey: target curve)' if shape.spec.family == 'mcc' else ')'))
     ax3.set_xlabel('x (m)')
     ax3.set_ylabel('y (m)')
     ax3.set_zlabel('z (m)')
@@ -146,6 +151,18 @@ def run(args) -> int:
     robot = load_robot(args.robot) if args.robot else None
     if args.list:
         print(list_text(robot), end='')
+        return 0
+    if args.fit_report:
+        if robot is None:
+            raise CommandError('--fit-report needs --robot')
+        from snake_control.gaits.report import fit_report, format_fit_table
+        rows = fit_report(robot)
+        if not rows:
+            print(f'{robot.name} has no backbone (MCC) gaits: they need pitch and yaw joints')
+        else:
+            print(f'RMS distance between chain FK and continuous curve after best rigid alignment, '
+                  f'{robot.name}, default parameters, mean and worst of 8 phases:')
+            print(format_fit_table(rows))
         return 0
     if robot is None or not args.gait:
         raise CommandError('--robot and --gait are required (or --list)')
