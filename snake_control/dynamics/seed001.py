@@ -4,9 +4,15 @@ Seed 001 (section 6.2) drives a 20-body chain hinged to a wall with theta_i(t) =
 table 1: cobra, accordion, helix), computes the applied moments from eq. 94
 (F*_a = M* q'' + N* q' - F*_c), feeds them to eq. 87 and integrates with RK4; the desired and
 replicated angles differ by a summed 3.1434e-5 rad. The paper gives neither the link properties, the
-time span nor the step, so we use our pitch-yaw module (0.07 m, 0.14 kg, radius 0.03 m), gravity
-9.81 m/s^2 along -z of the wall, t in [0, 2] s (the span over which table 1's helix joints travel their
+time span nor the step, so we use our pitch-yaw module (0.07 m, 0.14 kg, radius 0.03 m), no gravity
+(see seed001_validation), t in [0, 2] s (the span over which table 1's helix joints travel their
 0.7 rad, as in the paper's figure 6) and a fixed RK4 step.
+
+What we find (bench/bench_dynamics.py): with a 1 ms step the accordion is recovered to 5e-9 rad over
+2 s and the cobra to 2.6e-4 rad; the helix to 3.8e-7 rad over 1 s, but its open-loop replay is
+unstable and diverges at about 1.35 s. MuJoCo's own dynamics and RK4, fed the same torques, land on
+the same angles and diverge at the same time (test_dynamics_seed001), so that is the motion's
+sensitivity, not a modelling error. No step size makes the 2 s helix replay converge in double precision.
 """
 from __future__ import annotations
 
