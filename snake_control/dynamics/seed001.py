@@ -11,8 +11,9 @@ time span nor the step, so we use our pitch-yaw module (0.07 m, 0.14 kg, radius 
 What we find (bench/bench_dynamics.py): with a 1 ms step the accordion is recovered to 5e-9 rad over
 2 s and the cobra to 2.6e-4 rad; the helix to 3.8e-7 rad over 1 s, but its open-loop replay is
 unstable and diverges at about 1.35 s. MuJoCo's own dynamics and RK4, fed the same torques, land on
-the same angles and diverge at the same time (test_dynamics_seed001), so that is the motion's
-sensitivity, not a modelling error (with 2 ms and 1 ms steps alike the replay diverges before 2 s).
+the same angles (test_dynamics_seed001: at 1.2 s, when the error has grown a thousandfold) and
+diverge at the same time, so that is the motion's sensitivity, not a modelling error (with 2 ms and
+1 ms steps alike the replay diverges before 2 s).
 """
 from __future__ import annotations
 
