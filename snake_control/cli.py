@@ -15,6 +15,7 @@ COMMANDS = {
     'demo': 'demo',
     'urdf': 'urdf',
     'gait': 'gait',
+    'torques': 'torques',
     'odometry': 'odometry',
     'connection-plot': 'connection_plot',
 }

@@ -31,6 +31,11 @@ def add_arguments(parser):
     parser.add_argument('--turn', type=float, default=0.0, help='angular.z command in rad/s (default 0)')
     parser.add_argument('--csv', help='write the joint trajectory to this CSV file')
     parser.add_argument('--plot', help='write a plot (joint heatmap and 3D backbone) to this image file')
+    parser.add_argument('--torques', action='store_true',
+                        help='estimate the joint torques the gait needs (robot on the ground, seed 001 '
+                             'dynamics) and compare peak and RMS with the servo stall torque')
+    parser.add_argument('--torque-fraction', type=float, default=0.8, metavar='F',
+                        help='warn about joints above this fraction of the stall torque (default 0.8)')
 
 
 def _parse_sets(items):
@@ -181,6 +186,11 @@ def run(args) -> int:
         print(f'fit error against the backbone curve: RMS {1e3 * fit["rms_m"]:.3f} mm '
               f'(worst phase {1e3 * fit["max_rms_m"]:.3f} mm; angles beyond joint limits by up to '
               f'{fit["limit_excess_rad"]:.3f} rad)')
+    if args.torques:
+        from snake_control.dynamics.torques import gait_torque_report
+        report = gait_torque_report(robot, t, q, args.torque_fraction, phase_rad=res.phases_rad)
+        print(report.table())
+        print(('' if report.ok else 'warning: ') + report.message)
     if args.csv:
         write_csv(args.csv, robot, t, q)
         print(f'wrote {args.csv}')

@@ -1,0 +1,43 @@
+"""Would a gait with these parameters overload the servos? The check the gait node runs before it
+accepts a parameter change (``ros2 param set`` or a gait switch).
+
+It runs the gait scheduler offline from phase 0 for a few periods with the proposed parameters
+(snake_control.gaits.report.run_gait) and checks the joint torques of that trajectory against the
+servo's stall torque (snake_control.dynamics.torques.gait_torque_report, robot on the ground).
+
+Example (a node's parameter callback):
+    report = gait_params_torque_report(robot, 'sidewinding', {'A_even': 0.9}, fraction=0.8)
+    if not report.ok:
+        return SetParametersResult(successful=False, reason=report.message)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from snake_control.dynamics.torques import TorqueReport, gait_torque_report
+
+
+def gait_params_torque_report(robot, gait: str, params: dict | None = None, fraction: float = 0.8, *,
+                              periods: float = 2.0, rate_hz: float = 50.0, speed: float | None = None,
+                              max_duration_s: float = 20.0, **report_kwargs) -> TorqueReport:
+    """TorqueReport of `gait` with `params` on `robot` over `periods` gait periods sampled at rate_hz.
+
+    The period comes from the scheduler's phase rate at the given speed (None: the gait's default);
+    a gait that does not advance its phase (speed 0, a static pose) is checked over one second.
+    max_duration_s caps the run for very slow gaits. report_kwargs go to gait_torque_report
+    (support, up, gravity_m_s2, contact_tolerance_m). Raises ValueError for an unknown gait or
+    parameter (from the gait catalogue) or a bad fraction.
+    """
+    from snake_control.gaits.report import run_gait
+
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f'fraction must be in (0, 1], got {fraction}')
+    if not (np.isfinite(periods) and periods > 0):
+        raise ValueError(f'periods must be positive, got {periods}')
+    probe = run_gait(robot, gait, params, 2.0 / rate_hz, rate_hz, speed)
+    phase_rate = abs(probe.scheduler.state()['phase_rate_rad_s'])
+    duration = periods * 2 * np.pi / phase_rate if phase_rate > 1e-9 else 1.0
+    duration = min(max(duration, 4.0 / rate_hz), max_duration_s)
+    run = run_gait(robot, gait, params, duration, rate_hz, speed)
+    return gait_torque_report(robot, run.t_s, run.positions_rad, fraction, phase_rad=run.phases_rad,
+                              **report_kwargs)
