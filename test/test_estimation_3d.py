@@ -238,3 +238,21 @@ def _frame_of_chassis(centres):
     m[:3, :3] = r
     m[:3, 3] = o
     return m
+
+
+def test_reported_frame_does_not_change_the_3d_estimate():
+    """Head, tail and chassis estimates describe one rigid motion: head = chassis * (head in chassis)."""
+    shapes = [_arc(0.4, 0.6 * k / 100) + 0.05 * np.sin(0.3 * np.arange(32)) for k in range(101)]
+    runs = {}
+    for frame in ('chassis', 'head', 'tail', 7):
+        est = Estimator(PY, body_frame=frame)
+        runs[frame] = [est.update(0.01 * k, q) for k, q in enumerate(shapes)][-1]
+    rot, cen = chain_poses(shapes[-1], PY.axis_vectors, PY.link_lengths_m)
+    r_tc, o_tc, _, _ = virtual_chassis(cen)
+    chassis = runs['chassis'].pose
+    for frame, link in (('head', 32), ('tail', 0), (7, 7)):
+        link_in_chassis = np.eye(4)
+        link_in_chassis[:3, :3] = r_tc.T @ rot[link]
+        link_in_chassis[:3, 3] = r_tc.T @ (cen[link] - o_tc)
+        np.testing.assert_allclose(runs[frame].pose, chassis @ link_in_chassis, atol=1e-9)
+    assert np.hypot(*chassis[:2, 3]) > 0.01
