@@ -106,3 +106,51 @@ def test_parameters_are_described_and_read_only(ros):
         assert node.publish_period == pytest.approx(0.1)
     finally:
         node.destroy_node()
+
+
+def test_imu_orientation_reaches_the_estimate(ros):
+    from sensor_msgs.msg import Imu
+
+    from snake_control.lie import matrix_from_quaternion, quaternion_from_matrix, so3_exp
+    robot = load_robot('pitch_yaw_32')
+    node = EstimatorNode(context=ros, parameter_overrides=[
+        Parameter('robot', value='pitch_yaw_32'), Parameter('use_imu', value=True)])
+    peer = rclpy.create_node('estimator_imu_peer', context=ros)
+    odoms = []
+    peer.create_subscription(Odometry, 'odom', odoms.append, QoSProfile(depth=50))
+    js_pub = peer.create_publisher(JointState, 'joint_states', QoSProfile(depth=10))
+    imu_pub = peer.create_publisher(Imu, 'imu', QoSProfile(depth=10))
+    executor = SingleThreadedExecutor(context=ros)
+    executor.add_node(node)
+    executor.add_node(peer)
+    try:
+        assert _spin_until(executor, lambda: js_pub.get_subscription_count() > 0 and
+                           imu_pub.get_subscription_count() > 0 and peer.count_publishers('odom') > 0)
+        turn = so3_exp(np.array([0.0, 0.0, 0.7]))
+        imu = Imu()
+        qx, qy, qz, qw = quaternion_from_matrix(turn)
+        imu.orientation.x, imu.orientation.y, imu.orientation.z, imu.orientation.w = qx, qy, qz, qw
+        imu.angular_velocity_covariance[0] = -1.0          # no rate: orientation only
+        for _ in range(3):
+            imu_pub.publish(imu)
+            if _spin_until(executor, lambda: node._imu[0] is not None, timeout_s=2.0):
+                break
+        assert node._imu[0] is not None and node._imu[1] is None
+        for i in range(3):
+            msg = JointState()
+            msg.header.stamp.sec = 10 + i
+            msg.name = list(robot.joint_names)
+            msg.position = [0.0] * robot.n_joints
+            for _ in range(3):
+                js_pub.publish(msg)
+                if _spin_until(executor, lambda: len(odoms) > i, timeout_s=2.0):
+                    break
+        assert len(odoms) == 3
+        o = odoms[-1].pose.pose.orientation
+        # A straight body on an IMU at the tail turned 0.7 rad: the chassis is turned the same way.
+        np.testing.assert_allclose(matrix_from_quaternion(np.array([o.x, o.y, o.z, o.w])), turn, atol=1e-9)
+        assert odoms[-1].child_frame_id == 'virtual_chassis'
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        peer.destroy_node()
