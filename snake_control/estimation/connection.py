@@ -57,6 +57,26 @@ BODY_FRAMES = ('middle', 'head', 'tail', 'chassis')
 _J = np.array([[0.0, -1.0], [1.0, 0.0]])   # rotation by +90 degrees: z x (.)
 
 
+def symmetric_eigh(a):
+    """Eigenvalues (ascending) and eigenvectors of a small symmetric matrix.
+
+    LAPACK's dsyev called directly: numpy.linalg.eigh spends most of its time on Python-level checks
+    for matrices this small, and this runs several times per joint_states message.
+    """
+    w, v, info = _dsyev(a)
+    if info != 0:
+        return np.linalg.eigh(a)
+    return w, v
+
+
+try:
+    from scipy.linalg.lapack import dsyev as _dsyev
+except ImportError:     # scipy is a dependency; keep working without it all the same
+    def _dsyev(a):
+        w, v = np.linalg.eigh(a)
+        return w, v, 0
+
+
 def _angles(angles_rad, name='angles_rad') -> np.ndarray:
     a = np.asarray(angles_rad, dtype=float)
     if a.ndim != 1 or a.shape[0] < 1:
@@ -262,7 +282,7 @@ def regularised_normal_solve(normal, column_scale, threshold: float = DEFAULT_SI
     scaled = normal * column_scale[:, None] * column_scale
     # Eigenvalues of the scaled normal matrix are the squared singular values of a * column_scale.
     # Squaring the condition number is harmless: directions where it would matter are weak anyway.
-    ev, v = np.linalg.eigh(scaled)                     # ascending
+    ev, v = symmetric_eigh(scaled)                     # ascending
     ev = np.maximum(ev, 0.0)
     smax2 = ev[-1] if ev[-1] > 0 else 1.0
     sn = np.sqrt(ev / smax2) if ev[-1] > 0 else np.zeros_like(ev)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_control.estimation.connection import DEFAULT_SINGULAR_THRESHOLD, regularised_normal_solve
+from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, regularised_normal_solve,
+                                                 symmetric_eigh)
 from snake_control.lie import so3_log
 
 _EYE3 = np.eye(3)
@@ -126,7 +127,7 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
     origin = p.sum(axis=0) / p.shape[0]
     d = p - origin
     # Principal directions from the 3x3 scatter matrix (cheaper than an SVD of the N x 3 cloud).
-    ev, vecs = np.linalg.eigh(d.T @ d)
+    ev, vecs = symmetric_eigh(d.T @ d)
     sv = np.sqrt(np.maximum(ev[::-1], 0.0))
     vt = vecs[:, ::-1].T
     x = vt[0]

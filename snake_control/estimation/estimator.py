@@ -389,7 +389,7 @@ class Estimator:
         rot_t, cen_t = chain_poses(q, self.axes, self.lengths)
         r_tc, o_tc, held, _ = virtual_chassis(cen_t, previous_rot, up_tail)
         qc = (cen_t - o_tc) @ r_tc                            # module centres in the chassis frame
-        rc = np.einsum('ba,kbc->kac', r_tc, rot_t)            # module rotations in the chassis frame
+        rc = r_tc.T @ rot_t                                   # module rotations in the chassis frame
         return {'r_tc': r_tc, 'o_tc': o_tc, 'q': qc, 'rot': rc, 'held': held}
 
     def _body_offset(self, geom) -> np.ndarray:
