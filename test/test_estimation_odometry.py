@@ -251,3 +251,20 @@ def test_a_straight_snake_at_rest_does_not_drift():
         s = est.update(t, np.zeros(7))
     np.testing.assert_allclose(s.pose_se2, moving, atol=1e-9)
     assert s.singular and np.all(np.isfinite(s.pose_covariance))
+
+
+def test_track_error_metrics():
+    from snake_control.estimation.metrics import track_error
+    import doctest
+    import snake_control.estimation.metrics as metrics
+    assert doctest.testmod(metrics).failed == 0
+    # Alignment: the same motion started elsewhere and turned compares as exact.
+    t = np.linspace(0.0, 1.0, 50)
+    truth = np.stack([np.sin(t), 1 - np.cos(t), t], axis=1)
+    moved = np.array([se2_compose(np.array([3.0, -1.0, 0.8]), p) for p in truth])
+    e = track_error(moved, truth)
+    assert e['final_position_error_m'] < 1e-12 and e['heading_error_deg'] < 1e-9
+    assert e['distance_m'] == pytest.approx(1.0, rel=1e-3)       # a unit-radius arc of 1 rad
+    assert track_error(moved, truth, align_start=False)['final_position_error_m'] > 1.0
+    with pytest.raises(ValueError, match='same number'):
+        track_error(truth[:10], truth)

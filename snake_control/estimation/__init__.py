@@ -7,6 +7,7 @@
 - estimator: the stateful ``Estimator`` (odometry with covariance) used by estimator_node and
   ``snake odometry``; ``body_pose_from_links`` for ground-truth comparisons.
 - trajectory_io: joint-trajectory CSV / .mcap input, pose CSV output.
+- metrics: ``track_error`` (position error in % of distance, heading error in deg/m) against truth.
 """
 from snake_control.estimation.connection import (planar_connection, planar_constraints, planar_frame_change,
                                                  three_link_connection)
