@@ -1,0 +1,223 @@
+"""Validation of the state estimator against MuJoCo ground truth.
+
+A gait drives the robot in the MuJoCo world (snake_control.physics.SnakeWorld) for a while; the joint
+angles the servos measure and the true pose of every link are recorded at the control rate; the
+estimator (snake_control.estimation) runs on the measured joint angles alone, started at the true pose;
+its final pose is compared with the truth:
+
+- distance travelled: path length of the robot's centroid (the mean of its link centres) on the floor,
+  sampled at the control rate. The centroid does not wiggle with the body wave the way a single link
+  does, and it does not depend on the body frame chosen.
+- position error: distance on the floor between the estimated and true body-frame origins at the end,
+  in m and as a percentage of the distance travelled.
+- heading error: the final difference of headings (the body frame's x axis projected on the floor), in
+  degrees, and in degrees per metre travelled.
+
+The body frame is the estimator's default: the middle link (n_links // 2) for planar robots, the virtual
+chassis (MATH.md section 4) for pitch-yaw robots, computed from the true link centres by the
+estimator's own ``virtual_chassis`` with continuous axis signs.
+
+Example:
+    >>> result = validate('kinematic_snake_3', goal_fn, duration_s=20.0)
+    >>> print(format_table([result]))
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from snake_control.physics.world import SnakeWorld
+from snake_control.robot import Robot, load_robot
+
+GoalFn = Callable[[float], np.ndarray]
+
+
+@dataclass
+class Recording:
+    """A physics run sampled at the control rate.
+
+    times_s (T,); goals_rad, positions_rad, velocities_rad_s (T, n_joints); link_poses (T, n_links, 4, 4)
+    world frame; torques_nm (T, n_joints).
+    """
+
+    robot: Robot
+    times_s: np.ndarray
+    goals_rad: np.ndarray
+    positions_rad: np.ndarray
+    velocities_rad_s: np.ndarray
+    torques_nm: np.ndarray
+    link_poses: np.ndarray
+
+
+def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: float = 100.0,
+             settle_s: float = 0.5) -> Recording:
+    """Drive ``world`` with goals goal_fn(t) (rad, (n_joints,)) sent at rate_hz for duration_s.
+
+    The robot is first reset into the shape goal_fn(0) and left to settle for settle_s holding it; t = 0
+    is the end of settling. Samples are taken after each control period (T = duration * rate + 1,
+    including t = 0).
+    """
+    if not (duration_s > 0 and rate_hz > 0 and settle_s >= 0):
+        raise ValueError(f'need duration_s > 0, rate_hz > 0, settle_s >= 0; got {duration_s}, {rate_hz}, '
+                         f'{settle_s}')
+    period = 1.0 / rate_hz
+    steps = int(round(period / world.timestep_s))
+    if steps < 1 or abs(steps * world.timestep_s - period) > 1e-9:
+        raise ValueError(f'the control period {period} s must be a whole number of physics timesteps '
+                         f'({world.timestep_s} s)')
+    start = np.clip(np.asarray(goal_fn(0.0), dtype=float), world.robot.lower_rad, world.robot.upper_rad)
+    world.reset(start)
+    world.run(settle_s)
+    count = int(round(duration_s * rate_hz)) + 1
+    n, links = world.n_joints, world.robot.n_links
+    rec = Recording(world.robot, np.arange(count) * period, np.zeros((count, n)), np.zeros((count, n)),
+                    np.zeros((count, n)), np.zeros((count, n)), np.zeros((count, links, 4, 4)))
+    for k in range(count):
+        if k:
+            world.step(steps)
+        rec.goals_rad[k] = world.set_goals(goal_fn(rec.times_s[k]))
+        rec.positions_rad[k] = world.joint_positions_rad()
+        rec.velocities_rad_s[k] = world.joint_velocities_rad_s()
+        rec.torques_nm[k] = world.actuator_torques_nm()
+        rec.link_poses[k] = world.link_poses()
+    return rec
+
+
+def true_body_poses(robot: Robot, link_poses: np.ndarray, body_frame=None) -> np.ndarray:
+    """(T, 4, 4) ground-truth poses of the estimator's body frame from recorded link poses.
+
+    body_frame: None (the estimator's default), 'middle', 'head', 'tail', 'chassis' or a link index.
+    """
+    from snake_control.estimation.connection import body_frame_index
+    from snake_control.estimation.contact import virtual_chassis
+
+    if body_frame is None:
+        body_frame = 'middle' if robot.kind == 'planar' else 'chassis'
+    link = body_frame_index(body_frame, robot.n_links)
+    if link is not None:
+        return link_poses[:, link].copy()
+    out = np.zeros((link_poses.shape[0], 4, 4))
+    previous = None
+    for k, poses in enumerate(link_poses):
+        rot, origin, _, _ = virtual_chassis(poses[:, :3, 3], previous=previous)
+        out[k, :3, :3], out[k, :3, 3], out[k, 3, 3] = rot, origin, 1.0
+        previous = rot
+    return out
+
+
+def _heading(poses: np.ndarray) -> np.ndarray:
+    return np.arctan2(poses[..., 1, 0], poses[..., 0, 0])
+
+
+@dataclass
+class ValidationResult:
+    """Estimated against true motion of one run (see the module docstring for the definitions)."""
+
+    robot: str
+    kind: str
+    gait: str
+    duration_s: float
+    distance_m: float
+    displacement_m: float
+    position_error_m: float
+    heading_error_deg: float
+    true_xy_m: np.ndarray = field(repr=False)
+    estimated_xy_m: np.ndarray = field(repr=False)
+    true_heading_rad: np.ndarray = field(repr=False)
+    estimated_heading_rad: np.ndarray = field(repr=False)
+    slip_rms_m_s: float = 0.0
+
+    @property
+    def position_error_pct(self) -> float:
+        return 100.0 * self.position_error_m / max(self.distance_m, 1e-9)
+
+    @property
+    def heading_error_deg_per_m(self) -> float:
+        return abs(self.heading_error_deg) / max(self.distance_m, 1e-9)
+
+
+def evaluate(recording: Recording, gait: str = '', body_frame=None, **estimator_options) -> ValidationResult:
+    """Run the estimator on a recording's measured joint angles and compare with its ground truth."""
+    from snake_control.estimation.estimator import Estimator
+
+    robot = recording.robot
+    truth = true_body_poses(robot, recording.link_poses, body_frame)
+    initial = truth[0]
+    if robot.kind == 'planar':
+        initial = np.array([initial[0, 3], initial[1, 3], _heading(initial)])
+    est = Estimator(robot, body_frame, initial_pose=initial, **estimator_options)
+    estimated = np.zeros_like(truth)
+    slip = []
+    for k, t in enumerate(recording.times_s):
+        state = est.update(t, recording.positions_rad[k])
+        estimated[k] = state.pose
+        slip.append(state.slip_rms_m_s)
+    centroid = recording.link_poses[:, :, :2, 3].mean(axis=1)                   # (T, 2)
+    distance = float(np.sum(np.linalg.norm(np.diff(centroid, axis=0), axis=1)))
+    true_heading, est_heading = np.unwrap(_heading(truth)), np.unwrap(_heading(estimated))
+    heading_error = math.degrees(math.remainder(est_heading[-1] - true_heading[-1], 2 * math.pi))
+    return ValidationResult(
+        robot=robot.name, kind=robot.kind, gait=gait, duration_s=float(recording.times_s[-1]), distance_m=distance,
+        displacement_m=float(np.linalg.norm(centroid[-1] - centroid[0])),
+        position_error_m=float(np.linalg.norm(estimated[-1, :2, 3] - truth[-1, :2, 3])),
+        heading_error_deg=heading_error, true_xy_m=truth[:, :2, 3], estimated_xy_m=estimated[:, :2, 3],
+        true_heading_rad=true_heading, estimated_heading_rad=est_heading,
+        slip_rms_m_s=float(np.sqrt(np.mean(np.square(slip)))))
+
+
+def validate(robot: Robot | str, goal_fn: GoalFn, duration_s: float = 20.0, gait: str = '',
+             rate_hz: float | None = None, world: SnakeWorld | None = None, **estimator_options
+             ) -> ValidationResult:
+    """Drive a robot with goal_fn in MuJoCo for duration_s and score the estimator on it."""
+    if isinstance(robot, str):
+        robot = load_robot(robot)
+    world = world or SnakeWorld(robot)
+    rec = simulate(world, goal_fn, duration_s, rate_hz or robot.bus.control_rate_hz)
+    return evaluate(rec, gait, **estimator_options)
+
+
+AIMS = {'planar': (3.0, 2.0), 'pitch_yaw': (15.0, None)}   # (position % of distance, deg/m)
+
+
+def format_table(results: list[ValidationResult]) -> str:
+    """A text table of validation results, one row per run, with the aim each row is held to."""
+    header = (f'{"robot":<18} {"gait":<20} {"time s":>7} {"dist m":>7} {"pos err m":>9} {"pos err %":>9} '
+              f'{"hdg err deg":>11} {"deg/m":>7} {"slip m/s":>8}  aim')
+    lines = [header, '-' * len(header)]
+    for r in results:
+        pct, dpm = AIMS[r.kind]
+        aim = f'< {pct:g} %' + (f', < {dpm:g} deg/m' if dpm is not None else '')
+        lines.append(f'{r.robot:<18} {r.gait:<20} {r.duration_s:>7.1f} {r.distance_m:>7.3f} '
+                     f'{r.position_error_m:>9.4f} {r.position_error_pct:>9.2f} {r.heading_error_deg:>11.2f} '
+                     f'{r.heading_error_deg_per_m:>7.2f} {r.slip_rms_m_s:>8.4f}  {aim}')
+    return '\n'.join(lines)
+
+
+def plot_paths(results: list[ValidationResult], path) -> None:
+    """Save a figure of estimated (dashed) against true (solid) body-frame paths, one panel per run."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    cols = min(3, len(results))
+    rows = int(math.ceil(len(results) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 4.2 * rows), squeeze=False)
+    for ax, r in zip(axes.flat, results):
+        ax.plot(r.true_xy_m[:, 0], r.true_xy_m[:, 1], 'k-', lw=1.2, label='true (MuJoCo)')
+        ax.plot(r.estimated_xy_m[:, 0], r.estimated_xy_m[:, 1], 'C3--', lw=1.2, label='estimated')
+        ax.plot(*r.true_xy_m[0], 'ko', ms=4)
+        ax.set_title(f'{r.robot} {r.gait}\n{r.position_error_pct:.1f} % of {r.distance_m:.2f} m, '
+                     f'{r.heading_error_deg_per_m:.2f} deg/m', fontsize=9)
+        ax.set_xlabel('x (m)')
+        ax.set_ylabel('y (m)')
+        ax.set_aspect('equal', adjustable='datalim')
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(results):]:
+        ax.axis('off')
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
