@@ -221,3 +221,62 @@ def plot_paths(results: list[ValidationResult], path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# --- validation runs driven by the gait engine ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """One validation run: a robot driven by a gait of snake_control.gaits at a cmd_vel command.
+
+    command: (forward m/s, lateral m/s, turn rad/s) as cmd_vel gives it; params: gait parameter overrides.
+    """
+
+    robot: str
+    gait: str
+    command: tuple = (0.0, 0.0, 0.0)
+    params: dict = field(default_factory=dict)
+    note: str = ''
+
+
+# The issue's validation set. Commands put each gait at roughly 0.3 to 0.5 cycles per second.
+CASES = (
+    Case('wheeled_8', 'lateral_undulation', (0.5, 0.0, 0.0)),
+    # Two joints: a wave of 0.4 rad per joint would keep the shape near the singular line alpha1 = alpha2
+    # (a straight or arc-shaped body, where the connection blows up); a quarter wave crosses it squarely.
+    Case('kinematic_snake_3', 'lateral_undulation', (0.5, 0.0, 0.0), {'w_s': math.pi / 2},
+         'w_s = pi/2: a quarter wave per joint'),
+    Case('pitch_yaw_32', 'serpentine', (0.25, 0.0, 0.0)),
+    Case('pitch_yaw_32', 'sidewinding', (0.0, 0.2, 0.0)),
+    Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0)),
+)
+
+
+def gait_goal_fn(robot: Robot, gait: str, command=(0.0, 0.0, 0.0), params=None) -> GoalFn:
+    """goal_fn(t) stepping snake_control.gaits.GaitScheduler: the joint goals the gait node would send.
+
+    The scheduler starts from the straight shape and blends into the gait; calls must come with
+    non-decreasing t.
+    """
+    from snake_control.gaits.scheduler import GaitScheduler
+
+    scheduler = GaitScheduler(robot, gait, params or {}, initial_positions_rad=np.zeros(robot.n_joints))
+    scheduler.set_command(*command)
+    last = [0.0, scheduler.step(1e-9).positions_rad]
+
+    def goal_fn(t_s: float) -> np.ndarray:
+        dt = t_s - last[0]
+        if dt < 0:
+            raise ValueError(f'gait time went backwards: {t_s} after {last[0]}')
+        if dt > 0:
+            last[0], last[1] = t_s, scheduler.step(dt).positions_rad
+        return last[1]
+
+    return goal_fn
+
+
+def run_case(case: Case, duration_s: float = 20.0, **estimator_options) -> ValidationResult:
+    """Run one validation case (see CASES) for duration_s of simulated time."""
+    robot = load_robot(case.robot)
+    return validate(robot, gait_goal_fn(robot, case.gait, case.command, case.params), duration_s,
+                    case.gait, **estimator_options)
