@@ -15,6 +15,7 @@ COMMANDS = {
     'urdf': 'urdf',
     'sim-bus': 'sim_bus',
     'dxl': 'dxl',
+    'validate': 'validate',
 }
 
 
