@@ -1,0 +1,1 @@
+"""State estimation for snake robots (pure numpy): see snake_control.estimation.estimator."""
