@@ -16,6 +16,8 @@ COMMANDS = {
     'urdf': 'urdf',
     'sim-bus': 'sim_bus',
     'dxl': 'dxl',
+    'odometry': 'odometry',
+    'connection-plot': 'connection_plot',
     'validate': 'validate',
 }
 

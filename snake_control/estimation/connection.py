@@ -20,10 +20,13 @@ connection. For N = 3 it is exact and equals the closed form of seed 000 (``thre
 The residual eps = C_xi xi + C_r r_dot is each wheel's lateral slip velocity (m/s).
 
 Near the singular set (all joint angles equal: every axle passes through one point, or all are
-parallel) C_xi loses rank and A blows up. ``planar_connection`` then damps the least squares
-(Maciejewski-Klein style: damping switched on smoothly below a singular-value threshold) so that the
-result stays finite, and reports the rank, the smallest normalised singular value and a singularity
-flag so that callers can raise the covariance.
+parallel) C_xi loses rank and A blows up. ``planar_connection`` then caps the weak direction (the
+pseudo-inverse gain along it is limited below a singular-value threshold) so that the result stays
+finite; ``ConnectionResult.twist(r_dot, hold=previous_twist)`` instead keeps the previous estimate
+along that direction, blending smoothly ("hold the last estimate"), which follows shape paths that cross
+the singular set consistently (seed 000's gait crosses alpha1 = alpha2 with alpha1_dot = -alpha2_dot,
+where the true twist stays finite). The rank, the smallest normalised singular value and a singularity
+flag are reported so that callers raise the covariance.
 
 Body frames (``body_frame`` argument): 'middle' (link N // 2; for an even N the head-side one of the
 two middle links), 'head' (link N - 1), 'tail' (link 0), an integer link index, or 'chassis' (the
@@ -44,10 +47,8 @@ import numpy as np
 
 from snake_control.lie import se2_adjoint, se2_inverse
 
-# Below this normalised smallest singular value of W^1/2 C_xi S the least squares is damped.
-DEFAULT_DAMPING_THRESHOLD = 0.05
-# Largest damping (same normalised units) reached exactly on the singular set.
-DEFAULT_MAX_DAMPING = 0.05
+# Below this normalised singular value of W^1/2 C_xi S a direction counts as weak (near-singular).
+DEFAULT_SINGULAR_THRESHOLD = 0.02
 # Relative singular-value tolerance for the reported numerical rank.
 RANK_TOLERANCE = 1e-6
 
@@ -216,13 +217,81 @@ def planar_constraints(angles_rad, link_lengths_m, body_frame='middle'):
 
 
 @dataclass(frozen=True)
+class Regularised:
+    """A regularised least-squares solve in the eigenbasis of its (scaled) normal matrix.
+
+    Directions whose normalised singular value s_i = sqrt(lambda_i / lambda_max) is below the threshold
+    are weak. A weak direction's component is blended from the least-squares value and a held value:
+    c_i = w_i (v_i . b) / lambda_i + (1 - w_i) held_i with w_i = (s_i / threshold)^2, which is finite for
+    every lambda_i >= 0 (the first term is (v_i . b) / (threshold^2 lambda_max)). Without a held value
+    (held = 0) this is a capped pseudo-inverse. Strong directions are the exact least squares.
+
+    scale (k,): unknowns are solved as x / scale; basis (k, k) = eigenvectors v_i; gain (k,) =
+    w_i / lambda_i; weak (k,) = 1 - w_i.
+    """
+
+    scale: np.ndarray
+    basis: np.ndarray
+    gain: np.ndarray
+    weak: np.ndarray
+
+    def solve(self, atb, hold=None) -> np.ndarray:
+        """x for right-hand side atb = a^T rhs (k,) or (k, p) (original units); hold (k,) or None."""
+        shape = (self.scale.shape[0],) + (1,) * (np.ndim(atb) - 1)
+        cs = self.scale.reshape(shape)
+        c = self.gain.reshape(shape) * (self.basis.T @ (cs * atb))
+        if hold is not None and self.weak.any():
+            c = c + self.weak * (self.basis.T @ (np.asarray(hold, dtype=float) / self.scale))
+        return cs * (self.basis @ c)
+
+
+def regularised_normal_solve(normal, column_scale, threshold: float = DEFAULT_SINGULAR_THRESHOLD):
+    """Factor the normal matrix normal = a^T a (k, k) for ``Regularised.solve``; never inf or NaN.
+
+    column_scale (k,) makes the unknowns comparable (e.g. 1 / length for a rotation next to
+    translations). Returns (Regularised, normal_inverse (k, k) in original units, rank, sigma_min
+    normalised by the largest singular value, singular: any weak direction).
+    The returned normal_inverse is that of the unregularised least squares, capped: an unobservable
+    direction gets a variance 1e4 / threshold^2 times the best observed one instead of infinity.
+    """
+    scaled = normal * column_scale[:, None] * column_scale
+    # Eigenvalues of the scaled normal matrix are the squared singular values of a * column_scale.
+    # Squaring the condition number is harmless: directions where it would matter are weak anyway.
+    ev, v = np.linalg.eigh(scaled)                     # ascending
+    ev = np.maximum(ev, 0.0)
+    smax2 = ev[-1] if ev[-1] > 0 else 1.0
+    sn = np.sqrt(ev / smax2) if ev[-1] > 0 else np.zeros_like(ev)
+    rank = int(np.count_nonzero(sn > RANK_TOLERANCE))
+    cap = threshold * threshold * smax2
+    gain = 1.0 / np.maximum(ev, cap)
+    weak = np.maximum(0.0, 1.0 - ev / cap)
+    floor = (1e-2 * threshold) ** 2 * smax2
+    ninv = (v / np.maximum(ev, floor)) @ v.T
+    ninv = column_scale[:, None] * ninv * column_scale
+    return Regularised(column_scale, v, gain, weak), ninv, rank, float(sn[0]), bool(weak[0] > 0.0)
+
+
+def regularised_least_squares(a, rhs, column_scale, threshold: float = DEFAULT_SINGULAR_THRESHOLD, hold=None):
+    """x = argmin |a x - rhs|^2 regularised as in ``regularised_normal_solve``; never inf or NaN.
+
+    Parameters: a (m, k); rhs (m,) or (m, p); column_scale (k,); hold (k,) or None: the value to keep
+    along weak directions (e.g. the previous estimate). Returns (x, normal_inverse, rank, sigma_min,
+    singular).
+    """
+    a = np.asarray(a, dtype=float)
+    reg, ninv, rank, smin, singular = regularised_normal_solve(a.T @ a, column_scale, threshold)
+    return reg.solve(a.T @ rhs, hold), ninv, rank, smin, singular
+
+
+@dataclass(frozen=True)
 class ConnectionResult:
     """A regularised weighted least-squares connection at one shape.
 
-    connection: A (3, n), xi = -A r_dot. normal_inverse: the (regularised) inverse of C_xi^T W C_xi
-    (3, 3), the twist covariance per unit wheel-slip variance. c_xi (N, 3), c_r (N, n), weights (N,).
-    rank: numerical rank of W^1/2 C_xi. sigma_min: smallest singular value normalised by the largest
-    (length-scaled so that it is dimensionless). singular: True where damping was applied.
+    connection: A (3, n), xi = -A r_dot (weak directions capped). normal_inverse: the capped inverse of
+    C_xi^T W C_xi (3, 3), the twist covariance per unit wheel-slip variance. c_xi (N, 3), c_r (N, n),
+    weights (N,). rank: numerical rank of W^1/2 C_xi. sigma_min: smallest singular value normalised by
+    the largest (length-scaled so that it is dimensionless). singular: a direction is weak (near the
+    singular set). regularised: the factorisation, for ``twist(r_dot, hold)``.
     """
 
     connection: np.ndarray
@@ -233,10 +302,20 @@ class ConnectionResult:
     rank: int
     sigma_min: float
     singular: bool
+    regularised: Regularised
+    _rhs: np.ndarray          # C_xi^T W C_r (3, n)
 
-    def twist(self, r_dot) -> np.ndarray:
-        """Body twist (vx, vy, omega) for shape velocity r_dot (n,)."""
-        return -self.connection @ np.asarray(r_dot, dtype=float)
+    def twist(self, r_dot, hold=None) -> np.ndarray:
+        """Body twist (vx, vy, omega) for shape velocity r_dot (n,).
+
+        hold (3,): the twist to keep along weak directions near the singular set (the previous estimate;
+        its component there is blended in as the shape approaches the singular set). Without it
+        the weak component fades to zero instead.
+        """
+        r_dot = np.asarray(r_dot, dtype=float)
+        if hold is None:
+            return -self.connection @ r_dot
+        return self.regularised.solve(-(self._rhs @ r_dot), hold)
 
     def residual(self, r_dot, twist=None) -> np.ndarray:
         """Lateral slip velocity (m/s) of each wheel (N,) for r_dot and the given (or estimated) twist."""
@@ -245,67 +324,14 @@ class ConnectionResult:
         return self.c_xi @ xi + self.c_r @ r_dot
 
 
-def damped_least_squares(a, rhs, column_scale, damping_threshold: float = DEFAULT_DAMPING_THRESHOLD,
-                         max_damping: float = DEFAULT_MAX_DAMPING):
-    """Regularised least squares x = argmin |a x - rhs|^2 (+ damping), never inf or NaN.
-
-    Parameters: a (m, k); rhs (m,) or (m, p); column_scale (k,): the unknowns are solved in units
-    x / column_scale so that the singular values of a * column_scale are comparable (dimensionless).
-    Returns (x (k,) or (k, p), normal_inverse (k, k) the regularised (a^T a)^-1 in the original units,
-    rank, sigma_min normalised by the largest singular value, damped: bool).
-    The damping lambda^2 = (1 - (s_min / threshold)^2) (max_damping s_max)^2 acts only below threshold,
-    so the solution is the exact least squares elsewhere; normal_inverse is finite everywhere (raised
-    along poorly observed directions, capped instead of infinite).
-    """
-    if a.shape[0] == 0:
-        k = a.shape[1]
-        x = np.zeros((k,) + np.shape(rhs)[1:])
-        return x, np.diag(column_scale ** 2) / (1e-2 * max_damping) ** 2, 0, 0.0, True
-    return damped_normal_solve(a.T @ a, a.T @ rhs, column_scale, damping_threshold, max_damping)
-
-
-def damped_normal_solve(normal, atb, column_scale, damping_threshold: float = DEFAULT_DAMPING_THRESHOLD,
-                        max_damping: float = DEFAULT_MAX_DAMPING):
-    """``damped_least_squares`` from the normal equations: normal = a^T a (k, k), atb = a^T rhs.
-
-    Returns the same tuple (x, normal_inverse, rank, sigma_min, damped).
-    """
-    k = normal.shape[0]
-    scaled = normal * column_scale[:, None] * column_scale
-    # Its eigenvalues are the squared singular values of a * column_scale. Squaring the condition
-    # number is harmless here because every shape whose conditioning would matter is damped anyway.
-    ev, v = np.linalg.eigh(scaled)                     # ascending
-    ev = np.maximum(ev, 0.0)
-    smax2 = ev[-1] if ev[-1] > 0 else 1.0
-    sn = np.sqrt(ev / smax2)
-    rank = int(np.count_nonzero(sn > RANK_TOLERANCE)) if ev[-1] > 0 else 0
-    smin = float(sn[0])
-    lam2 = 0.0
-    if smin < damping_threshold:
-        lam2 = (1.0 - (smin / damping_threshold) ** 2) * max_damping ** 2 * smax2
-    inv = 1.0 / np.maximum(ev + lam2, 1e-300)
-    if lam2 == 0.0 and ev[0] <= 0.0:
-        inv[ev <= 0.0] = 0.0
-    shape = (k,) + (1,) * (np.ndim(atb) - 1)
-    cs = column_scale.reshape(shape)
-    x = cs * ((v * inv) @ (v.T @ (cs * atb)))
-    # The covariance is that of the undamped least squares, capped: an unobservable direction gets a
-    # variance 1e4 / max_damping^2 times the best observed one instead of infinity.
-    floor = (1e-2 * max_damping) ** 2 * smax2
-    ninv = (v / np.maximum(ev, floor)) @ v.T
-    ninv = column_scale[:, None] * ninv * column_scale
-    return x, ninv, rank, smin, lam2 > 0.0
-
-
 def solve_connection(c_xi, c_r, weights=None, length_scale_m: float = 1.0,
-                     damping_threshold: float = DEFAULT_DAMPING_THRESHOLD,
-                     max_damping: float = DEFAULT_MAX_DAMPING) -> ConnectionResult:
+                     singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD) -> ConnectionResult:
     """Regularised weighted least squares xi = -A r_dot from constraints c_xi xi + c_r r_dot = 0.
 
     The rotation column of c_xi is scaled by length_scale_m so that the singular values are
-    dimensionless. Away from the singular set this is the exact weighted least squares; below
-    damping_threshold (normalised smallest singular value) a damping term grows smoothly to
-    max_damping, so nothing is ever inf or NaN.
+    dimensionless. Away from the singular set (normalised smallest singular value >= singular_threshold)
+    this is the exact weighted least squares; nearer, the weak direction is capped (see
+    ``regularised_normal_solve``), so nothing is ever inf or NaN.
     """
     c_xi = np.asarray(c_xi, dtype=float)
     c_r = np.asarray(c_r, dtype=float)
@@ -317,20 +343,20 @@ def solve_connection(c_xi, c_r, weights=None, length_scale_m: float = 1.0,
     scale[-1] = 1.0 / length_scale_m
     if weights is None:
         w = np.ones(m)
-        a, rhs = c_xi, c_r
+        ct = c_xi.T
     else:
         w = np.asarray(weights, dtype=float)
         if w.shape != (m,) or np.any(w < 0) or not np.all(np.isfinite(w)):
             raise ValueError(f'weights must be ({m},) non-negative and finite, got {w}')
-        sw = np.sqrt(w)[:, None]
-        a, rhs = sw * c_xi, sw * c_r
-    conn, ninv, rank, smin, singular = damped_least_squares(a, rhs, scale, damping_threshold, max_damping)
-    return ConnectionResult(conn, ninv, c_xi, c_r, w, rank, smin, singular)
+        ct = c_xi.T * w
+    reg, ninv, rank, smin, singular = regularised_normal_solve(ct @ c_xi, scale, singular_threshold)
+    rhs = ct @ c_r
+    conn = reg.solve(rhs)
+    return ConnectionResult(conn, ninv, c_xi, c_r, w, rank, smin, singular, reg, rhs)
 
 
 def planar_connection(angles_rad, link_lengths_m, body_frame='middle', weights=None,
-                      damping_threshold: float = DEFAULT_DAMPING_THRESHOLD,
-                      max_damping: float = DEFAULT_MAX_DAMPING) -> ConnectionResult:
+                      singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD) -> ConnectionResult:
     """Weighted least-squares local connection of an N-link planar wheeled snake.
 
     Parameters: angles_rad (n,); link_lengths_m (n + 1,) or a scalar; body_frame; weights (n + 1,)
@@ -345,7 +371,7 @@ def planar_connection(angles_rad, link_lengths_m, body_frame='middle', weights=N
     angles = _angles(angles_rad)
     c_xi, c_r, _, _ = planar_constraints(angles, link_lengths_m, body_frame)
     scale = float(np.mean(link_lengths_m))
-    return solve_connection(c_xi, c_r, weights, scale, damping_threshold, max_damping)
+    return solve_connection(c_xi, c_r, weights, scale, singular_threshold)
 
 
 def planar_frame_change(angles_rad, link_lengths_m, from_frame, to_frame):

@@ -15,7 +15,7 @@ Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
    and delta_i its rotation increment (both relative to the chassis), the contact's material point moves
    by  dv + dw x c_i + Delta q_i + delta_i x (c_i - q_i)  which must vanish. The rho term is what makes
    rolling gaits move: module centres barely move in the chassis while the modules spin about their
-   own axes. Stacked contacts are solved by (damped, weighted) least squares; the residual is each
+   own axes. Stacked contacts are solved by (regularised, weighted) least squares; the residual is each
    contact's slip.
 
 All positions in m, rotations as 3x3 matrices, twists (v, w) linear first as in snake_control.lie.
@@ -27,8 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_control.estimation.connection import (DEFAULT_DAMPING_THRESHOLD, DEFAULT_MAX_DAMPING,
-                                                 damped_normal_solve)
+from snake_control.estimation.connection import DEFAULT_SINGULAR_THRESHOLD, regularised_normal_solve
 from snake_control.lie import so3_log
 
 _EYE3 = np.eye(3)
@@ -181,7 +180,8 @@ class ContactStep:
     displacement (6,): chassis body displacement (dv (m), dw (rad)) in the chassis frame at the step's
     start (apply as g1 = g0 se3_exp(displacement)). normal_inverse (6, 6): regularised inverse normal
     matrix (per unit slip variance). residual (m, 3): each contact point's slip displacement (m).
-    rank of the contact constraints (6 needed, 3 with a known angular velocity). singular: damped.
+    rank of the contact constraints (6 needed, 3 with a known angular velocity). singular: a weak
+    direction was capped or held.
     """
 
     displacement: np.ndarray
@@ -195,8 +195,7 @@ class ContactStep:
 
 def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=None,
                  axial_weight: float = 1.0, rotation_increment=None, length_scale_m: float = 1.0,
-                 damping_threshold: float = DEFAULT_DAMPING_THRESHOLD,
-                 max_damping: float = DEFAULT_MAX_DAMPING) -> ContactStep:
+                 singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD, hold=None) -> ContactStep:
     """Chassis displacement over one step from the no-slip contact constraints (mid-point rule).
 
     Parameters: q0, q1 (N, 3) module centres (m) and rot0, rot1 (N, 3, 3) module rotations, each in its
@@ -204,7 +203,9 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     radius rho; contacts (N,) bool; weights (N,) per-module confidence; axial_weight in [0, 1]: weight
     of the no-slip condition along each module's axis (0 lets modules slide lengthwise);
     rotation_increment (3,) or None: a known chassis rotation (rad, e.g. gyro rate * dt), leaving only
-    the translation to estimate; length_scale_m: scale that makes rotation and translation comparable.
+    the translation to estimate; length_scale_m: scale that makes rotation and translation comparable;
+    hold (6,) or None: the displacement to keep along unobservable directions (e.g. the previous twist
+    times dt), see snake_control.estimation.connection.regularised_normal_solve.
     """
     q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
     down = np.asarray(down, dtype=float)
@@ -257,19 +258,20 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     scale = np.array([1.0, 1.0, 1.0, 1.0 / length_scale_m, 1.0 / length_scale_m, 1.0 / length_scale_m])
     if m == 0:
         disp = np.zeros(6) if rotation_increment is None else np.concatenate([np.zeros(3), rotation_increment])
-        ninv = np.diag(scale ** 2) / (1e-2 * max_damping) ** 2
+        ninv = np.diag(scale ** 2) / (1e-2 * singular_threshold) ** 2
         return ContactStep(disp, ninv, np.zeros((q0.shape[0], 3)), 0, 6 if rotation_increment is None else 3,
                            0.0, True)
     if rotation_increment is not None:
         dw = np.asarray(rotation_increment, dtype=float)
-        dv, ninv3, rank, smin, singular = damped_normal_solve(normal[:3, :3], atb[:3] - normal[:3, 3:] @ dw,
-                                                              scale[:3], damping_threshold, max_damping)
+        reg, ninv3, rank, smin, singular = regularised_normal_solve(normal[:3, :3], scale[:3], singular_threshold)
+        dv = reg.solve(atb[:3] - normal[:3, 3:] @ dw, None if hold is None else hold[:3])
         disp = np.concatenate([dv, dw])
         ninv = np.zeros((6, 6))
         ninv[:3, :3] = ninv3
         needed = 3
     else:
-        disp, ninv, rank, smin, singular = damped_normal_solve(normal, atb, scale, damping_threshold, max_damping)
+        reg, ninv, rank, smin, singular = regularised_normal_solve(normal, scale, singular_threshold)
+        disp = reg.solve(atb, hold)
         needed = 6
     # Slip as weighted for the fit: axial slip counts only as much as axial_weight allows.
     err = disp[:3] + _cross(disp[3:][None, :], c) - b

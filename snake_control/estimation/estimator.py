@@ -15,7 +15,7 @@ API
 ---
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=1.0,
-damping_threshold=0.05, max_damping=0.05)``
+singular_threshold=0.02, hold_time_s=1.0)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -27,6 +27,9 @@ damping_threshold=0.05, max_damping=0.05)``
   have the tail link's z axis vertical, the chassis x axis heading along odom x above the origin, and
   the lowest module resting on the floor z = 0 (module centres at z >= radius).
 - imu_link: link index carrying the IMU (its frame = the link frame).
+- singular_threshold: normalised singular value of the no-slip constraints below which a direction of
+  the twist counts as unobservable (near the singular set); along it the previous twist is held, decaying
+  with time constant hold_time_s (s), and the covariance is raised (``singular`` is set).
 
 ``estimator.update(t_s, positions_rad, velocities_rad_s=None, imu_orientation_xyzw=None,
 imu_rate_rad_s=None) -> EstimatorState`` takes joint angles in the robot's joint order (use
@@ -39,7 +42,7 @@ Read-outs (also in the returned EstimatorState): ``pose`` (4x4, body frame in od
 ROS order (x, y, z, rot x, rot y, rot z) about odom-aligned axes, ``twist_covariance`` (6, 6) in the
 body frame, ``slip_residual`` (n_links,) each wheel's lateral / each contact's slip speed (m/s; 0
 where not a contact), ``slip_rms_m_s``, ``rank`` and ``rank_needed`` of the constraints, ``singular``
-(damped near a singular shape: the covariance is raised), ``contacts`` (n_links,) bool.
+(near a singular shape: a weak direction held, the covariance raised), ``contacts`` (n_links,) bool.
 
 Example:
     >>> est = Estimator('wheeled_8')
@@ -54,8 +57,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_control.estimation.connection import (DEFAULT_DAMPING_THRESHOLD, DEFAULT_MAX_DAMPING,
-                                                 body_frame_index, planar_connection, planar_frame_offset)
+from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, body_frame_index,
+                                                 planar_connection, planar_frame_offset)
 from snake_control.estimation.contact import ContactSelector, chain_poses, contact_step, virtual_chassis
 from snake_control.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix, se2_adjoint,
                                se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_exp, se3_inverse, se3_log, se3_matrix, so3_log,
@@ -120,8 +123,8 @@ class Estimator:
     def __init__(self, robot, body_frame=None, *, weights=None, initial_pose=None,
                  slip_std_m_s: float = 0.01, slip_correlation_s: float = 0.1, imu_link: int = 0,
                  contact_enter_m: float | None = None, contact_exit_m: float | None = None,
-                 axial_weight: float = 1.0, damping_threshold: float = DEFAULT_DAMPING_THRESHOLD,
-                 max_damping: float = DEFAULT_MAX_DAMPING):
+                 axial_weight: float = 1.0, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
+                 hold_time_s: float = 1.0):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -152,7 +155,10 @@ class Estimator:
         self.tau = float(slip_correlation_s)
         self.imu_link = int(imu_link)
         self.axial_weight = float(axial_weight)
-        self.damping = (float(damping_threshold), float(max_damping))
+        if not 0.0 < singular_threshold < 1.0 or hold_time_s <= 0:
+            raise ValueError('singular_threshold must be in (0, 1) and hold_time_s positive')
+        self.singular_threshold = float(singular_threshold)
+        self.hold_time = float(hold_time_s)
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
         self.selector = ContactSelector(enter, exit_)
@@ -180,6 +186,7 @@ class Estimator:
         self._p2 = np.zeros((3, 3))
         self._flip = False
         self._chassis_heading = None
+        self._xi_last = np.zeros(3 if self.planar else 6)     # last integrated twist, held near singular shapes
         # 3D: chassis pose in odom (4x4), 6x6 right-perturbation covariance, chassis geometry.
         self._gc = np.eye(4)
         self._p3 = np.zeros((6, 6))
@@ -200,7 +207,7 @@ class Estimator:
     slip_rms_m_s = property(lambda self: self._state.slip_rms_m_s, doc='RMS slip speed over contacts.')
     rank = property(lambda self: self._state.rank, doc='rank of the no-slip constraints.')
     rank_needed = property(lambda self: self._state.rank_needed, doc='3 (planar) or 6 (3D; 3 with a gyro).')
-    singular = property(lambda self: self._state.singular, doc='near a singular shape (damped).')
+    singular = property(lambda self: self._state.singular, doc='near a singular shape (weak direction held).')
     contacts = property(lambda self: self._state.contacts, doc='(n_links,) bool ground contacts.')
 
     @property
@@ -298,14 +305,17 @@ class Estimator:
                 # The pose given (or the origin) is the chassis pose: start the integrated link frame there.
                 h, _, _ = self._chassis_offset(q)
                 self._g2 = se2_compose(self._g2, se2_inverse(h))
-            res = planar_connection(q, self.lengths, self._int_link, self.weights, *self.damping)
+            res = planar_connection(q, self.lengths, self._int_link, self.weights, self.singular_threshold)
             return self._planar_state(t_s, q, None, None, np.zeros(n_links), res.rank, res.singular)
         dt = t_s - self._t
-        res = planar_connection(0.5 * (q + self._q), self.lengths, self._int_link, self.weights, *self.damping)
+        res = planar_connection(0.5 * (q + self._q), self.lengths, self._int_link, self.weights,
+                                self.singular_threshold)
         dr = q - self._q
-        delta = res.twist(dr)                                 # body displacement (m, m, rad)
+        hold = self._xi_last * np.exp(-dt / self.hold_time)
+        delta = res.twist(dr, hold * dt)                      # body displacement (m, m, rad)
         rate = 0.5 * (v + self._v) if (v is not None and self._v is not None) else dr / dt
-        xi = res.twist(rate)
+        xi = res.twist(rate, hold)
+        self._xi_last = delta / dt
         slip = res.residual(rate, xi)                         # lateral slip speed per wheel (m/s)
         sigma2 = self._slip_variance(slip, self.weights, n_links - res.rank)
         cov_xi = sigma2 * res.normal_inverse
@@ -373,7 +383,9 @@ class Estimator:
             rel = geom['rot'][self.imu_link] @ g0['rot'][self.imu_link].T
             rot_inc = geom['rot'][self.imu_link] @ (rate * dt) - so3_log(rel)
         step = contact_step(g0['q'], g0['rot'], geom['q'], geom['rot'], down, self.radius, contacts,
-                            self.weights, self.axial_weight, rot_inc, self.length_scale, *self.damping)
+                            self.weights, self.axial_weight, rot_inc, self.length_scale,
+                            self.singular_threshold, self._xi_last * (dt * np.exp(-dt / self.hold_time)))
+        self._xi_last = step.displacement / dt
         exp_step = se3_exp(step.displacement)
         gc = self._gc @ exp_step
         if r_imu is not None:
