@@ -132,7 +132,8 @@ def test_twenty_second_runs(robot, gait):
 @pytest.mark.slow
 def test_validate_command_prints_the_table(tmp_path, capsys):
     plot = tmp_path / 'p.png'
-    assert cli.main(['validate', '--robot', 'kinematic_snake_3', '--duration', '20', '--plot', str(plot)]) == 0
+    args = ['validate', '--robot', 'kinematic_snake_3', '--duration', '20', '--plot', str(plot)]
+    assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert 'kinematic_snake_3' in out and 'lateral_undulation' in out and 'met' in out
     assert plot.stat().st_size > 10_000

@@ -23,7 +23,8 @@ def add_arguments(parser):
                         help='simulated seconds scored per run (default 20)')
     parser.add_argument('--warmup', type=float, default=None,
                         help='simulated seconds of gait before scoring starts (default 3)')
-    parser.add_argument('--plot', help='save a figure of estimated against true paths to this file (.png, .pdf)')
+    parser.add_argument('--plot',
+                        help='save a figure of estimated against true paths to this file (.png, .pdf)')
     parser.add_argument('--check', action='store_true', help='exit with status 1 if any run misses its aim')
 
 
@@ -35,7 +36,8 @@ def run(args) -> int:
              and (not args.gait or c.gait in args.gait)]
     if not cases:
         known = ', '.join(f'{c.robot}/{c.gait}' for c in V.CASES)
-        raise CommandError(f'no validation run matches --robot {args.robot} --gait {args.gait}; runs: {known}')
+        raise CommandError(f'no validation run matches --robot {args.robot} --gait {args.gait}; '
+                           f'runs: {known}')
     if not args.duration > 0:
         raise CommandError(f'--duration must be positive, got {args.duration}')
     warmup = V.WARMUP_S if args.warmup is None else args.warmup

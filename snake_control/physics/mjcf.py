@@ -120,7 +120,8 @@ def build_mjcf(robot: Robot | str, options: PhysicsOptions | None = None) -> str
     if isinstance(robot, str):
         robot = load_robot(robot)
     if not isinstance(robot, Robot):
-        raise ValueError(f'robot must be a snake_control.robot.Robot or a robot name, got {type(robot).__name__}')
+        raise ValueError(f'robot must be a snake_control.robot.Robot or a robot name, '
+                         f'got {type(robot).__name__}')
     options = (options or PhysicsOptions()).validate()
     n = robot.n_joints
     if n < 1:

@@ -70,7 +70,8 @@ class MujocoPlant(Plant):
     def configure(self, servo_id: int, model: ServoModel, position_rad: float) -> None:
         k = self._joint(servo_id)
         joint = self.robot.joints[k]
-        self._initial[k] = np.clip(joint.joint_angle_rad(float(position_rad)), joint.lower_rad, joint.upper_rad)
+        angle = joint.joint_angle_rad(float(position_rad))
+        self._initial[k] = np.clip(angle, joint.lower_rad, joint.upper_rad)
         self._configured.add(servo_id)
         self._started = False
 

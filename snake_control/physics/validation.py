@@ -107,12 +107,16 @@ def true_body_poses(robot: Robot, link_poses: np.ndarray, body_frame=None) -> np
     out = np.zeros((link_poses.shape[0], 4, 4))
     previous = None
     for k, poses in enumerate(link_poses):
-        # The estimator starts its chassis with the tail link's z as "up" (its signs are then carried
-        # on continuously); the truth must start with the same choice or its y and z are flipped.
-        rot, origin, _, _ = virtual_chassis(poses[:, :3, 3], previous=previous,
-                                            up=poses[0, :3, 2] if previous is None else None)
-        out[k, :3, :3], out[k, :3, 3], out[k, 3, 3] = rot, origin, 1.0
+        # The chassis of the true shape, built as the estimator builds it: in the tail link's frame,
+        # with the tail's z as "up" at the start and the previous chassis (in that frame) for continuous
+        # signs and for holding y when the shape has no clear plane; then placed by the true tail pose.
+        tail = poses[0]
+        centres = (poses[:, :3, 3] - tail[:3, 3]) @ tail[:3, :3]
+        rot, origin, _, _ = virtual_chassis(centres, previous=previous)
         previous = rot
+        out[k, :3, :3] = tail[:3, :3] @ rot
+        out[k, :3, 3] = tail[:3, :3] @ origin + tail[:3, 3]
+        out[k, 3, 3] = 1.0
     return out
 
 
@@ -168,7 +172,8 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, **estimator_
     true_heading, est_heading = np.unwrap(_heading(truth)), np.unwrap(_heading(estimated))
     heading_error = math.degrees(math.remainder(est_heading[-1] - true_heading[-1], 2 * math.pi))
     return ValidationResult(
-        robot=robot.name, kind=robot.kind, gait=gait, duration_s=float(recording.times_s[-1]), distance_m=distance,
+        robot=robot.name, kind=robot.kind, gait=gait, duration_s=float(recording.times_s[-1]),
+        distance_m=distance,
         displacement_m=float(np.linalg.norm(centroid[-1] - centroid[0])),
         position_error_m=float(np.linalg.norm(estimated[-1, :2, 3] - truth[-1, :2, 3])),
         heading_error_deg=heading_error, true_xy_m=truth[:, :2, 3], estimated_xy_m=estimated[:, :2, 3],
