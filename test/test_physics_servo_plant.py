@@ -128,21 +128,32 @@ def test_sdk_reads_physics_through_the_emulated_bus():
     thread = threading.Thread(target=bus.serve_forever, daemon=True)
     thread.start()
     port = dynamixel_sdk.PortHandler(bus.path)
+    ok = dynamixel_sdk.COMM_SUCCESS
+
+    def retry(call, *args):
+        # The emulator shares this interpreter's lock here; a loaded machine can time a packet out.
+        for _ in range(5):
+            out = call(port, *args)
+            if (out[1] if len(out) == 3 else out[0]) == ok:
+                return out
+        raise AssertionError(f'{call.__name__}{args} failed 5 times')
+
     try:
         assert port.openPort() and port.setBaudRate(1_000_000)
         packets = dynamixel_sdk.PacketHandler(2.0)
         goal = 0.6
         for sid in robot.servo_ids:
-            assert packets.write1ByteTxRx(port, sid, 64, 1)[0] == dynamixel_sdk.COMM_SUCCESS
-        ticks = int(round(CENTER_TICK + goal / RAD_PER_TICK))
-        assert packets.write4ByteTxRx(port, 1, 116, ticks)[0] == dynamixel_sdk.COMM_SUCCESS
-        time.sleep(1.0)
-        value, result, _ = packets.read4ByteTxRx(port, 1, 132)
-        assert result == dynamixel_sdk.COMM_SUCCESS
-        present = (value - CENTER_TICK) * RAD_PER_TICK
+            retry(packets.write1ByteTxRx, sid, 64, 1)
+        retry(packets.write4ByteTxRx, 1, 116, int(round(CENTER_TICK + goal / RAD_PER_TICK)))
+        deadline = time.monotonic() + 10.0
+        present = math.nan
+        while time.monotonic() < deadline and not abs(present - goal) < 0.05:
+            time.sleep(0.1)
+            value = retry(packets.read4ByteTxRx, 1, 132)[0]
+            present = (value - CENTER_TICK) * RAD_PER_TICK
         assert present == pytest.approx(goal, abs=0.05)
         assert plant.world.joint_positions_rad()[0] == pytest.approx(present, abs=0.05)
-        assert plant.world.time_s > 0.5                 # the physics ran in (roughly) real time
+        assert plant.world.time_s > 0.2                 # the physics ran with the wall clock
     finally:
         port.closePort()
         bus.stop_requested = True
