@@ -77,15 +77,28 @@ def test_a_sign_error_is_caught():
     assert bad.position_error_pct > 50.0
 
 
-def test_a_missing_contact_radius_term_is_caught():
+@pytest.fixture(scope='module')
+def rolling():
+    return recording('pitch_yaw_32', 'rolling', 6.0)
+
+
+def test_a_missing_contact_radius_term_is_caught(rolling):
     """Rolling moves only through the module radius: an estimator without it sees no motion."""
-    rec, c = recording('pitch_yaw_32', 'rolling', 6.0)
+    rec, c = rolling
     good = V.evaluate(rec, c.gait, **c.estimator)
     no_radius = dataclasses.replace(rec, robot=dataclasses.replace(rec.robot, module_radius_m=1e-6))
     bad = V.evaluate(no_radius, c.gait, **c.estimator)
     assert good.distance_m > 0.4
     assert good.position_error_pct < 50.0
     assert bad.position_error_pct > 70.0
+
+
+def test_true_imu_orientation_removes_the_heading_error(rolling):
+    rec, c = rolling
+    result = V.evaluate(rec, c.gait, imu=True, **c.estimator)
+    assert result.gait == 'rolling +imu'
+    assert abs(result.heading_error_deg) < 0.01
+    np.testing.assert_allclose(result.estimated_heading_rad, result.true_heading_rad, atol=1e-6)
 
 
 def test_format_table_and_plot(tmp_path):

@@ -25,6 +25,9 @@ def add_arguments(parser):
                         help='simulated seconds of gait before scoring starts (default 3)')
     parser.add_argument('--plot',
                         help='save a figure of estimated against true paths to this file (.png, .pdf)')
+    parser.add_argument('--imu', action='store_true',
+                        help='also feed the estimator the true orientation of its IMU link, as a perfect '
+                             'IMU would (pitch-yaw robots)')
     parser.add_argument('--check', action='store_true', help='exit with status 1 if any run misses its aim')
 
 
@@ -45,7 +48,7 @@ def run(args) -> int:
         raise CommandError(f'--warmup must not be negative, got {warmup}')
     results = []
     for case in cases:
-        results.append(V.run_case(case, args.duration, warmup))
+        results.append(V.run_case(case, args.duration, warmup, imu=args.imu))
         print(f'  {case.robot} {case.gait}: done', flush=True)
     print(V.format_table(results))
     if args.plot:

@@ -151,9 +151,16 @@ class ValidationResult:
         return abs(self.heading_error_deg) / max(self.distance_m, 1e-9)
 
 
-def evaluate(recording: Recording, gait: str = '', body_frame=None, **estimator_options) -> ValidationResult:
-    """Run the estimator on a recording's measured joint angles and compare with its ground truth."""
+def evaluate(recording: Recording, gait: str = '', body_frame=None, imu: bool = False,
+             **estimator_options) -> ValidationResult:
+    """Run the estimator on a recording's measured joint angles and compare with its ground truth.
+
+    imu: also give the estimator the true orientation of its IMU link (estimator option imu_link,
+    default the tail), as a perfect IMU would, yaw included (a real one needs a magnetometer for
+    that); pitch-yaw robots only, planar robots ignore it.
+    """
     from snake_control.estimation.estimator import Estimator
+    from snake_control.lie import quaternion_from_matrix
 
     robot = recording.robot
     truth = true_body_poses(robot, recording.link_poses, body_frame)
@@ -163,8 +170,10 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, **estimator_
     est = Estimator(robot, body_frame, initial_pose=initial, **estimator_options)
     estimated = np.zeros_like(truth)
     slip = []
+    use_imu = imu and robot.kind != 'planar'
     for k, t in enumerate(recording.times_s):
-        state = est.update(t, recording.positions_rad[k])
+        quat = quaternion_from_matrix(recording.link_poses[k, est.imu_link, :3, :3]) if use_imu else None
+        state = est.update(t, recording.positions_rad[k], imu_orientation_xyzw=quat)
         estimated[k] = state.pose
         slip.append(state.slip_rms_m_s)
     centroid = recording.link_poses[:, :, :2, 3].mean(axis=1)                   # (T, 2)
@@ -172,8 +181,8 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, **estimator_
     true_heading, est_heading = np.unwrap(_heading(truth)), np.unwrap(_heading(estimated))
     heading_error = math.degrees(math.remainder(est_heading[-1] - true_heading[-1], 2 * math.pi))
     return ValidationResult(
-        robot=robot.name, kind=robot.kind, gait=gait, duration_s=float(recording.times_s[-1]),
-        distance_m=distance,
+        robot=robot.name, kind=robot.kind, gait=gait + (' +imu' if use_imu else ''),
+        duration_s=float(recording.times_s[-1]), distance_m=distance,
         displacement_m=float(np.linalg.norm(centroid[-1] - centroid[0])),
         position_error_m=float(np.linalg.norm(estimated[-1, :2, 3] - truth[-1, :2, 3])),
         heading_error_deg=heading_error, true_xy_m=truth[:, :2, 3], estimated_xy_m=estimated[:, :2, 3],
