@@ -14,6 +14,7 @@ import sys
 COMMANDS = {
     'demo': 'demo',
     'urdf': 'urdf',
+    'gait': 'gait',
     'sim-bus': 'sim_bus',
     'dxl': 'dxl',
     'odometry': 'odometry',
