@@ -190,3 +190,11 @@ def test_bad_shapes_raise():
         planar_connection(np.zeros(2), 1.0, 'nose')
     with pytest.raises(ValueError, match='weights'):
         planar_connection(np.zeros(2), 1.0, weights=np.ones(2))
+
+
+@pytest.mark.parametrize('module', ['snake_control.estimation.connection', 'snake_control.estimation.estimator'])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

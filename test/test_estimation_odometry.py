@@ -190,3 +190,50 @@ def test_seed000_gait_crosses_the_singular_set_without_losing_the_motion():
     assert distance > 1.0
     assert np.hypot(*(est[:2] - truth[:2])) < 0.03 * distance
     assert abs(est[2] - truth[2]) < 0.02
+
+
+def test_body_pose_from_links_matches_the_estimator_frames():
+    """The validation helper computes the same body frames from true link poses as the estimator uses."""
+    from snake_control.estimation.connection import planar_frame_offset
+    from snake_control.estimation.estimator import body_pose_from_links
+    shape = _shape(0.3)
+    g_mid = np.array([0.4, -0.2, 0.7])
+    c, h = planar_chain(shape, W8.link_lengths_m)
+    hm = _frame_pose(shape, 'middle')
+    links = []
+    for k in range(8):
+        pose = se2_compose(se2_compose(g_mid, se2_inverse(hm)), np.array([c[k, 0], c[k, 1], h[k]]))
+        m = np.eye(4)
+        m[:2, :2] = [[np.cos(pose[2]), -np.sin(pose[2])], [np.sin(pose[2]), np.cos(pose[2])]]
+        m[:2, 3] = pose[:2]
+        links.append(m)
+    links = np.array(links)
+    got = body_pose_from_links(W8, links, 'middle')
+    np.testing.assert_allclose([got[0, 3], got[1, 3], np.arctan2(got[1, 0], got[0, 0])], g_mid, atol=1e-12)
+    h_chassis, _, _ = planar_frame_offset(shape, W8.link_lengths_m, 'middle', 'chassis')
+    expected = se2_compose(g_mid, h_chassis)
+    got = body_pose_from_links(W8, links, 'chassis')
+    np.testing.assert_allclose([got[0, 3], got[1, 3], np.arctan2(got[1, 0], got[0, 0])], expected, atol=1e-12)
+    # Pitch-yaw: the chassis from world link poses equals the estimator's initial chassis pose.
+    from snake_control.estimation.contact import chain_poses
+    py = load_robot('pitch_yaw_32')
+    q = 0.3 * np.sin(0.4 * np.arange(32))
+    est = Estimator(py)
+    state = est.update(0.0, q)
+    rot, cen = chain_poses(q, py.axis_vectors, py.link_lengths_m)
+    world_tail = state.pose @ np.linalg.inv(_chassis_in_tail(rot, cen))
+    links3 = np.array([world_tail @ _frame(r, p) for r, p in zip(rot, cen)])
+    np.testing.assert_allclose(body_pose_from_links(py, links3), state.pose, atol=1e-9)
+
+
+def _frame(r, p):
+    m = np.eye(4)
+    m[:3, :3] = r
+    m[:3, 3] = p
+    return m
+
+
+def _chassis_in_tail(rot, cen):
+    from snake_control.estimation.contact import virtual_chassis
+    r, o, _, _ = virtual_chassis(cen)
+    return _frame(r, o)

@@ -11,7 +11,8 @@ and the net motion of one gait cycle is printed. The dashed line alpha1 = alpha2
 
 
 def add_arguments(parser):
-    parser.add_argument('--output', default='connection.png', help='image file (PNG, PDF or SVG); default connection.png')
+    parser.add_argument('--output', default='connection.png',
+                        help='image file (PNG, PDF or SVG); default connection.png')
     parser.add_argument('--gait', default='40,40,25',
                         help='AMP1,AMP2,PHASE in degrees: alpha1 = AMP1 sin t, alpha2 = AMP2 sin(t + PHASE) '
                              '(default 40,40,25, seed 000)')
@@ -100,13 +101,14 @@ def run(args) -> int:
         else:
             # Seed 000: the middle wheel forbids sideways motion, so this field vanishes identically.
             ax.plot(deg(a1), deg(a2), '.', color='tab:gray', ms=2)
-            ax.text(0.03, 0.95, 'zero field: the middle wheel forbids sideways motion', transform=ax.transAxes,
-                    fontsize=8, va='top')
+            ax.text(0.03, 0.95, 'zero field: the middle wheel forbids sideways motion',
+                    transform=ax.transAxes, fontsize=8, va='top')
         ax.plot(deg(path[:, 0]), deg(path[:, 1]), color='tab:red', lw=2, label='gait path')
         k = len(path) // 8
         ax.annotate('', xy=deg(path[k + 5]), xytext=deg(path[k]),
                     arrowprops=dict(arrowstyle='-|>', color='tab:red', lw=2))
-        ax.plot([-deg(span), deg(span)], [-deg(span), deg(span)], '--', color='k', lw=1, label=r'singular $\alpha_1=\alpha_2$')
+        ax.plot([-deg(span), deg(span)], [-deg(span), deg(span)], '--', color='k', lw=1,
+                label=r'singular $\alpha_1=\alpha_2$')
         ax.set_xlim(-deg(span) * 1.05, deg(span) * 1.05)
         ax.set_ylim(-deg(span) * 1.05, deg(span) * 1.05)
         ax.set_aspect('equal')

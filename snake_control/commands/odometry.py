@@ -14,16 +14,19 @@ Output: a pose CSV (t,x,y,z,qx,qy,qz,qw: the body frame in odom) and optionally 
 
 def add_arguments(parser):
     parser.add_argument('--robot', required=True,
-                        help='shipped robot name (pitch_yaw_32, wheeled_8, kinematic_snake_3) or a robot YAML path')
+                        help='shipped robot name (pitch_yaw_32, wheeled_8, kinematic_snake_3) or a robot '
+                             'YAML path')
     parser.add_argument('--input', required=True, help='joint-trajectory .csv or .mcap recording')
     parser.add_argument('--output', help='pose CSV to write (t,x,y,z,qx,qy,qz,qw)')
     parser.add_argument('--plot', help='image file for the estimated path (PNG, PDF or SVG)')
     parser.add_argument('--body-frame', default=None,
                         help="reported frame: middle, head, tail, chassis or a link index "
                              "(default: middle for planar robots, chassis for pitch-yaw robots)")
-    parser.add_argument('--topic', default=None, help='JointState topic in an .mcap (default: the one named joint_states)')
+    parser.add_argument('--topic', default=None,
+                        help='JointState topic in an .mcap (default: the one named joint_states)')
     parser.add_argument('--axial-weight', type=float, default=1.0,
-                        help='pitch-yaw robots: weight of the no-slip condition along each module (0..1; default 1)')
+                        help='pitch-yaw robots: weight of the no-slip condition along each module '
+                             '(0..1; default 1)')
 
 
 def _body_frame(text):
@@ -58,10 +61,12 @@ def run(args) -> int:
     final = est.state
     print(f'robot {robot.name} ({robot.kind}), body frame {est.body_frame}, {len(times)} samples over '
           f'{times[-1] - times[0]:.3f} s' + (f', {est.skipped} stale stamps skipped' if est.skipped else ''))
-    print(f'path length {steps.sum():.4f} m, net displacement {np.linalg.norm(poses[-1, :3] - poses[0, :3]):.4f} m')
+    net = np.linalg.norm(poses[-1, :3] - poses[0, :3])
+    print(f'path length {steps.sum():.4f} m, net displacement {net:.4f} m')
     x, y, theta = final.pose_se2
-    print(f'final pose x {x:.4f} m, y {y:.4f} m, z {final.pose[2, 3]:.4f} m, heading {np.degrees(theta):.2f} deg; '
-          f'position sd {np.sqrt(max(final.pose_covariance[0, 0] + final.pose_covariance[1, 1], 0.0)):.4f} m')
+    sd = np.sqrt(max(final.pose_covariance[0, 0] + final.pose_covariance[1, 1], 0.0))
+    print(f'final pose x {x:.4f} m, y {y:.4f} m, z {final.pose[2, 3]:.4f} m, '
+          f'heading {np.degrees(theta):.2f} deg; position sd {sd:.4f} m')
     print(f'slip rms mean {np.mean(slips):.4g} m/s, max {np.max(slips):.4g} m/s; '
           f'near-singular in {100.0 * np.mean(singular):.1f} % of samples')
     if args.output:

@@ -36,7 +36,7 @@ pointing toward the head).
 Example (MATH.md regression values, L = 1, alpha = (0.3, -0.5)):
     >>> a = three_link_connection(np.array([0.3, -0.5]), 1.0)
     >>> -a @ np.array([1.0, 0.0])
-    array([-0.62908895,  0.        ,  0.32126568])
+    array([-0.62908941,  0.        ,  0.3212658 ])
 """
 from __future__ import annotations
 
@@ -132,7 +132,8 @@ def planar_body_frame(centres_m, headings_rad, dcentres, dheadings, body_frame):
     a, b = sxx - syy, 2.0 * sxy
     psi = 0.5 * np.arctan2(b, a)
     # Point x toward the head: the axis is a line, pick the direction the head lies along.
-    if np.cos(psi) * (centres_m[-1, 0] - centres_m[0, 0]) + np.sin(psi) * (centres_m[-1, 1] - centres_m[0, 1]) < 0:
+    tail_to_head = centres_m[-1] - centres_m[0]
+    if np.cos(psi) * tail_to_head[0] + np.sin(psi) * tail_to_head[1] < 0:
         psi += np.pi
     den = a * a + b * b
     # A round (isotropic) cloud has no principal axis; its derivative is then left at zero.

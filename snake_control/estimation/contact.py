@@ -11,9 +11,10 @@ Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
 3. ``ContactSelector``: the modules touching the ground are the lowest along gravity, with hysteresis
    so that contacts do not flicker.
 4. ``contact_step``: the chassis displacement (v dt, w dt) (m, rad, chassis coordinates) that lets every
-   contact point c_i = q_i + rho d (d the unit down vector) roll without slipping. With Delta q_i the change of module i's centre
-   and delta_i its rotation increment (both relative to the chassis), the contact's material point moves
-   by  dv + dw x c_i + Delta q_i + delta_i x (c_i - q_i)  which must vanish. The rho term is what makes
+   contact point c_i = q_i + rho d (d the unit down vector) roll without slipping. With Delta q_i the
+   change of module i's centre and delta_i its rotation increment (both relative to the chassis), the
+   contact's material point moves by  dv + dw x c_i + Delta q_i + delta_i x (c_i - q_i),  which must
+   vanish. The rho term is what makes
    rolling gaits move: module centres barely move in the chassis while the modules spin about their
    own axes. Stacked contacts are solved by (regularised, weighted) least squares; the residual is each
    contact's slip.
@@ -38,6 +39,12 @@ def _hat(w):
 
 
 _X, _Y, _Z = np.eye(3)
+_SKEW_I = np.array([2, 0, 1])
+_SKEW_J = np.array([1, 2, 0])
+_DIAG3 = (np.arange(3), np.arange(3))
+_LEVI_CIVITA = np.zeros((3, 3, 3))
+_LEVI_CIVITA[0, 1, 2] = _LEVI_CIVITA[1, 2, 0] = _LEVI_CIVITA[2, 0, 1] = 1.0
+_LEVI_CIVITA[0, 2, 1] = _LEVI_CIVITA[2, 1, 0] = _LEVI_CIVITA[1, 0, 2] = -1.0
 
 
 def _cross3(a, b):
@@ -57,6 +64,23 @@ def _cross(a, b):
 DEFAULT_HOLD_RATIO = 0.9
 
 
+_AXIS_CACHE = {}
+
+
+def _axis_matrices(axes):
+    """hat(axis) and hat(axis)^2 for every joint axis (n, 3, 3), cached: a robot's axes never change."""
+    key = axes.tobytes()
+    cached = _AXIS_CACHE.get(key)
+    if cached is None:
+        k = np.zeros((axes.shape[0], 3, 3))
+        k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -axes[:, 2], axes[:, 1], -axes[:, 0]
+        k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = axes[:, 2], -axes[:, 1], axes[:, 0]
+        if len(_AXIS_CACHE) > 64:
+            _AXIS_CACHE.clear()
+        cached = _AXIS_CACHE[key] = (k, k @ k)
+    return cached
+
+
 def chain_poses(angles_rad, axes, link_lengths_m):
     """Rotations (N, 3, 3) and centres (N, 3) (m) of every link of a chain, in the tail link's frame.
 
@@ -72,11 +96,8 @@ def chain_poses(angles_rad, axes, link_lengths_m):
     if angles.ndim != 1 or axes.shape != (n, 3) or lengths.shape != (n + 1,):
         raise ValueError(f'angles_rad (n,), axes (n, 3) and link_lengths_m (n + 1,) expected, got '
                          f'{angles.shape}, {axes.shape}, {lengths.shape}')
-    s, c = np.sin(angles), np.cos(angles)
-    k = np.zeros((n, 3, 3))
-    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -axes[:, 2], axes[:, 1], -axes[:, 0]
-    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = axes[:, 2], -axes[:, 1], axes[:, 0]
-    rel = np.eye(3)[None] + s[:, None, None] * k + (1.0 - c)[:, None, None] * (k @ k)
+    k, k2 = _axis_matrices(axes)
+    rel = _EYE3 + np.sin(angles)[:, None, None] * k + (1.0 - np.cos(angles))[:, None, None] * k2
     # Running product R_k = rel_0 ... rel_{k-1} as a log-depth (Hillis-Steele) scan of batched 3x3
     # products: six numpy calls for 33 links instead of 32.
     rot = np.empty((n + 1, 3, 3))
@@ -210,44 +231,47 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
     down = np.asarray(down, dtype=float)
     mask = np.asarray(contacts, dtype=bool)
-    idx = np.flatnonzero(mask)
+    all_contacts = bool(mask.all())
+    idx = slice(None) if all_contacts else np.flatnonzero(mask)
     qm = 0.5 * (q0[idx] + q1[idx])
     dq = q1[idx] - q0[idx]
     r0, r1 = np.asarray(rot0)[idx], np.asarray(rot1)[idx]
     rel = r1 @ r0.transpose(0, 2, 1)                        # rotation increment in chassis coordinates
-    skew = 0.5 * np.stack([rel[:, 2, 1] - rel[:, 1, 2], rel[:, 0, 2] - rel[:, 2, 0],
-                           rel[:, 1, 0] - rel[:, 0, 1]], axis=1)
-    sin_t = np.sqrt(np.einsum('ka,ka->k', skew, skew))
-    cos_t = np.clip(0.5 * (rel[:, 0, 0] + rel[:, 1, 1] + rel[:, 2, 2] - 1.0), -1.0, 1.0)
-    ang = np.arctan2(sin_t, cos_t)
-    dtheta = skew * np.where(sin_t > 1e-12, ang / np.maximum(sin_t, 1e-300), 1.0)[:, None]
-    for i in np.flatnonzero(ang > 3.0):     # near pi the skew part loses the axis: use the robust log
-        dtheta[i] = so3_log(rel[i])
+    skew = 0.5 * (rel[:, _SKEW_I, _SKEW_J] - rel[:, _SKEW_J, _SKEW_I])   # sin(angle) * axis
+    sin2 = np.einsum('ka,ka->k', skew, skew)
+    if sin2.max() < 0.0025 and np.trace(rel, axis1=1, axis2=2).min() > 1.0:
+        # Every increment under 0.05 rad (the usual case per message): angle / sin(angle) by its series
+        # arcsin(s) / s = 1 + s^2 / 6 + 3 s^4 / 40, relative error below 1e-7.
+        dtheta = skew * (1.0 + sin2 * (1.0 / 6.0 + 0.075 * sin2))[:, None]
+    else:
+        sin_t = np.sqrt(sin2)
+        ang = np.arctan2(sin_t, np.clip(0.5 * (np.trace(rel, axis1=1, axis2=2) - 1.0), -1.0, 1.0))
+        dtheta = skew * np.where(sin_t > 1e-12, ang / np.maximum(sin_t, 1e-300), 1.0)[:, None]
+        for i in np.flatnonzero(ang > 3.0):     # near pi the skew part loses the axis: use the robust log
+            dtheta[i] = so3_log(rel[i])
     # The contact point lies one radius below the module centre: c = q + rho d with d pointing down.
     # (MATH.md section 4 writes c = q - rho d; with d the *down* vector that point would be on top of the
     # module and rolling would move the wrong way: a cylinder spinning by +w about x rolls toward -y.)
     c = qm + radius_m * down
     # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
-    # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d).
-    b = -radius_m * _cross(dtheta, down[None, :]) - dq
-    m = idx.size
+    # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d); row-wise a x d = a hat(d).
+    b = dtheta @ (-radius_m * _hat(down)) - dq
+    m = qm.shape[0]
     w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)[idx]
     gamma = 1.0 - axial_weight
     # Normal equations written out: A_i^T A_i = [[I, -hat c], [hat c, |c|^2 I - c c^T]], A_i^T b = (b, c x b).
-    # An axial weight W_i = w_i (I - gamma a_i a_i^T) subtracts gamma w_i u_i u_i^T with u_i = (a_i, c_i x a_i),
-    # the Pluecker coordinates of the module axis through the contact.
-    sw = w.sum()
-    wc = w @ c
-    wb = w @ b
-    cxb = _cross(c, b)
+    # An axial weight W_i = w_i (I - gamma a_i a_i^T) subtracts gamma w_i u_i u_i^T with
+    # u_i = (a_i, c_i x a_i), the Pluecker coordinates of the module axis through the contact.
+    cw = c * w[:, None]
     normal = np.zeros((6, 6))
-    normal[0, 0] = normal[1, 1] = normal[2, 2] = sw
-    hc = _hat(wc)
+    normal[_DIAG3] = w.sum()
+    hc = _hat(cw.sum(axis=0))
     normal[:3, 3:] = -hc
     normal[3:, :3] = hc
-    cw = c * w[:, None]
-    normal[3:, 3:] = np.eye(3) * np.einsum('ka,ka->', cw, c) - cw.T @ c
-    atb = np.concatenate([wb, w @ cxb])
+    normal[3:, 3:] = _EYE3 * np.einsum('ka,ka->', cw, c) - cw.T @ c
+    atb = np.empty(6)
+    atb[:3] = w @ b
+    atb[3:] = np.einsum('ijk,nj,nk->i', _LEVI_CIVITA, cw, b)
     if gamma > 0.0:
         axis = r0[:, :, 0] + r1[:, :, 0]
         axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]
@@ -257,13 +281,16 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         atb -= u.T @ (gw * np.einsum('ka,ka->k', axis, b))
     scale = np.array([1.0, 1.0, 1.0, 1.0 / length_scale_m, 1.0 / length_scale_m, 1.0 / length_scale_m])
     if m == 0:
-        disp = np.zeros(6) if rotation_increment is None else np.concatenate([np.zeros(3), rotation_increment])
+        disp = np.zeros(6)
+        if rotation_increment is not None:
+            disp[3:] = rotation_increment
         ninv = np.diag(scale ** 2) / (1e-2 * singular_threshold) ** 2
         return ContactStep(disp, ninv, np.zeros((q0.shape[0], 3)), 0, 6 if rotation_increment is None else 3,
                            0.0, True)
     if rotation_increment is not None:
         dw = np.asarray(rotation_increment, dtype=float)
-        reg, ninv3, rank, smin, singular = regularised_normal_solve(normal[:3, :3], scale[:3], singular_threshold)
+        reg, ninv3, rank, smin, singular = regularised_normal_solve(normal[:3, :3], scale[:3],
+                                                                    singular_threshold)
         dv = reg.solve(atb[:3] - normal[:3, 3:] @ dw, None if hold is None else hold[:3])
         disp = np.concatenate([dv, dw])
         ninv = np.zeros((6, 6))
@@ -274,7 +301,7 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         disp = reg.solve(atb, hold)
         needed = 6
     # Slip as weighted for the fit: axial slip counts only as much as axial_weight allows.
-    err = disp[:3] + _cross(disp[3:][None, :], c) - b
+    err = c @ _hat(disp[3:]).T + (disp[:3] - b)
     if gamma > 0.0:
         err = err - (1.0 - np.sqrt(axial_weight)) * np.einsum('ka,ka->k', axis, err)[:, None] * axis
     if weights is not None:

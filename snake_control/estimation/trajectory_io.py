@@ -40,7 +40,8 @@ class JointTrajectory:
     def __init__(self, t_s, positions_rad, velocities_rad_s=None):
         self.t_s = np.asarray(t_s, dtype=float)
         self.positions_rad = np.asarray(positions_rad, dtype=float)
-        self.velocities_rad_s = None if velocities_rad_s is None else np.asarray(velocities_rad_s, dtype=float)
+        self.velocities_rad_s = (None if velocities_rad_s is None
+                                 else np.asarray(velocities_rad_s, dtype=float))
 
     def __len__(self):
         return self.t_s.shape[0]
@@ -117,16 +118,17 @@ def read_joint_mcap(path, joint_names, topic: str | None = None) -> JointTraject
         summary = reader.get_summary()
         channels = summary.channels.values() if summary is not None else []
         schemas = summary.schemas if summary is not None else {}
-        candidates = [c.topic for c in channels
-                      if schemas.get(c.schema_id) is not None and schemas[c.schema_id].name == JOINT_STATE_TYPE]
+        candidates = [c.topic for c in channels if schemas.get(c.schema_id) is not None
+                      and schemas[c.schema_id].name == JOINT_STATE_TYPE]
         if topic is None:
             named = sorted({t for t in candidates if t.rstrip('/').split('/')[-1] == 'joint_states'})
             if len(named) != 1:
-                raise ValueError(f'{path}: expected one sensor_msgs/JointState topic named joint_states, found '
-                                 f'{named or sorted(set(candidates))}; choose one with --topic')
+                raise ValueError(f'{path}: expected one sensor_msgs/JointState topic named joint_states, '
+                                 f'found {named or sorted(set(candidates))}; choose one with --topic')
             topic = named[0]
         elif topic not in candidates:
-            raise ValueError(f'{path}: no sensor_msgs/JointState topic {topic!r} (have {sorted(set(candidates))})')
+            raise ValueError(f'{path}: no sensor_msgs/JointState topic {topic!r} '
+                             f'(have {sorted(set(candidates))})')
         index = None
         times, pos, vel = [], [], []
         has_vel = True
@@ -177,7 +179,8 @@ def read_joint_trajectory(path, joint_names, topic: str | None = None) -> JointT
         return read_joint_csv(path, joint_names)
     if suffix == '.mcap':
         return read_joint_mcap(path, joint_names, topic)
-    raise ValueError(f'{path}: unknown input format {suffix!r}: use a .csv joint trajectory or an .mcap recording')
+    raise ValueError(f'{path}: unknown input format {suffix!r}: use a .csv joint trajectory or an .mcap '
+                     'recording')
 
 
 def write_pose_csv(path, t_s, poses_xyz_quat):

@@ -70,7 +70,8 @@ class EstimatorNode(Node):
         p('publish_rate_hz', 0.0, _desc('odometry rate limit; 0 publishes on every joint_states message',
                                         float_range=(0.0, 1000.0)))
         p('diagnostics_rate_hz', 1.0, _desc('rate of /diagnostics', float_range=(0.1, 100.0)))
-        p('use_imu', False, _desc('subscribe to imu (sensor_msgs/Imu) for orientation and rate', read_only=True))
+        p('use_imu', False, _desc('subscribe to imu (sensor_msgs/Imu) for orientation and rate',
+                                  read_only=True))
         p('imu_link', 0, _desc('link index carrying the IMU', read_only=True, int_range=(0, 1000)))
         p('axial_weight', 1.0, _desc('pitch-yaw robots: weight of no-slip along each module axis',
                                      read_only=True, float_range=(0.0, 1.0)))
@@ -211,7 +212,7 @@ class EstimatorNode(Node):
             status.message = 'ok'
         values = {
             'slip_rms_m_s': f'{state.slip_rms_m_s:.6g}',
-            'slip_max_m_s': f'{float(np.max(np.abs(state.slip_residual))) if state.slip_residual.size else 0.0:.6g}',
+            'slip_max_m_s': f'{float(np.max(np.abs(state.slip_residual), initial=0.0)):.6g}',
             'rank': str(state.rank),
             'rank_needed': str(state.rank_needed),
             'singular': str(bool(state.singular)).lower(),
@@ -221,7 +222,7 @@ class EstimatorNode(Node):
             'stale_stamps': str(self.estimator.skipped),
             'x_m': f'{state.pose[0, 3]:.4f}',
             'y_m': f'{state.pose[1, 3]:.4f}',
-            'position_sd_m': f'{math.sqrt(max(state.pose_covariance[0, 0] + state.pose_covariance[1, 1], 0.0)):.4g}',
+            'position_sd_m': f'{math.sqrt(max(float(np.trace(state.pose_covariance[:2, :2])), 0.0)):.4g}',
         }
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         msg = DiagnosticArray()
