@@ -206,6 +206,8 @@ class ServoBus:
     def _check(self, result: int, error: int, what: str, servo_id) -> None:
         if result != sdk.COMM_SUCCESS:
             raise CommError(f'{self.port_name}: servo {servo_id}: {what}: {self.ph.getTxRxResult(result)}')
+        if error & 0x7F == P.ERR_CRC:       # our packet arrived garbled: a communication failure
+            raise CommError(f'{self.port_name}: servo {servo_id}: {what}: the servo saw a CRC error')
         if error & 0x7F:
             raise ServoError(f'{self.port_name}: servo {servo_id}: {what}: '
                              f'{", ".join(P.decode_error(error))}', error)
@@ -217,8 +219,8 @@ class ServoBus:
             txp = [0] * 10
             txp[4], txp[5], txp[6], txp[7] = servo_id, 3, 0, P.PING
             rx, result, error = self.ph.txRxPacket(self.port, txp)
-        if result != sdk.COMM_SUCCESS:
-            return None
+        if result != sdk.COMM_SUCCESS or error & 0x7F or len(rx) < 14:
+            return None         # includes a CRC-error status: the request itself arrived garbled
         return rx[9] | (rx[10] << 8), rx[11]
 
     def broadcast_ping(self) -> dict[int, tuple[int, int]]:
@@ -268,6 +270,16 @@ class ServoBus:
             result, error = self.ph.factoryReset(self.port, servo_id, option)
         self._check(result, error, 'factory reset', servo_id)
 
+    def _read_raw(self, n_bytes: int) -> bytes:
+        """Up to n_bytes, waiting no longer than the packet deadline already set on the port."""
+        out = b''
+        while len(out) < n_bytes:
+            chunk = self.port.readPort(n_bytes - len(out))
+            if not chunk:
+                break
+            out += chunk
+        return out
+
     # -------------------------------------------------------------- groups
     def sync_write(self, address: int, size: int, data_by_id: dict[int, bytes]) -> None:
         """One sync write (no reply). Raises CommError only when the packet could not be sent."""
@@ -302,28 +314,28 @@ class ServoBus:
             if result != sdk.COMM_SUCCESS:
                 raise CommError(f'{self.port_name}: sync read: {self.ph.getTxRxResult(result)}')
             self.port.setPacketTimeoutMillis(timeout_ms)
+            # Read the raw replies ourselves: the SDK's receiver trusts a garbled LEN field and then
+            # swallows the replies behind it; ours re-hunts for headers past a bad CRC.
+            wanted = set(ids)
             if fast:
-                raw, result = self.ph.rxPacket(self.port, True)
-                raw = bytes(raw)
+                raw = self._read_raw(reply_bytes)
                 start = raw.find(P.HEADER + bytes((P.BROADCAST_ID,)))
                 if start >= 0:
-                    wanted = set(ids)
                     for err, sid, data in P.parse_fast_blocks(raw[start:], [size] * n):
                         if sid in wanted:
                             out[sid] = (err, data)
             else:
-                deadline = time.monotonic() + timeout_ms / 1000.0
-                wanted = set(ids)
-                for _ in range(2 * n + 2):
-                    rx, result = self.ph.rxPacket(self.port, False)
-                    if result == sdk.COMM_SUCCESS:
-                        sid = rx[4]
-                        if sid in wanted and len(rx) >= 11 + size:
-                            out[sid] = (rx[8], bytes(rx[9:9 + size]))
-                        if len(out) == n:
-                            break
-                    elif result == sdk.COMM_RX_TIMEOUT or time.monotonic() >= deadline:
+                parser = P.PacketParser()
+                received = 0
+                while len(out) < n:
+                    chunk = self.port.readPort(max(1, reply_bytes - received))
+                    if not chunk:
                         break
+                    received += len(chunk)
+                    for pkt in parser.feed(chunk):
+                        if pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id in wanted \
+                                and len(pkt.params) == size + 1:
+                            out[pkt.servo_id] = (pkt.params[0], bytes(pkt.params[1:]))
         return out
 
     def bulk_read(self, items: list[tuple[int, int, int]], fast: bool = False,

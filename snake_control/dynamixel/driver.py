@@ -190,7 +190,8 @@ class Driver:
         self.warnings: list[str] = []
         self.events: collections.deque = collections.deque(maxlen=200)
         self.fast = self.config.read_mode != 'slow'
-        self._fast_failures = 0
+        self._fast_capable = self.fast
+        self._fast_yield = 1.0
         self._lock = threading.Lock()
         self._command: _Command | None = None
         self._estop = False
@@ -349,7 +350,7 @@ class Driver:
         self.events.append(f'{time.monotonic():.3f} {text}')
         log.info(text)
 
-    def _retry(self, fn, *args, attempts=3):
+    def _retry(self, fn, *args, attempts=10):
         last = None
         for _ in range(attempts):
             try:
@@ -362,7 +363,7 @@ class Driver:
         problems = []
         for j in self.joints:
             found = None
-            for _ in range(3):
+            for _ in range(5):
                 found = self.bus.ping(j.servo_id)
                 if found:
                     break
@@ -374,7 +375,7 @@ class Driver:
             else:
                 fw_min = self.model.fast_sync_read_min_firmware
                 if self.config.read_mode == 'auto' and (fw_min is None or found[1] < fw_min):
-                    self.fast = False
+                    self.fast = self._fast_capable = False
         if problems:
             raise StartupError(f'{self.port} at {self.baud} baud: ' + '; '.join(problems))
 
@@ -674,27 +675,38 @@ class Driver:
 
     def _read_state(self, now: float):
         ids = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
-        got = self.bus.sync_read(STATE_ADDR, STATE_LEN, ids, self.fast)
+        use_fast = self.fast
+        if not use_fast and self._fast_capable and self.config.read_mode != 'slow' \
+                and self.counters.cycles % 100 == 0:
+            use_fast = True                 # re-measure a fast read now and then
+        got = self.bus.sync_read(STATE_ADDR, STATE_LEN, ids, use_fast)
         missing = [sid for sid in ids if sid not in got]
-        if missing and self.fast:
-            if not got:
-                self._fast_failures += 1
-            else:
-                self._fast_failures = 0
-            # Follow up with a per-servo sync read for those the chain lost, when the cycle has time.
-            spare_ms = (self.period_s - (time.monotonic() - now)) * 1000.0
+        if use_fast and ids:
+            self._fast_yield = 0.8 * self._fast_yield + 0.2 * (len(got) / len(ids)) \
+                if self.fast else len(got) / len(ids)
+        # Follow up with per-servo sync reads for those the first read lost, while the cycle has time
+        # (at most 3 rounds): one garbled byte then costs a few servos, not the whole cycle.
+        rounds = 0
+        while missing and rounds < 3:
+            elapsed_ms = (time.monotonic() - now) * 1000.0
             need_ms = len(missing) * (11 + STATE_LEN) * self.bus.byte_time_ms + self.margin_ms
-            if spare_ms > need_ms or self.rate_hz >= 1000:
-                more = self.bus.sync_read(STATE_ADDR, STATE_LEN, missing, False)
-                got.update(more)
-                if more and not (set(ids) - set(missing)) and self.config.read_mode == 'auto' \
-                        and self._fast_failures >= 3:
-                    self.fast = False
-                    self.counters.mode_switches += 1
-                    self._event('fast sync read gets no reply; using sync read')
-                missing = [sid for sid in missing if sid not in got]
-        elif not missing:
-            self._fast_failures = 0
+            if elapsed_ms + need_ms > 0.8 * self.period_s * 1000.0 and not (rounds == 0 and self.rate_hz >= 1000):
+                break
+            rounds += 1
+            more = self.bus.sync_read(STATE_ADDR, STATE_LEN, missing, False)
+            got.update(more)
+            missing = [sid for sid in missing if sid not in got]
+        if self.config.read_mode == 'auto' and use_fast:
+            # Fast sync read loses every servo after a garbled byte, and old firmware ignores it:
+            # when it delivers under half the servos on average, sync read serves better.
+            if self.fast and self._fast_yield < 0.5:
+                self.fast = False
+                self.counters.mode_switches += 1
+                self._event(f'fast sync read delivers {self._fast_yield:.0%} of the servos; using sync read')
+            elif not self.fast and self._fast_yield >= 0.9:
+                self.fast = True
+                self.counters.mode_switches += 1
+                self._event('fast sync read works again; using it')
         if ids and not got:
             self.counters.full_read_failures += 1
         self.counters.read_failures += len(missing)

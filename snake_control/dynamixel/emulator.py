@@ -381,6 +381,7 @@ class BusEmulator:
         self._silent_abs = {i: (self.t0 + a, self.t0 + b) for i, (a, b) in self.faults.silent.items()}
         self._corrupt_countdown = self._next_corrupt()
         self.stop_requested = False
+        self._last_rx = 0.0
         self.counters = {'packets': 0, 'crc_errors': 0, 'replies': 0, 'dropped': 0, 'corrupted_bytes': 0}
         self._open_pty()
 
@@ -686,8 +687,8 @@ class BusEmulator:
                                    'temperature': s.temperature_c}
                 return {'servos': out, 'counters': self.counters, 'plugged': self.master >= 0}
             if cmd == 'goals':
-                return {'goals': [[round(t - self.t0, 6), i, g, ok]
-                                  for i, s in self.servos.items() for t, g, ok in s.goal_log]}
+                return {'goals': sorted([round(t - self.t0, 6), s.id, g, ok]
+                                        for s in self.servos.values() for t, g, ok in s.goal_log)}
             if cmd == 'silent':
                 self.silence(int(args[0]), float(args[1]) if len(args) > 1 else math.inf)
             elif cmd == 'trip':
@@ -729,6 +730,11 @@ class BusEmulator:
             except (BlockingIOError, OSError):
                 data = b''
             if data:
+                # A packet never pauses mid-way (writers send whole packets): bytes left waiting from
+                # an earlier burst are a garbled header (a corrupted LEN) and must not swallow this one.
+                if self.parser.buffer and now - self._last_rx > 0.001:
+                    self.parser.buffer.clear()
+                self._last_rx = now
                 self._serve(self._corrupt(data), now)
         return [fd for fd in ready if fd in extra_fds]
 
