@@ -269,7 +269,7 @@ def test_reboot_clears_alert_and_factory_reset_and_clear():
         assert ph.write1ByteTxRx(port, 1, 64, 1) == (sdk.COMM_SUCCESS, 0)
         s.command('trip 1 overload')
         value, res, err = ph.read1ByteTxRx(port, 1, 70)
-        assert value == P.HW_OVERLOAD and err & P.ERR_ALERT
+        assert (value, res) == (P.HW_OVERLOAD, sdk.COMM_SUCCESS) and err & P.ERR_ALERT
         assert ph.read1ByteTxRx(port, 1, 64)[0] == 0            # shutdown cut torque
         assert ph.write1ByteTxRx(port, 1, 64, 1)[1] == P.ERR_RESULT_FAIL | P.ERR_ALERT
         assert ph.reboot(port, 1) == (sdk.COMM_SUCCESS, P.ERR_ALERT)

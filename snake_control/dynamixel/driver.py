@@ -732,8 +732,11 @@ class Driver:
             s.fresh = False
             s.stale_cycles += 1
             s.stale_count += 1
-        # Servos that failed go last: a silent one then truncates no one else's fast-read block.
-        self._read_order = [sid for sid in self.ids if sid in got] + [sid for sid in self.ids if sid not in got]
+        # Servos that failed go last (a silent one then truncates no one else's fast-read block); ties
+        # rotate, so two servos behind one silent servo do not keep hiding behind each other.
+        c, n = self.counters.cycles, len(self.ids)
+        self._read_order = sorted(self.ids, key=lambda sid: (self.by_id[sid].stale_cycles,
+                                                             (self.k_by_id[sid] + c) % n))
 
     def _read_health(self):
         if self.config.health_every <= 0 or self.counters.cycles % self.config.health_every:
