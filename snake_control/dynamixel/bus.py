@@ -53,6 +53,15 @@ class SnakePortHandler(sdk.PortHandler):
     def __init__(self, port_name: str, margin_ms: float = 5.0):
         super().__init__(port_name)
         self.margin_ms = margin_ms
+        # Bytes written but not answered (a sync write): a reply can only start after they have left
+        # the adapter, so the next timeout includes their wire time.
+        self.backlog_bytes = 0
+
+    def take_backlog_ms(self, request_bytes: int) -> float:
+        """Wire time of the unanswered backlog plus this request (ms); clears the backlog."""
+        ms = (self.backlog_bytes + request_bytes) * self.tx_time_per_byte
+        self.backlog_bytes = 0
+        return ms
 
     def getCurrentTime(self):
         return time.monotonic() * 1000.0
@@ -60,7 +69,7 @@ class SnakePortHandler(sdk.PortHandler):
     def setPacketTimeout(self, packet_length):
         # Wire time of the expected bytes plus our margin (the SDK adds 2 x 16 ms latency + 2 ms).
         self.packet_start_time = self.getCurrentTime()
-        self.packet_timeout = self.tx_time_per_byte * packet_length + self.margin_ms
+        self.packet_timeout = self.tx_time_per_byte * packet_length + self.take_backlog_ms(14) + self.margin_ms
 
     def setBaudRate(self, baudrate):
         try:
@@ -291,6 +300,7 @@ class ServoBus:
             param.extend(data)
         with self.transaction():
             result = self.ph.syncWriteTxOnly(self.port, address, size, param, len(param))
+        self.port.backlog_bytes += 14 + len(param)
         if result != sdk.COMM_SUCCESS:
             raise CommError(f'{self.port_name}: sync write at {address}: {self.ph.getTxRxResult(result)}')
 
@@ -308,6 +318,7 @@ class ServoBus:
         reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
         if timeout_ms is None:
             timeout_ms = reply_bytes * self.byte_time_ms + self.port.margin_ms
+        timeout_ms += self.port.take_backlog_ms(14 + n)
         out: dict[int, tuple[int, bytes]] = {}
         with self.transaction():
             result = self.ph.syncReadTx(self.port, address, size, list(ids), n, fast)
@@ -347,6 +358,7 @@ class ServoBus:
         reply_bytes = (8 + sum(s + 4 for _, _, s in items)) if fast else sum(11 + s for _, _, s in items)
         if timeout_ms is None:
             timeout_ms = reply_bytes * self.byte_time_ms + self.port.margin_ms
+        timeout_ms += self.port.take_backlog_ms(10 + len(param))
         out = {}
         with self.transaction():
             result = self.ph.bulkReadTx(self.port, param, len(param), fast)

@@ -81,7 +81,7 @@ class DriverConfig:
     watchdog_ms: int = 0                     # Bus Watchdog (0: off); servos stop if the loop stalls
     margin_ms: float | None = None           # packet timeout margin; None: from the control period
     reconnect_interval_s: float = 0.5
-    health_every: int = 1                    # one servo's temperature/voltage every N cycles
+    health_every: int = 4                    # one servo's temperature/voltage every N cycles
 
     def validate(self):
         for name in ('stale_policy', 'alert_policy', 'estop_policy'):

@@ -231,6 +231,8 @@ class Servo:
 
     def write(self, address: int, data: bytes, now: float) -> int:
         """Apply a write; return the status error code (0 when accepted)."""
+        if address == ADDR_GOAL and len(data) == 4:
+            return self._write_goal(P.from_le(data, True), data, now)
         if not data:
             return P.ERR_DATA_LENGTH
         if address + len(data) > CONTROL_TABLE_SIZE:
@@ -265,6 +267,19 @@ class Servo:
         if self.profile() != old_profile:
             self._profile_changed = True
         return 0
+
+    def _write_goal(self, goal: int, data: bytes, now: float) -> int:
+        """Goal Position alone (every cycle of a driver): the same checks as write(), without copies."""
+        t = self.table
+        err = 0
+        if t[ADDR_WATCHDOG] == 0xFF:
+            err = P.ERR_DATA_RANGE
+        elif t[11] in (3, 5) and not (P.from_le(t[52:56]) <= goal <= P.from_le(t[48:52])):
+            err = P.ERR_DATA_LIMIT
+        self.goal_log.append((now, goal, err == 0))
+        if not err:
+            t[ADDR_GOAL:ADDR_GOAL + 4] = data
+        return err
 
     def _validate(self, new: bytearray, touched: set) -> int:
         def val(name):
