@@ -212,7 +212,7 @@ def test_module_friction_is_anisotropic_along_the_capsule():
     for i in range(d.ncon):
         c = d.contact[i]
         body = m.geom_bodyid[c.geom2] if c.geom1 == 0 else m.geom_bodyid[c.geom1]
-        k = int(np.nonzero(world._bodies == body)[0][0])
+        k = int(np.nonzero(world.link_body_ids == body)[0][0])
         axis = poses[k, :3, 0]
         tangent = c.frame[3:6]
         # The module axis lies in the contact plane; the first tangent is its projection.

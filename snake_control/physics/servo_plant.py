@@ -61,7 +61,7 @@ class MujocoPlant(Plant):
         servo = self.robot.bus.servo
         self._kt_nm_a = servo.stall_torque_nm / MotorModel.STALL_CURRENT_A
         m = self.world.model
-        act = self.world._act
+        act = self.world.actuator_ids
         self._gain = m.actuator_gainprm[act, 0].copy()
         self._bias = m.actuator_biasprm[act, 1].copy()
 
@@ -130,7 +130,7 @@ class MujocoPlant(Plant):
 
     def _set_torque(self, on: np.ndarray) -> None:
         m = self.world.model
-        act = self.world._act
+        act = self.world.actuator_ids
         m.actuator_gainprm[act, 0] = np.where(on, self._gain, 0.0)
         m.actuator_biasprm[act, 1] = np.where(on, self._bias, 0.0)
         self._on = on

@@ -65,6 +65,16 @@ class SnakeWorld:
         return self.robot.n_joints
 
     @property
+    def actuator_ids(self) -> np.ndarray:
+        """(n_joints,) MuJoCo actuator ids of the servos, YAML joint order."""
+        return self._act.copy()
+
+    @property
+    def link_body_ids(self) -> np.ndarray:
+        """(n_links,) MuJoCo body ids of link_0 (tail) .. link_n (head)."""
+        return self._bodies.copy()
+
+    @property
     def timestep_s(self) -> float:
         return float(self.model.opt.timestep)
 
