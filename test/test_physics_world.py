@@ -165,6 +165,27 @@ def test_same_commands_same_run(name):
     assert np.ptp(first[:, -robot.n_joints:]) > 0.1     # and something happened
 
 
+@pytest.mark.parametrize('name', ROBOTS)
+def test_same_seed_same_run_different_seed_different_run(name):
+    robot = load_robot(name)
+
+    def run(seed):
+        world = SnakeWorld(robot)
+        start = world.random_angles(seed, 0.4)
+        world.reset(start)
+        world.set_goals(-start)
+        world.run(0.4)
+        return start, world.link_poses()
+
+    start_a, poses_a = run(7)
+    start_b, poses_b = run(7)
+    start_c, poses_c = run(8)
+    np.testing.assert_array_equal(start_a, start_b)
+    np.testing.assert_array_equal(poses_a, poses_b)
+    assert np.all(np.abs(start_a) <= 0.4) and not np.allclose(start_a, start_c)
+    assert np.max(np.abs(poses_a - poses_c)) > 1e-3
+
+
 def test_servo_torque_is_limited_to_stall():
     robot = load_robot('wheeled_8')
     world = SnakeWorld(robot)

@@ -131,6 +131,18 @@ class SnakeWorld:
         self.data.ctrl[self._act] = angles
         mujoco.mj_forward(self.model, self.data)
 
+    def random_angles(self, seed: int, spread_rad: float = 0.3) -> np.ndarray:
+        """(n_joints,) joint angles drawn uniformly within +-spread_rad of zero (and the limits) from seed.
+
+        The same seed gives the same shape, so ``world.reset(world.random_angles(seed))`` starts a
+        reproducible run from a varied initial state.
+        """
+        if not (math.isfinite(spread_rad) and spread_rad >= 0):
+            raise ValueError(f'spread_rad must be finite and >= 0, got {spread_rad}')
+        rng = np.random.default_rng(seed)
+        angles = rng.uniform(-spread_rad, spread_rad, self.n_joints)
+        return np.clip(angles, self._lower, self._upper)
+
     # --- commands and stepping -----------------------------------------------------------------
 
     def set_goals(self, angles_rad) -> np.ndarray:
