@@ -159,3 +159,57 @@ def test_sdk_reads_physics_through_the_emulated_bus():
         bus.stop_requested = True
         thread.join(timeout=5)
         bus.close()
+
+
+def test_sim_bus_with_mujoco_physics_in_its_own_process():
+    """`snake sim-bus --physics mujoco`: a lifted head falls under gravity when its servo lets go."""
+    import signal
+    import subprocess
+    import sys
+
+    dynamixel_sdk = pytest.importorskip('dynamixel_sdk')
+    proc = subprocess.Popen([sys.executable, '-m', 'snake_control.cli', 'sim-bus', '--robot', 'pitch_yaw_32',
+                             '--physics', 'mujoco', '--spread', '0', '--baud', '1000000'],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    port = None
+    try:
+        path = proc.stdout.readline().strip()
+        assert path.endswith('ttyDXL')
+        port = dynamixel_sdk.PortHandler(path)
+        assert port.openPort() and port.setBaudRate(1_000_000)
+        packets = dynamixel_sdk.PacketHandler(2.0)
+
+        def call(fn, *args):
+            for _ in range(5):
+                out = fn(port, *args)
+                if (out[1] if len(out) == 3 else out[0]) == dynamixel_sdk.COMM_SUCCESS:
+                    return out
+            raise AssertionError(f'{fn.__name__}{args} failed 5 times')
+
+        def present(sid):
+            return (call(packets.read4ByteTxRx, sid, 132)[0] - CENTER_TICK) * RAD_PER_TICK
+
+        neck = 31                                     # pitch joint carrying the last two modules
+        for sid in range(1, 33):
+            call(packets.write1ByteTxRx, sid, 64, 1)
+        # Negative pitch lifts the head off the floor (pitch is about the link's y, x tilts toward -z).
+        call(packets.write4ByteTxRx, neck, 116, int(round(CENTER_TICK - 0.8 / RAD_PER_TICK)))
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not abs(present(neck) + 0.8) < 0.05:
+            time.sleep(0.1)
+        assert present(neck) == pytest.approx(-0.8, abs=0.05)
+        call(packets.write1ByteTxRx, neck, 64, 0)     # torque off: only gravity and the floor act
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not abs(present(neck)) < 0.2:
+            time.sleep(0.1)
+        assert abs(present(neck)) < 0.2               # the head fell back onto the floor
+    finally:
+        if port is not None:
+            port.closePort()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
