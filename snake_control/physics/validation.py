@@ -259,7 +259,8 @@ class Case:
     """One validation run: a robot driven by a gait of snake_control.gaits at a cmd_vel command.
 
     command: (forward m/s, lateral m/s, turn rad/s) as cmd_vel gives it; params: gait parameter
-    overrides; estimator: Estimator keyword arguments matching the ground the robot runs on.
+    overrides; estimator: Estimator keyword arguments (pitch-yaw runs get matching_axial_weight()
+    unless they say otherwise).
     """
 
     robot: str
@@ -278,16 +279,28 @@ CASES = (
     # (a straight or arc-shaped body, where the connection blows up); a quarter wave crosses it squarely.
     Case('kinematic_snake_3', 'lateral_undulation', (0.2, 0.0, 0.0), {'w_s': math.pi / 2},
          note='w_s = pi/2: a quarter wave per joint'),
-    # The modules slide freely along their axes (anisotropic friction, PhysicsOptions): the estimator
-    # is told so, or it reads the axial sliding that propels serpentine as slip and sees no motion.
-    Case('pitch_yaw_32', 'serpentine', (0.25, 0.0, 0.0), estimator={'axial_weight': 0.0},
-         note='axial_weight = 0: modules slide along their axes'),
+    Case('pitch_yaw_32', 'serpentine', (0.25, 0.0, 0.0)),
     Case('pitch_yaw_32', 'sidewinding', (0.0, 0.2, 0.0)),
     # The default arc (1/(12 l), 157 degrees over the body) cannot roll on all its modules at once: its
     # contact points turn through the whole arc, and most of its motion in MuJoCo is slip. A flatter
     # arc rolls with contact slip under 15 % of its speed.
     Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.3}, note='A1 = 0.3 1/m: a flat arc'),
 )
+
+
+def matching_axial_weight(options=None) -> float:
+    """The estimator's axial_weight that matches the world's anisotropic module friction.
+
+    The estimator minimises squared slip velocities, axial ones weighted by axial_weight; weighting
+    each direction by its friction coefficient squared, (mu_axial / mu_lateral)^2, makes that cost a
+    quadratic stand-in for the friction the floor applies. With 1 (no axial sliding) the estimator reads
+    the axial sliding that propels serpentine as slip and sees almost no motion; with 0 it ignores the
+    axial friction drag and overestimates serpentine speed by about a fifth.
+    """
+    from snake_control.physics.mjcf import PhysicsOptions
+
+    options = options or PhysicsOptions()
+    return (options.axial_friction / options.lateral_friction) ** 2
 
 
 def gait_goal_fn(robot: Robot, gait: str, command=(0.0, 0.0, 0.0), params=None) -> GoalFn:
@@ -323,4 +336,11 @@ def run_case(case: Case, duration_s: float = 20.0, warmup_s: float = WARMUP_S, *
     """Run one validation case (see CASES) for duration_s of simulated time after warmup_s."""
     robot = load_robot(case.robot)
     return validate(robot, gait_goal_fn(robot, case.gait, case.command, case.params), duration_s,
-                    case.gait, warmup_s=warmup_s, **{**case.estimator, **estimator_options})
+                    case.gait, warmup_s=warmup_s, **{**case_estimator_options(case), **estimator_options})
+
+
+def case_estimator_options(case: Case) -> dict:
+    """Estimator keyword arguments of a case: matching_axial_weight() for pitch-yaw robots, then its own."""
+    robot = load_robot(case.robot)
+    options = {'axial_weight': matching_axial_weight()} if robot.kind == 'pitch_yaw' else {}
+    return {**options, **case.estimator}
