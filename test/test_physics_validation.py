@@ -48,6 +48,7 @@ def test_recording_samples_the_run_at_the_control_rate():
     rec = V.simulate(SnakeWorld(robot), goals, 1.0, rate_hz=50.0, warmup_s=0.2)
     assert rec.times_s.shape == (51,) and rec.times_s[-1] == pytest.approx(1.0)
     assert rec.link_poses.shape == (51, 3, 4, 4)
+    assert rec.contacts.shape == (51, 3) and rec.contacts.all()       # wheels stay on the floor
     # Goals are the function's at (time since settling), the warm-up first.
     np.testing.assert_allclose(rec.goals_rad[0], goals(0.2))
     np.testing.assert_allclose(rec.goals_rad[-1], goals(1.2))
@@ -98,6 +99,7 @@ def test_a_missing_contact_radius_term_is_caught(rolling):
     bad = V.evaluate(no_radius, c.gait, **V.case_estimator_options(c))
     assert good.distance_m > 0.4
     assert good.position_error_pct < 50.0
+    assert 0.5 < good.contact_agreement <= 1.0        # a rolling arc lies on most of its modules
     assert bad.position_error_pct > 70.0
 
 
@@ -115,6 +117,7 @@ def test_format_table_and_plot(tmp_path):
     table = V.format_table([result])
     assert 'kinematic_snake_3' in table and '< 3 %, < 2 deg/m' in table
     assert f'{result.position_error_pct:.2f}' in table
+    assert result.contact_agreement == 1.0
     path = tmp_path / 'paths.png'
     V.plot_paths([result, result], path)
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'

@@ -136,6 +136,20 @@ def test_reset_places_the_shape_on_the_floor(name):
     assert z_after.min() > height - 0.005 and z_after.max() < z.max() + 0.01
 
 
+def test_floor_contacts_follow_a_lifted_head():
+    robot = load_robot('pitch_yaw_32')
+    world = SnakeWorld(robot)
+    assert world.floor_contacts().all()               # lying straight on the floor
+    goals = np.zeros(robot.n_joints)
+    goals[-4] = -0.8          # negative pitch at joint_29 lifts links 30..32; link 30 still touches at the joint
+    world.set_goals(goals)
+    world.run(1.0)
+    contacts = world.floor_contacts()
+    assert not contacts[-1] and not contacts[-2] and contacts[:-3].all()
+    wheeled = SnakeWorld('wheeled_8')
+    assert wheeled.floor_contacts().all()
+
+
 def test_positive_yaw_turns_the_head_counter_clockwise():
     robot = load_robot('kinematic_snake_3')
     world = SnakeWorld(robot)

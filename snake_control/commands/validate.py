@@ -4,8 +4,9 @@ DESCRIPTION = '''Drive each robot with a gait in the MuJoCo world (snake_control
 estimator on the joint angles the servos measure, and compare its final pose with the ground truth.
 
 Printed per run: distance travelled (path length of the robot's centroid), final position error (m and
-% of the distance), final heading error (deg and deg per metre), the estimator's RMS slip residual, and
-the aim (planar wheeled snakes: 3 % and 2 deg/m; pitch-yaw gaits: 15 %).
+% of the distance), final heading error (deg and deg per metre), the estimator's RMS slip residual, for
+pitch-yaw robots how well its ground contacts match the modules really on the floor (1 = always the
+same set), and the aim (planar wheeled snakes: 3 % and 2 deg/m; pitch-yaw gaits: 15 %).
 
 Runs (the issue's validation set): lateral undulation on wheeled_8 and kinematic_snake_3; serpentine,
 sidewinding and rolling on pitch_yaw_32. Each starts after a warm-up in which the gait blends in.

@@ -12,6 +12,8 @@ its final pose is compared with the truth:
   in m and as a percentage of the distance travelled.
 - heading error: the final difference of headings (the body frame's x axis projected on the floor), in
   degrees, and in degrees per metre travelled.
+- contact agreement (pitch-yaw robots): how well the modules the estimator takes as ground contacts
+  match those really on the floor, the mean over samples of |estimated AND true| / |estimated OR true|.
 
 The body frame is the estimator's default: the middle link (n_links // 2) for planar robots, the virtual
 chassis (MATH.md section 4) for pitch-yaw robots, computed from the true link centres by the
@@ -40,7 +42,8 @@ class Recording:
     """A physics run sampled at the control rate.
 
     times_s (T,); goals_rad, positions_rad, velocities_rad_s (T, n_joints); link_poses (T, n_links, 4, 4)
-    world frame; torques_nm (T, n_joints).
+    world frame; torques_nm (T, n_joints); contacts (T, n_links) bool, links on the floor
+    (SnakeWorld.floor_contacts).
     """
 
     robot: Robot
@@ -50,6 +53,7 @@ class Recording:
     velocities_rad_s: np.ndarray
     torques_nm: np.ndarray
     link_poses: np.ndarray
+    contacts: np.ndarray
 
 
 def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: float = 100.0,
@@ -79,7 +83,8 @@ def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: flo
     count = int(round(duration_s * rate_hz)) + 1
     n, links = world.n_joints, world.robot.n_links
     rec = Recording(world.robot, np.arange(count) * period, np.zeros((count, n)), np.zeros((count, n)),
-                    np.zeros((count, n)), np.zeros((count, n)), np.zeros((count, links, 4, 4)))
+                    np.zeros((count, n)), np.zeros((count, n)), np.zeros((count, links, 4, 4)),
+                    np.zeros((count, links), dtype=bool))
     for k in range(count):
         if k:
             world.step(steps)
@@ -88,6 +93,7 @@ def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: flo
         rec.velocities_rad_s[k] = world.joint_velocities_rad_s()
         rec.torques_nm[k] = world.actuator_torques_nm()
         rec.link_poses[k] = world.link_poses()
+        rec.contacts[k] = world.floor_contacts()
     return rec
 
 
@@ -141,6 +147,8 @@ class ValidationResult:
     true_heading_rad: np.ndarray = field(repr=False)
     estimated_heading_rad: np.ndarray = field(repr=False)
     slip_rms_m_s: float = 0.0
+    contact_agreement: float = 1.0
+
 
     @property
     def position_error_pct(self) -> float:
@@ -169,13 +177,15 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, imu: bool = 
         initial = np.array([initial[0, 3], initial[1, 3], _heading(initial)])
     est = Estimator(robot, body_frame, initial_pose=initial, **estimator_options)
     estimated = np.zeros_like(truth)
-    slip = []
+    slip, agree = [], []
     use_imu = imu and robot.kind != 'planar'
     for k, t in enumerate(recording.times_s):
         quat = quaternion_from_matrix(recording.link_poses[k, est.imu_link, :3, :3]) if use_imu else None
         state = est.update(t, recording.positions_rad[k], imu_orientation_xyzw=quat)
         estimated[k] = state.pose
         slip.append(state.slip_rms_m_s)
+        union = np.sum(state.contacts | recording.contacts[k])
+        agree.append(np.sum(state.contacts & recording.contacts[k]) / union if union else 1.0)
     centroid = recording.link_poses[:, :, :2, 3].mean(axis=1)                   # (T, 2)
     distance = float(np.sum(np.linalg.norm(np.diff(centroid, axis=0), axis=1)))
     true_heading, est_heading = np.unwrap(_heading(truth)), np.unwrap(_heading(estimated))
@@ -187,7 +197,8 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, imu: bool = 
         position_error_m=float(np.linalg.norm(estimated[-1, :2, 3] - truth[-1, :2, 3])),
         heading_error_deg=heading_error, true_xy_m=truth[:, :2, 3], estimated_xy_m=estimated[:, :2, 3],
         true_heading_rad=true_heading, estimated_heading_rad=est_heading,
-        slip_rms_m_s=float(np.sqrt(np.mean(np.square(slip)))))
+        slip_rms_m_s=float(np.sqrt(np.mean(np.square(slip)))),
+        contact_agreement=float(np.mean(agree)) if robot.kind == 'pitch_yaw' else 1.0)
 
 
 def validate(robot: Robot | str, goal_fn: GoalFn, duration_s: float = 20.0, gait: str = '',
@@ -213,15 +224,16 @@ def meets_aim(result: ValidationResult) -> bool:
 def format_table(results: list[ValidationResult]) -> str:
     """A text table of validation results, one row per run, with the aim each row is held to."""
     header = (f'{"robot":<18} {"gait":<20} {"time s":>7} {"dist m":>7} {"pos err m":>9} {"pos err %":>9} '
-              f'{"hdg err deg":>11} {"deg/m":>7} {"slip m/s":>8}  aim')
+              f'{"hdg err deg":>11} {"deg/m":>7} {"slip m/s":>8} {"contacts":>8}  aim')
     lines = [header, '-' * len(header)]
     for r in results:
         pct, dpm = AIMS[r.kind]
+        contacts = f'{r.contact_agreement:.2f}' if r.kind == 'pitch_yaw' else '-'
         aim = f'< {pct:g} %' + (f', < {dpm:g} deg/m' if dpm is not None else '')
         aim += '  met' if meets_aim(r) else '  MISSED'
         lines.append(f'{r.robot:<18} {r.gait:<20} {r.duration_s:>7.1f} {r.distance_m:>7.3f} '
                      f'{r.position_error_m:>9.4f} {r.position_error_pct:>9.2f} {r.heading_error_deg:>11.2f} '
-                     f'{r.heading_error_deg_per_m:>7.2f} {r.slip_rms_m_s:>8.4f}  {aim}')
+                     f'{r.heading_error_deg_per_m:>7.2f} {r.slip_rms_m_s:>8.4f} {contacts:>8}  {aim}')
     return '\n'.join(lines)
 
 

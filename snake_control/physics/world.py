@@ -193,6 +193,21 @@ class SnakeWorld:
         poses[:, 3, 3] = 1.0
         return poses
 
+    def floor_contacts(self, margin_m: float = 0.002) -> np.ndarray:
+        """(n_links,) bool: links touching the floor, i.e. with their lowest point within margin_m of it.
+
+        A pitch-yaw module's lowest point is on its capsule; a planar link's is its wheels' rim below the
+        axle. A margin, because a chain lying flat rests on whichever few modules the soft contacts
+        happen to load, the others hovering micrometres above the floor.
+        """
+        poses = self.link_poses()
+        if self.robot.kind == 'planar':
+            lowest = poses[:, 2, 3] - self.robot.wheels.radius_m
+        else:
+            half = 0.5 * self.robot.link_length_m * np.abs(poses[:, 2, 0])
+            lowest = poses[:, 2, 3] - half - self.robot.module_radius_m
+        return lowest < margin_m
+
     def link_pose(self, link: int | str) -> np.ndarray:
         """(4, 4) world pose of one link: an index 0..n_links-1, or 'tail', 'middle', 'head'."""
         return self.link_poses()[self.link_index(link)]
