@@ -141,7 +141,7 @@ def test_floor_contacts_follow_a_lifted_head():
     world = SnakeWorld(robot)
     assert world.floor_contacts().all()               # lying straight on the floor
     goals = np.zeros(robot.n_joints)
-    goals[-4] = -0.8          # negative pitch at joint_29 lifts links 30..32; link 30 still touches at the joint
+    goals[-4] = -0.8          # negative pitch at joint_29 lifts links 30..32 (30 touches at its joint)
     world.set_goals(goals)
     world.run(1.0)
     contacts = world.floor_contacts()
