@@ -192,7 +192,8 @@ def test_bad_shapes_raise():
         planar_connection(np.zeros(2), 1.0, weights=np.ones(2))
 
 
-@pytest.mark.parametrize('module', ['snake_control.estimation.connection', 'snake_control.estimation.estimator'])
+@pytest.mark.parametrize('module', ['snake_control.estimation.connection',
+                                    'snake_control.estimation.estimator'])
 def test_docstring_examples(module):
     import doctest
     import importlib

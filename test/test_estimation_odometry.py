@@ -67,7 +67,7 @@ def _frame_pose(shape, frame):
 
 def test_odometry_does_not_depend_on_body_frame():
     """Start every frame where the tail is at the origin; the tail ends at the same pose."""
-    ts = np.arange(0.0, 2.0 + 1e-9, 1e-3)
+    ts = np.arange(0.0, 1.5 + 1e-9, 2e-3)
     shapes = np.array([_shape(t) for t in ts])
     tails = []
     for frame in ('middle', 'head', 'chassis', 0, 5):
@@ -76,7 +76,7 @@ def test_odometry_does_not_depend_on_body_frame():
         tails.append(se2_compose(est_end, se2_inverse(_frame_pose(shapes[-1], frame))))
     assert np.hypot(*tails[0][:2]) > 0.1
     for tail in tails[1:]:
-        np.testing.assert_allclose(tail, tails[0], atol=2e-5)
+        np.testing.assert_allclose(tail, tails[0], atol=1e-4)
 
 
 def test_three_link_singular_crossing_never_nan_and_raises_covariance():
@@ -180,7 +180,7 @@ def test_seed000_gait_crosses_the_singular_set_without_losing_the_motion():
     def alpha(t):
         return np.radians(40) * np.array([np.sin(t), np.sin(t + np.radians(25))])
     ts = np.arange(0.0, 4 * np.pi, 0.01)
-    fine = np.linspace(0.0, ts[-1], 40001) + 1e-9      # never exactly on the singular set
+    fine = np.linspace(0.0, ts[-1], 10001) + 1e-9      # never exactly on the singular set
     truth = np.zeros(3)
     for a, b in zip(fine[:-1], fine[1:]):
         step = -three_link_connection(alpha(0.5 * (a + b)), robot.link_length_m) @ (alpha(b) - alpha(a))

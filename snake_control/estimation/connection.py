@@ -194,7 +194,11 @@ def planar_constraints(angles_rad, link_lengths_m, body_frame='middle'):
     centres and headings in the body frame. The constraints read c_xi @ xi + c_r @ r_dot = 0.
     """
     angles = _angles(angles_rad)
-    lengths = _lengths(link_lengths_m, angles.shape[0] + 1)
+    return _constraints(angles, _lengths(link_lengths_m, angles.shape[0] + 1), body_frame)
+
+
+def _constraints(angles, lengths, body_frame):
+    """planar_constraints without input checks (angles (n,) finite, lengths (n + 1,) positive)."""
     centres0, headings0, dc0, dh0 = _planar_kinematics(angles, lengths)
     h, dh = planar_body_frame(centres0, headings0, dc0, dh0, body_frame)
     ch, sh = math.cos(h[2]), math.sin(h[2])
@@ -370,9 +374,14 @@ def planar_connection(angles_rad, link_lengths_m, body_frame='middle', weights=N
         True
     """
     angles = _angles(angles_rad)
-    c_xi, c_r, _, _ = planar_constraints(angles, link_lengths_m, body_frame)
-    scale = float(np.mean(link_lengths_m))
-    return solve_connection(c_xi, c_r, weights, scale, singular_threshold)
+    return _connection(angles, _lengths(link_lengths_m, angles.shape[0] + 1), body_frame, weights,
+                       singular_threshold)
+
+
+def _connection(angles, lengths, body_frame, weights, singular_threshold) -> ConnectionResult:
+    """planar_connection without input checks (the Estimator checks once per message)."""
+    c_xi, c_r, _, _ = _constraints(angles, lengths, body_frame)
+    return solve_connection(c_xi, c_r, weights, float(lengths.sum()) / lengths.shape[0], singular_threshold)
 
 
 def planar_frame_change(angles_rad, link_lengths_m, from_frame, to_frame):

@@ -42,9 +42,6 @@ _X, _Y, _Z = np.eye(3)
 _SKEW_I = np.array([2, 0, 1])
 _SKEW_J = np.array([1, 2, 0])
 _DIAG3 = (np.arange(3), np.arange(3))
-_LEVI_CIVITA = np.zeros((3, 3, 3))
-_LEVI_CIVITA[0, 1, 2] = _LEVI_CIVITA[1, 2, 0] = _LEVI_CIVITA[2, 0, 1] = 1.0
-_LEVI_CIVITA[0, 2, 1] = _LEVI_CIVITA[2, 1, 0] = _LEVI_CIVITA[1, 0, 2] = -1.0
 
 
 def _cross3(a, b):
@@ -126,7 +123,7 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
     p = np.asarray(centres_m, dtype=float)
     if p.ndim != 2 or p.shape[1] != 3 or p.shape[0] < 2:
         raise ValueError(f'centres_m must have shape (N >= 2, 3), got {p.shape}')
-    origin = p.mean(axis=0)
+    origin = p.sum(axis=0) / p.shape[0]
     d = p - origin
     # Principal directions from the 3x3 scatter matrix (cheaper than an SVD of the N x 3 cloud).
     ev, vecs = np.linalg.eigh(d.T @ d)
@@ -163,6 +160,31 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
     rot[:, 1] = y
     rot[:, 2] = _cross3(x, y)
     return rot, origin, bool(close), sv3
+
+
+def resting_down(centres_m, down_guess) -> np.ndarray:
+    """Unit down direction (3,) for a body resting on flat ground, nearest to down_guess.
+
+    The body rests on a face of the convex hull of its module centres: of the hull faces, the one whose
+    outward normal is closest to down_guess is taken as the floor contact. Collinear modules (a straight
+    body) have no face: down_guess is returned (normalised). Frames: whatever frame the inputs share.
+    """
+    guess = np.asarray(down_guess, dtype=float)
+    guess = guess / np.linalg.norm(guess)
+    p = np.asarray(centres_m, dtype=float)
+    _, sv, vt = np.linalg.svd(p - p.mean(axis=0), full_matrices=False)
+    if sv[1] < 1e-6 * sv[0]:
+        return guess                          # a straight body has no face to rest on
+    if sv[2] < 1e-6 * sv[0]:
+        return vt[2] if vt[2] @ guess >= 0 else -vt[2]      # a flat body lies flat
+    try:
+        from scipy.spatial import ConvexHull
+        hull = ConvexHull(p)
+    except Exception:       # qhull refuses degenerate input: keep the guess
+        return guess
+    normals = hull.equations[:, :3]
+    best = normals[int(np.argmax(normals @ guess))]
+    return best / np.linalg.norm(best)
 
 
 class ContactSelector:
@@ -262,16 +284,18 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     # Normal equations written out: A_i^T A_i = [[I, -hat c], [hat c, |c|^2 I - c c^T]], A_i^T b = (b, c x b).
     # An axial weight W_i = w_i (I - gamma a_i a_i^T) subtracts gamma w_i u_i u_i^T with
     # u_i = (a_i, c_i x a_i), the Pluecker coordinates of the module axis through the contact.
-    cw = c * w[:, None]
+    cw = c if weights is None else c * w[:, None]
     normal = np.zeros((6, 6))
     normal[_DIAG3] = w.sum()
     hc = _hat(cw.sum(axis=0))
     normal[:3, 3:] = -hc
     normal[3:, :3] = hc
-    normal[3:, 3:] = _EYE3 * np.einsum('ka,ka->', cw, c) - cw.T @ c
+    cc = cw.T @ c
+    normal[3:, 3:] = _EYE3 * (cc[0, 0] + cc[1, 1] + cc[2, 2]) - cc
     atb = np.empty(6)
     atb[:3] = w @ b
-    atb[3:] = np.einsum('ijk,nj,nk->i', _LEVI_CIVITA, cw, b)
+    cb = cw.T @ b                  # sum_i w c_i b_i^T; its skew part is sum_i w c_i x b_i
+    atb[3:] = (cb[1, 2] - cb[2, 1], cb[2, 0] - cb[0, 2], cb[0, 1] - cb[1, 0])
     if gamma > 0.0:
         axis = r0[:, :, 0] + r1[:, :, 0]
         axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]

@@ -15,7 +15,7 @@ API
 ---
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=1.0,
-singular_threshold=0.02, hold_time_s=1.0)``
+singular_threshold=0.02, hold_time_s=1.0, flat_ground=True)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -24,8 +24,10 @@ singular_threshold=0.02, hold_time_s=1.0)``
 - weights: per-link confidence (n_links,) (planar wheels, or pitch-yaw contacts).
 - initial_pose: pose of the body frame in the odom frame at the first update: (x, y, theta) or a 4x4
   matrix. Default: planar robots have the body frame at the origin with heading 0; pitch-yaw robots
-  have the tail link's z axis vertical, the chassis x axis heading along odom x above the origin, and
-  the lowest module resting on the floor z = 0 (module centres at z >= radius).
+  rest on the face of the convex hull of their module centres closest to "tail link's z axis up"
+  (a flat body lies flat, a body with lifted parts stands on its lowest three contacts), with the
+  chassis x axis heading along odom x above the origin and the lowest modules on the floor z = 0
+  (module centres at z >= radius).
 - imu_link: link index carrying the IMU (its frame = the link frame).
 - slip_std_m_s, slip_correlation_s: the covariance model. Each wheel's / contact's slip velocity is
   taken as noise of variance slip_std^2 + (weighted residual sum of squares) / (constraints - rank),
@@ -35,6 +37,9 @@ singular_threshold=0.02, hold_time_s=1.0)``
 - contact_enter_m, contact_exit_m: pitch-yaw contact hysteresis (height above the lowest module;
   defaults radius / 2 and radius). axial_weight: weight of the no-slip condition along each module's
   axis (1: no slip at all; 0: modules may slide lengthwise, like wheels).
+- flat_ground (pitch-yaw): the contact modules rest on the plane z = 0 of odom: after each step the
+  chassis height, roll and pitch are corrected so that they do (this removes the drift of the
+  unobserved vertical motion; switch off on uneven ground).
 - singular_threshold: normalised singular value of the no-slip constraints below which a direction of
   the twist counts as unobservable (near the singular set); along it the previous twist is held, decaying
   with time constant hold_time_s (s), and the covariance is raised (``singular`` is set).
@@ -71,14 +76,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, body_frame_index,
-                                                 planar_connection, planar_frame_offset)
-from snake_control.estimation.contact import ContactSelector, chain_poses, contact_step, virtual_chassis
+from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
+                                                 planar_frame_offset)
+from snake_control.estimation.contact import (ContactSelector, chain_poses, contact_step, resting_down,
+                                              virtual_chassis)
 from snake_control.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix, se2_adjoint,
                                se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse, se3_log,
-                               se3_matrix, so3_log, wrap_angle)
+                               se3_matrix, so3_exp, so3_log, wrap_angle)
 
 _UP = np.array([0.0, 0.0, 1.0])
+_Z_TAIL = _UP     # the tail link's own z axis (its yaw axis), in its own frame
+
+
+def _rotation_between(a, b) -> np.ndarray:
+    """Smallest rotation taking unit vector a onto unit vector b."""
+    axis = np.cross(a, b)
+    s, c = np.linalg.norm(axis), float(a @ b)
+    if s < 1e-12:
+        if c > 0:
+            return np.eye(3)
+        perp = np.cross(a, [1.0, 0.0, 0.0] if abs(a[0]) < 0.9 else [0.0, 1.0, 0.0])
+        return so3_exp(np.pi * perp / np.linalg.norm(perp))
+    return so3_exp(axis / s * np.arctan2(s, c))
 
 
 @dataclass(frozen=True)
@@ -128,7 +147,12 @@ def _pose_matrix(pose) -> np.ndarray:
 
 
 def _se2_to_matrix(x, y, theta) -> np.ndarray:
-    return _pose_matrix(np.array([x, y, theta]))
+    c, s = math.cos(theta), math.sin(theta)
+    g = np.eye(4)
+    g[0, 0] = g[1, 1] = c
+    g[0, 1], g[1, 0] = -s, s
+    g[0, 3], g[1, 3] = x, y
+    return g
 
 
 class Estimator:
@@ -138,7 +162,7 @@ class Estimator:
                  slip_std_m_s: float = 0.01, slip_correlation_s: float = 0.1, imu_link: int = 0,
                  contact_enter_m: float | None = None, contact_exit_m: float | None = None,
                  axial_weight: float = 1.0, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
-                 hold_time_s: float = 1.0):
+                 hold_time_s: float = 1.0, flat_ground: bool = True):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -173,6 +197,7 @@ class Estimator:
             raise ValueError('singular_threshold must be in (0, 1) and hold_time_s positive')
         self.singular_threshold = float(singular_threshold)
         self.hold_time = float(hold_time_s)
+        self.flat_ground = bool(flat_ground)
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
         self.selector = ContactSelector(enter, exit_)
@@ -320,16 +345,19 @@ class Estimator:
                 # The pose given (or the origin) is the chassis pose: start the integrated link frame there.
                 h, _, _ = self._chassis_offset(q)
                 self._g2 = se2_compose(self._g2, se2_inverse(h))
-            res = planar_connection(q, self.lengths, self._int_link, self.weights, self.singular_threshold)
+            res = _connection(q, self.lengths, self._int_link, self.weights, self.singular_threshold)
             return self._planar_state(t_s, q, None, None, np.zeros(n_links), res.rank, res.singular)
         dt = t_s - self._t
-        res = planar_connection(0.5 * (q + self._q), self.lengths, self._int_link, self.weights,
-                                self.singular_threshold)
+        res = _connection(0.5 * (q + self._q), self.lengths, self._int_link, self.weights,
+                          self.singular_threshold)
         dr = q - self._q
         hold = self._xi_last * np.exp(-dt / self.hold_time)
         delta = res.twist(dr, hold * dt)                      # body displacement (m, m, rad)
-        rate = 0.5 * (v + self._v) if (v is not None and self._v is not None) else dr / dt
-        xi = res.twist(rate, hold)
+        if v is not None and self._v is not None:
+            rate = 0.5 * (v + self._v)
+            xi = res.twist(rate, hold)
+        else:
+            rate, xi = dr / dt, delta / dt
         self._xi_last = delta / dt
         slip = res.residual(rate, xi)                         # lateral slip speed per wheel (m/s)
         sigma2 = self._slip_variance(slip, self.weights, n_links - res.rank)
@@ -369,11 +397,14 @@ class Estimator:
             if r_imu is not None:
                 r_wc = r_imu @ geom['rot'][self.imu_link].T
             else:
-                # Tail z up; turn about odom z so that the chassis x heads along odom x.
-                xc = geom['r_tc'][:, 0]
+                # The robot rests on the face of its hull nearest to "tail z up"; then turn about odom z
+                # so that the chassis x heads along odom x.
+                down_tail = resting_down(geom['q'] @ geom['r_tc'].T, -_Z_TAIL)
+                r_tilt = _rotation_between(-down_tail, _UP)
+                xc = r_tilt @ geom['r_tc'][:, 0]
                 yaw = np.arctan2(xc[1], xc[0])
                 cz, sz = np.cos(-yaw), np.sin(-yaw)
-                r_wt = np.array([[cz, -sz, 0.0], [sz, cz, 0.0], [0.0, 0.0, 1.0]])
+                r_wt = np.array([[cz, -sz, 0.0], [sz, cz, 0.0], [0.0, 0.0, 1.0]]) @ r_tilt
                 r_wc = r_wt @ geom['r_tc']
             if self.initial_pose is not None:
                 self._gc = self.initial_pose @ se3_inverse(self._body_offset(geom))
@@ -408,12 +439,13 @@ class Estimator:
             gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
         elif self.updates % 50 == 0:
             gc[:3, :3] = orthonormalize(gc[:3, :3])
+        if self.flat_ground:
+            gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
         self._gc = gc
-        slip = np.linalg.norm(step.residual, axis=1) / dt
-        w = None if self.weights is None else self.weights[contacts]
-        sigma2 = self._slip_variance(step.residual[contacts].ravel() / dt,
-                                     None if w is None else np.repeat(w, 3),
-                                     3 * int(contacts.sum()) - step.rank)
+        slip = np.sqrt(np.einsum('ka,ka->k', step.residual, step.residual)) / dt
+        n_contacts = int(np.count_nonzero(contacts))
+        # Residuals are already weighted (zero off contact): the weighted sum of squares is their sum.
+        sigma2 = self.slip_std ** 2 + float(slip @ slip) / max(3 * n_contacts - step.rank, 1)
         cov_xi = sigma2 * step.normal_inverse
         if rot_inc is not None:
             cov_xi[3:, 3:] = np.eye(3) * 1e-6
@@ -445,9 +477,60 @@ class Estimator:
         rr[:3, :3] = r
         rr[3:, 3:] = r
         pcov = rr @ p_body @ rr.T
-        rms = float(np.sqrt(np.mean(slip[contacts] ** 2))) if contacts.any() else 0.0
+        n_contacts = int(np.count_nonzero(contacts))
+        rms = math.sqrt(float(slip @ slip) / n_contacts) if n_contacts else 0.0
         return EstimatorState(t_s, pose, twist, pcov, tcov, slip, rms, int(rank), int(needed), bool(singular),
                               contacts)
+
+
+def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
+    """Correct the chassis pose gc (4x4) so that the contact modules' centres sit radius_m above z = 0.
+
+    contact_centres (m, 3) in the chassis frame. Least squares for a height shift h and a small tilt
+    (dx, dy) about the contacts' centroid: z_i + dx r_iy - dy r_ix + h = radius (r_i = p_i - centroid).
+    Every selected contact counts, so a body resting on a few modules with others just inside the contact
+    band settles on a compromise plane (about a degree off for the band of half a radius). A tilt the
+    contacts cannot fix (fewer than three, or all in a line) is left alone; with keep_attitude (an IMU
+    gives it) only the height is corrected.
+    """
+    n = contact_centres.shape[0]
+    if n == 0:
+        return gc
+    p = contact_centres @ gc[:3, :3].T + gc[:3, 3]
+    centroid = p.sum(axis=0) / n
+    r = p - centroid
+    err = radius_m - p[:, 2]
+    h = float(err.sum()) / n
+    out = gc.copy()
+    out[2, 3] += h
+    if keep_attitude or n < 3:
+        return out
+    # Tilt normal equations, a_i = (r_iy, -r_ix): [[syy, -sxy], [-sxy, sxx]] d = (sum r_y e, -sum r_x e).
+    s = r[:, :2].T @ r[:, :2]
+    e = r[:, :2].T @ err
+    sxx, sxy, syy = float(s[0, 0]), float(s[0, 1]), float(s[1, 1])
+    half_tr = 0.5 * (sxx + syy)
+    root = math.sqrt(max(half_tr * half_tr - (sxx * syy - sxy * sxy), 0.0))
+    lam_max, lam_min = half_tr + root, half_tr - root
+    floor = 1e-4 * n          # a direction needs about a centimetre of RMS lever arm to be fixed
+    bx, by = float(e[1]), -float(e[0])
+    if lam_min > floor:
+        det = syy * sxx - sxy * sxy
+        dx, dy = (sxx * bx + sxy * by) / det, (sxy * bx + syy * by) / det
+    elif lam_max > floor:
+        # Only along the well-spread direction (eigenvector of lam_max of [[syy, -sxy], [-sxy, sxx]]).
+        vx, vy = (-sxy, lam_max - syy) if abs(sxy) > 1e-15 else ((1.0, 0.0) if syy >= sxx else (0.0, 1.0))
+        norm = math.hypot(vx, vy)
+        vx, vy = vx / norm, vy / norm
+        k = (vx * bx + vy * by) / lam_max
+        dx, dy = k * vx, k * vy
+    else:
+        return out
+    rot = _se3_exp(np.array([0.0, 0.0, 0.0, dx, dy, 0.0]))[:3, :3]
+    out[:3, :3] = rot @ gc[:3, :3]
+    out[:3, 3] = rot @ (gc[:3, 3] - centroid) + centroid
+    out[2, 3] += h
+    return out
 
 
 def _hat3(w):
