@@ -146,7 +146,8 @@ def _raw_exchange(path, packet: bytes, wait_s=0.1) -> bytes:
 
 
 def test_manual_ping_vector_on_the_wire():
-    with SimBusProcess(['--servos', '1', '--baud', str(BAUD), '--model', 'XM430-W210', '--firmware', '38']) as s:
+    args = ['--servos', '1', '--baud', str(BAUD), '--model', 'XM430-W210', '--firmware', '38']
+    with SimBusProcess(args) as s:
         reply = _raw_exchange(s.path, bytes.fromhex('ff ff fd 00 01 03 00 01 19 4e'))
     assert reply == bytes.fromhex('ff ff fd 00 01 07 00 55 00 06 04 26 65 5d')
 
@@ -335,8 +336,10 @@ def test_pluggable_plant_drives_present_position_in_process():
     register_plant('fixed_test', lambda ids, models, robot=None: _FixedPlant())
     plant = make_plant('fixed_test', [1, 2], {})
     bus_emu = BusEmulator([1, 2], SERVO_MODELS['XM430-W350'], BAUD, plant=plant)
-    thread = threading.Thread(target=lambda: [bus_emu.poll(0.005) for _ in iter(lambda: bus_emu.stop_requested,
-                                                                              True)], daemon=True)
+    def serve():
+        while not bus_emu.stop_requested:
+            bus_emu.poll(0.005)
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
         bus = ServoBus(bus_emu.path, BAUD, margin_ms=30).open()

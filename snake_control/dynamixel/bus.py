@@ -69,7 +69,8 @@ class SnakePortHandler(sdk.PortHandler):
     def setPacketTimeout(self, packet_length):
         # Wire time of the expected bytes plus our margin (the SDK adds 2 x 16 ms latency + 2 ms).
         self.packet_start_time = self.getCurrentTime()
-        self.packet_timeout = self.tx_time_per_byte * packet_length + self.take_backlog_ms(14) + self.margin_ms
+        self.packet_timeout = (self.tx_time_per_byte * packet_length + self.take_backlog_ms(14)
+                               + self.margin_ms)
 
     def setBaudRate(self, baudrate):
         try:
@@ -160,7 +161,8 @@ class ServoBus:
 
     def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
         if baud not in SUPPORTED_BAUDS:
-            raise ValueError(f'baud {baud} is not a Dynamixel baud rate ({", ".join(map(str, SUPPORTED_BAUDS))})')
+            raise ValueError(f'baud {baud} is not a Dynamixel baud rate '
+                             f'({", ".join(map(str, SUPPORTED_BAUDS))})')
         self.port_name, self.baud = port, baud
         self.port = SnakePortHandler(port, margin_ms)
         self.ph = sdk.PacketHandler(2.0)
