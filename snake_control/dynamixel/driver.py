@@ -268,10 +268,18 @@ class Driver:
         """Stop the loop, turn torque off on every servo (verified, retried), close the port."""
         self._stop_request = True
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=2.0)
+            self._thread.join(timeout=10.0)     # never two threads on the bus
         self._thread = None
+        if not self.bus.is_open and self.mode == 'disconnected':
+            try:                                 # the adapter may be back: try once more
+                self.bus.open()
+            except PortGone:
+                pass
         if self.bus.is_open:
-            self._torque_off_all()
+            with self._patient():
+                if not self._torque_off_all():
+                    log.error('could not confirm torque off on every servo: %s',
+                              [s.name for s in self.servos if s.torque])
             self.bus.close()
         if self.mode != 'fatal':
             self.mode = 'stopped'
@@ -460,7 +468,7 @@ class Driver:
             return False
         all_off = True
         try:
-            for _ in range(3):
+            for _ in range(5):
                 try:
                     self.bus.sync_write(TORQUE.address, 1, {sid: b'\x00' for sid in self.ids})
                 except CommError:
@@ -472,6 +480,7 @@ class Driver:
                             self.bus.write_register(s.servo_id, 'torque_enable', 0)
                         s.torque = False
                     except DxlError:
+                        s.torque = True          # unconfirmed: assume still on
                         all_off = False
                 if all_off:
                     break
@@ -694,7 +703,7 @@ class Driver:
                 if s.torque and s.rebooting_until is None}
         if data:
             try:
-                self.bus.sync_write(GOAL.address, 4, data)
+                self.bus.sync_write(GOAL.address, 4, data, hold=True)   # leaves with the read request
             except CommError:
                 self.counters.write_failures += 1
 
