@@ -254,10 +254,13 @@ class ServoBus:
         earlier request (of another length) can pass for this one; matching the length too closes
         that hole, and our parser re-hunts for headers past a garbled packet.
         """
-        txp = [0] * (10 + len(params))
-        length = 3 + len(params)
-        txp[4], txp[5], txp[6], txp[7] = servo_id, length & 0xFF, length >> 8, instruction
-        txp[8:8 + len(params)] = list(params)
+        # dynamixel_sdk 4.1.0 drops its own byte stuffing whenever stuffing makes a packet longer
+        # (addStuffing's new list is discarded), so the body goes in already stuffed.
+        body = P.stuff(bytes((instruction,)) + bytes(params))
+        txp = [0] * (9 + len(body))
+        length = 2 + len(body)
+        txp[4], txp[5], txp[6] = servo_id, length & 0xFF, length >> 8
+        txp[7:7 + len(body)] = list(body)
         with self.transaction():
             result = self.ph.txPacket(self.port, txp)
             if result != sdk.COMM_SUCCESS:
