@@ -1,6 +1,5 @@
 """driver_node with real rclpy pub/sub against the emulated bus."""
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -59,11 +58,11 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
             np.testing.assert_allclose(states[-1].position, [0.4, -0.3], atol=0.05)
             assert node.driver.mode == 'running'
             bus = [s for d in diags for s in d.status if 'bus' in s.name]
-            assert bus and {kv.key for kv in bus[-1].values} >= {'cycle_rate_hz', 'jitter_p99_ms', 'read_failures',
-                                                                 'read_mode'}
+            keys = {kv.key for kv in bus[-1].values} if bus else set()
+            assert keys >= {'cycle_rate_hz', 'jitter_p99_ms', 'read_failures', 'read_mode'}
             servo = [s for d in diags for s in d.status if 'servo joint_2' in s.name]
-            assert servo and {kv.key for kv in servo[-1].values} >= {'temperature_c', 'voltage_v', 'stale_count',
-                                                                     'hardware_error_names'}
+            keys = {kv.key for kv in servo[-1].values} if servo else set()
+            assert keys >= {'temperature_c', 'voltage_v', 'stale_count', 'hardware_error_names'}
             # A NaN command is rejected and never moves anything.
             cmd_pub.publish(JointState(name=['joint_1', 'joint_2'], position=[math.nan, 0.0]))
             spin_for(0.2)
@@ -74,7 +73,8 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
             # Live parameter change within its set; a bad value is refused.
             assert node.set_parameters([Parameter('stale_policy', value='torque_off')])[0].successful
             assert not node.set_parameters([Parameter('stale_policy', value='panic')])[0].successful
-            assert not node.set_parameters([Parameter('port', value='/dev/ttyUSB3')])[0].successful  # read-only
+            read_only = node.set_parameters([Parameter('port', value='/dev/ttyUSB3')])[0]
+            assert not read_only.successful
             node.destroy_node()
             peer.destroy_node()
         finally:

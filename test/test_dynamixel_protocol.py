@@ -146,7 +146,8 @@ def _raw_exchange(path, packet: bytes, wait_s=0.1) -> bytes:
 
 
 def test_manual_ping_vector_on_the_wire():
-    with SimBusProcess(['--servos', '1', '--baud', str(BAUD), '--model', 'XM430-W210', '--firmware', '38']) as s:
+    args = ['--servos', '1', '--baud', str(BAUD), '--model', 'XM430-W210', '--firmware', '38']
+    with SimBusProcess(args) as s:
         reply = _raw_exchange(s.path, bytes.fromhex('ff ff fd 00 01 03 00 01 19 4e'))
     assert reply == bytes.fromhex('ff ff fd 00 01 07 00 55 00 06 04 26 65 5d')
 
@@ -168,14 +169,43 @@ def test_sdk_ping_read_write(sdk_port):
     assert ph.write1ByteTxRx(port, 2, 65, 0) == (sdk.COMM_SUCCESS, 0)
 
 
-def test_stuffing_both_ways_through_the_sdk(sim, sdk_port):
+def test_stuffing_both_ways(sim, sdk_port):
     port, ph = sdk_port
     value = 0x00FDFFFF                         # little-endian bytes FF FF FD 00
-    assert ph.write4ByteTxRx(port, 3, 20, value) == (sdk.COMM_SUCCESS, 0)   # homing offset
-    assert ph.read4ByteTxRx(port, 3, 20) == (value, sdk.COMM_SUCCESS, 0)
+    # A stuffed instruction on the wire is unstuffed by the servo ...
+    write = P.build_instruction(3, P.WRITE, bytes((20, 0)) + P.le(value, 4))
+    assert b'\xff\xff\xfd\xfd' in write[7:]
+    (status,) = P.PacketParser().feed(_raw_exchange(sim.path, write))
+    assert status.params == b'\x00'
+    # ... its reply is stuffed on the wire, and the SDK unstuffs it.
     raw = _raw_exchange(sim.path, P.build_instruction(3, P.READ, bytes((20, 0, 4, 0))))
-    assert b'\xff\xff\xfd\xfd' in raw[7:]      # the status reply was stuffed on the wire
-    assert ph.write4ByteTxRx(port, 3, 20, 0) == (sdk.COMM_SUCCESS, 0)
+    assert b'\xff\xff\xfd\xfd' in raw[7:]
+    assert ph.read4ByteTxRx(port, 3, 20) == (value, sdk.COMM_SUCCESS, 0)
+    # ServoBus stuffs what it sends itself (the SDK's tx path loses stuffing that lengthens a packet).
+    bus = ServoBus(sim.path, BAUD, margin_ms=30).open()
+    bus.write_register(3, 'homing_offset', 0)
+    bus.write_register(3, 'homing_offset', value)
+    assert bus.read_register(3, 'homing_offset') == value
+    bus.write_register(3, 'homing_offset', 0)
+    bus.close()
+
+
+def test_servo_bus_sends_stuffed_packets():
+    import tty
+    from snake_control.dynamixel.bus import CommError
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    bus = ServoBus(os.ttyname(slave), BAUD, margin_ms=1).open()
+    try:
+        with pytest.raises(CommError):
+            bus.write(3, 20, P.le(0x00FDFFFF, 4))      # nobody answers on this pty
+        sent = os.read(master, 100)
+    finally:
+        bus.close()
+        os.close(master)
+        os.close(slave)
+    assert sent == P.build_instruction(3, P.WRITE, bytes((20, 0)) + P.le(0x00FDFFFF, 4))
+    assert b'\xff\xff\xfd\xfd' in sent[7:]
 
 
 def test_error_replies(sim, sdk_port):
@@ -335,8 +365,10 @@ def test_pluggable_plant_drives_present_position_in_process():
     register_plant('fixed_test', lambda ids, models, robot=None: _FixedPlant())
     plant = make_plant('fixed_test', [1, 2], {})
     bus_emu = BusEmulator([1, 2], SERVO_MODELS['XM430-W350'], BAUD, plant=plant)
-    thread = threading.Thread(target=lambda: [bus_emu.poll(0.005) for _ in iter(lambda: bus_emu.stop_requested,
-                                                                              True)], daemon=True)
+    def serve():
+        while not bus_emu.stop_requested:
+            bus_emu.poll(0.005)
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
         bus = ServoBus(bus_emu.path, BAUD, margin_ms=30).open()

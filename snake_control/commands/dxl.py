@@ -1,5 +1,6 @@
 """snake dxl: a bench tool for Dynamixel Protocol 2.0 servos (real adapter or `snake sim-bus`)."""
-HELP = 'bench tool for Dynamixel servos: scan, ping, read/write registers, set id/baud, reboot, torque, monitor'
+HELP = ('bench tool for Dynamixel servos: scan, ping, read/write registers, set id/baud, reboot, torque, '
+        'monitor')
 DESCRIPTION = '''Talk to Dynamixel Protocol 2.0 (X-series) servos on one port.
 
   snake dxl scan --port /dev/ttyUSB0                 every baud rate, every ID (broadcast ping)
@@ -24,9 +25,11 @@ def add_arguments(parser):
     def common(p, baud=True):
         p.add_argument('--port', default='/dev/ttyUSB0', help='serial device (default /dev/ttyUSB0)')
         if baud:
-            p.add_argument('--baud', type=int, default=57600, help='baud rate (default 57600, the factory default)')
+            p.add_argument('--baud', type=int, default=57600,
+                           help='baud rate (default 57600, the factory default)')
         p.add_argument('--timeout-ms', type=float, default=20.0,
-                       help='reply timeout beyond wire time (default 20 ms: covers a 16 ms USB latency timer)')
+                       help='reply timeout beyond wire time (default 20 ms: covers a 16 ms USB latency '
+                            'timer)')
         return p
 
     p = common(sub.add_parser('scan', help='find servos at every baud rate'), baud=False)
@@ -126,7 +129,8 @@ def run(args) -> int:
     if args.action == 'registers':
         for r in CONTROL_TABLE.values():
             print(f'{r.name:24s} address {r.address:3d}  {r.size} byte(s)  '
-                  f'{"EEPROM" if r.eeprom else "RAM   "}  {"rw" if r.writable else "r "}  default {r.default}')
+                  f'{"EEPROM" if r.eeprom else "RAM   "}  {"rw" if r.writable else "r "}  '
+                  f'default {r.default}')
         return 0
 
     if args.action == 'scan':
@@ -201,7 +205,8 @@ def run(args) -> int:
             return 0
         if args.action == 'set-baud':
             if args.new_baud not in REGISTER_BY_BAUD:
-                raise ValueError(f'baud {args.new_baud} is not a Dynamixel baud rate: {sorted(REGISTER_BY_BAUD)}')
+                raise ValueError(f'baud {args.new_baud} is not a Dynamixel baud rate: '
+                                 f'{sorted(REGISTER_BY_BAUD)}')
             ids = parse_ids(args.ids, bus)
             for sid in ids:
                 bus.write_register(sid, 'torque_enable', 0)
@@ -265,7 +270,8 @@ def _monitor(bus, ids, interval, count) -> int:
                 hw = d[70 - start]
                 errors = ', '.join(P.decode_hardware_error(hw) + P.decode_error(err & 0x7F)) or '-'
                 lines.append(f'{sid:>3} {"on" if d[0] else "off":>6} '
-                             f'{math.degrees((pos - CENTER_TICK) * RAD_PER_TICK):>8.1f} {vel:>9.2f} {cur:>7d} '
+                             f'{math.degrees((pos - CENTER_TICK) * RAD_PER_TICK):>8.1f} '
+                             f'{vel:>9.2f} {cur:>7d} '
                              f'{temp:>6d} {volt:>6.1f}  {errors}')
             if tty:
                 sys.stdout.write('\x1b[H\x1b[2J')

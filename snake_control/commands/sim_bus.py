@@ -22,7 +22,8 @@ def add_arguments(parser):
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument('--robot', help='robot name or YAML: servo IDs, model and baud from its bus section')
     who.add_argument('--servos', type=int, help='number of servos, IDs 1..N')
-    parser.add_argument('--model', default='XM430-W350', help='servo model with --servos (default XM430-W350)')
+    parser.add_argument('--model', default='XM430-W350',
+                        help='servo model with --servos (default XM430-W350)')
     parser.add_argument('--baud', type=int, help='bus baud rate (default: the robot YAML, or 1000000)')
     parser.add_argument('--faults', default='', help='fault injection spec (see above)')
     parser.add_argument('--physics', default='motor',
@@ -53,7 +54,8 @@ def run(args) -> int:
         ids = robot.servo_ids
         models = robot.bus.servo
         baud = args.baud or robot.bus.baud
-        initial = {j.servo_id: j.servo_angle_rad(rng.uniform(-args.spread, args.spread)) for j in robot.joints}
+        initial = {j.servo_id: j.servo_angle_rad(rng.uniform(-args.spread, args.spread))
+                   for j in robot.joints}
     else:
         if not 1 <= args.servos <= 252:
             raise ValueError(f'--servos must be 1..252, got {args.servos}')

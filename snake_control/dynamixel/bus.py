@@ -69,7 +69,8 @@ class SnakePortHandler(sdk.PortHandler):
     def setPacketTimeout(self, packet_length):
         # Wire time of the expected bytes plus our margin (the SDK adds 2 x 16 ms latency + 2 ms).
         self.packet_start_time = self.getCurrentTime()
-        self.packet_timeout = self.tx_time_per_byte * packet_length + self.take_backlog_ms(14) + self.margin_ms
+        self.packet_timeout = (self.tx_time_per_byte * packet_length + self.take_backlog_ms(14)
+                               + self.margin_ms)
 
     def setBaudRate(self, baudrate):
         try:
@@ -110,11 +111,28 @@ class SnakePortHandler(sdk.PortHandler):
                 return out
             selected = True
 
+    corked = False          # hold written packets back and send them with the next one (one syscall)
+    _held = b''
+
     def writePort(self, packet):
+        data = bytes(packet)
+        if self.corked:
+            self._held += data
+            return len(data)
         try:
-            return os.write(self.ser.fd, bytes(packet))
+            if self._held:
+                held, self._held = self._held, b''
+                os.write(self.ser.fd, held + data)
+            else:
+                os.write(self.ser.fd, data)
+            return len(data)
         except OSError as exc:
             raise PortGone(f'{self.port_name}: write failed: {exc}') from exc
+
+    def flush_held(self):
+        if self._held:
+            self.corked = False
+            self.writePort(b'')
 
     def clearPort(self):
         try:
@@ -123,6 +141,7 @@ class SnakePortHandler(sdk.PortHandler):
             raise PortGone(f'{self.port_name}: {exc}') from exc
 
     def closePort(self):
+        self._held = b''
         try:
             if self.ser is not None:
                 self.ser.close()
@@ -160,7 +179,8 @@ class ServoBus:
 
     def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
         if baud not in SUPPORTED_BAUDS:
-            raise ValueError(f'baud {baud} is not a Dynamixel baud rate ({", ".join(map(str, SUPPORTED_BAUDS))})')
+            raise ValueError(f'baud {baud} is not a Dynamixel baud rate '
+                             f'({", ".join(map(str, SUPPORTED_BAUDS))})')
         self.port_name, self.baud = port, baud
         self.port = SnakePortHandler(port, margin_ms)
         self.ph = sdk.PacketHandler(2.0)
@@ -209,6 +229,9 @@ class ServoBus:
         except PortGone:
             self.is_open = False
             raise
+        except BaseException:
+            self.port._held = b''       # never let a held packet leave later, out of its cycle
+            raise
         finally:
             self.port.is_using = False
 
@@ -222,15 +245,47 @@ class ServoBus:
                              f'{", ".join(P.decode_error(error))}', error)
 
     # -------------------------------------------------------------- single servo
+    def _exchange(self, servo_id: int, instruction: int, params: bytes, n_data: int,
+                  what: str) -> tuple[int, bytes] | None:
+        """Send one instruction (framed by the SDK) and take the status of ``servo_id`` that carries
+        ``n_data`` bytes (or none, with an error code). None when no such status arrives in time.
+
+        The SDK's own receiver takes the first status with the right ID, so a late reply to an
+        earlier request (of another length) can pass for this one; matching the length too closes
+        that hole, and our parser re-hunts for headers past a garbled packet.
+        """
+        # dynamixel_sdk 4.1.0 drops its own byte stuffing whenever stuffing makes a packet longer
+        # (addStuffing's new list is discarded), so the body goes in already stuffed.
+        body = P.stuff(bytes((instruction,)) + bytes(params))
+        txp = [0] * (9 + len(body))
+        length = 2 + len(body)
+        txp[4], txp[5], txp[6] = servo_id, length & 0xFF, length >> 8
+        txp[7:7 + len(body)] = list(body)
+        with self.transaction():
+            result = self.ph.txPacket(self.port, txp)
+            if result != sdk.COMM_SUCCESS:
+                raise CommError(f'{self.port_name}: servo {servo_id}: {what}: '
+                                f'{self.ph.getTxRxResult(result)}')
+            expected = 11 + n_data
+            self.port.setPacketTimeout(expected)
+            parser = P.PacketParser()
+            while True:
+                chunk = self.port.readPort(max(1, expected - len(parser.buffer)))
+                if not chunk:
+                    return None
+                for pkt in parser.feed(chunk):
+                    if not (pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id == servo_id):
+                        continue
+                    if len(pkt.params) == n_data + 1 or (len(pkt.params) == 1 and pkt.params[0] & 0x7F):
+                        return pkt.params[0], bytes(pkt.params[1:])
+
     def ping(self, servo_id: int) -> tuple[int, int] | None:
         """(model number, firmware) of a servo, or None when it does not answer."""
-        with self.transaction():
-            txp = [0] * 10
-            txp[4], txp[5], txp[6], txp[7] = servo_id, 3, 0, P.PING
-            rx, result, error = self.ph.txRxPacket(self.port, txp)
-        if result != sdk.COMM_SUCCESS or error & 0x7F or len(rx) < 14:
+        reply = self._exchange(servo_id, P.PING, b'', 3, 'ping')
+        if reply is None or reply[0] & 0x7F:
             return None         # includes a CRC-error status: the request itself arrived garbled
-        return rx[9] | (rx[10] << 8), rx[11]
+        data = reply[1]
+        return data[0] | (data[1] << 8), data[2]
 
     def broadcast_ping(self) -> dict[int, tuple[int, int]]:
         """{id: (model number, firmware)} of every servo answering at this baud."""
@@ -238,20 +293,29 @@ class ServoBus:
             found, result = self.ph.broadcastPing(self.port)
         return {i: (m, fw) for i, (m, fw) in found.items()}
 
+    def _status(self, reply, servo_id, what):
+        if reply is None:
+            raise CommError(f'{self.port_name}: servo {servo_id}: {what}: no status packet')
+        error = reply[0]
+        if error & 0x7F == P.ERR_CRC:       # our packet arrived garbled: a communication failure
+            raise CommError(f'{self.port_name}: servo {servo_id}: {what}: the servo saw a CRC error')
+        if error & 0x7F:
+            raise ServoError(f'{self.port_name}: servo {servo_id}: {what}: '
+                             f'{", ".join(P.decode_error(error))}', error)
+        return reply
+
     def read(self, servo_id: int, address: int, size: int) -> tuple[bytes, int]:
         """(data, error byte) of a read; raises CommError/ServoError naming the servo."""
-        with self.transaction():
-            data, result, error = self.ph.readTxRx(self.port, servo_id, address, size)
-        self._check(result, error, f'read {size} bytes at {address}', servo_id)
-        if len(data) != size:
-            raise CommError(f'{self.port_name}: servo {servo_id}: short read ({len(data)} of {size} bytes)')
-        return bytes(data), error
+        what = f'read {size} bytes at {address}'
+        reply = self._exchange(servo_id, P.READ, P.le(address, 2) + P.le(size, 2), size, what)
+        error, data = self._status(reply, servo_id, what)
+        return data, error
 
     def write(self, servo_id: int, address: int, data: bytes) -> int:
         """Write and wait for the status; returns the error byte (Alert bit kept)."""
-        with self.transaction():
-            result, error = self.ph.writeTxRx(self.port, servo_id, address, len(data), list(data))
-        self._check(result, error, f'write {len(data)} bytes at {address}', servo_id)
+        what = f'write {len(data)} bytes at {address}'
+        reply = self._exchange(servo_id, P.WRITE, P.le(address, 2) + bytes(data), 0, what)
+        error, _ = self._status(reply, servo_id, what)
         return error
 
     def read_register(self, servo_id: int, name: str) -> int:
@@ -290,8 +354,12 @@ class ServoBus:
         return out
 
     # -------------------------------------------------------------- groups
-    def sync_write(self, address: int, size: int, data_by_id: dict[int, bytes]) -> None:
-        """One sync write (no reply). Raises CommError only when the packet could not be sent."""
+    def sync_write(self, address: int, size: int, data_by_id: dict[int, bytes], hold: bool = False) -> None:
+        """One sync write (no reply). Raises CommError only when the packet could not be sent.
+
+        ``hold``: keep the packet back and send it together with the next packet (the read that
+        follows in a control cycle): one write to the adapter instead of two.
+        """
         param = []
         for sid, data in data_by_id.items():
             if len(data) != size:
@@ -299,7 +367,11 @@ class ServoBus:
             param.append(sid)
             param.extend(data)
         with self.transaction():
-            result = self.ph.syncWriteTxOnly(self.port, address, size, param, len(param))
+            self.port.corked = hold
+            try:
+                result = self.ph.syncWriteTxOnly(self.port, address, size, param, len(param))
+            finally:
+                self.port.corked = False
         self.port.backlog_bytes += 14 + len(param)
         if result != sdk.COMM_SUCCESS:
             raise CommError(f'{self.port_name}: sync write at {address}: {self.ph.getTxRxResult(result)}')
@@ -313,6 +385,7 @@ class ServoBus:
         costs only itself. ``timeout_ms`` bounds the whole exchange (default: wire time + margin).
         """
         if not ids:
+            self.port.flush_held()
             return {}
         n = len(ids)
         reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)

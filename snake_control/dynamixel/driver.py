@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import logging
 import math
 import threading
@@ -56,6 +57,7 @@ HEALTH_ADDR, HEALTH_LEN = INDIRECT_DATA_0 + len(STATE_SOURCES), len(HEALTH_SOURC
 GOAL = CONTROL_TABLE['goal_position']
 TORQUE = CONTROL_TABLE['torque_enable']
 POLICIES = ('hold', 'torque_off')
+SETUP_MARGIN_MS = 20.0
 
 
 class StartupError(RuntimeError):
@@ -243,9 +245,10 @@ class Driver:
             self.warnings.append(warning)
             log.warning(warning)
         try:
-            self._check_servos()
-            self._configure_all()
-            self._first_goals_and_torque_on()
+            with self._patient():
+                self._check_servos()
+                self._configure_all()
+                self._first_goals_and_torque_on()
         except (StartupError, DxlError, PortGone) as exc:
             self._torque_off_all()
             self.bus.close()
@@ -265,10 +268,18 @@ class Driver:
         """Stop the loop, turn torque off on every servo (verified, retried), close the port."""
         self._stop_request = True
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=2.0)
+            self._thread.join(timeout=10.0)     # never two threads on the bus
         self._thread = None
+        if not self.bus.is_open and self.mode == 'disconnected':
+            try:                                 # the adapter may be back: try once more
+                self.bus.open()
+            except PortGone:
+                pass
         if self.bus.is_open:
-            self._torque_off_all()
+            with self._patient():
+                if not self._torque_off_all():
+                    log.error('could not confirm torque off on every servo: %s',
+                              [s.name for s in self.servos if s.torque])
             self.bus.close()
         if self.mode != 'fatal':
             self.mode = 'stopped'
@@ -328,7 +339,8 @@ class Driver:
         with self._lock:
             starts = list(self._cycle_starts)
             jitter = np.array(self._jitter) if self._jitter else np.zeros(1)
-            rate = (len(starts) - 1) / (starts[-1] - starts[0]) if len(starts) > 1 and starts[-1] > starts[0] else 0.0
+            span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
+            rate = (len(starts) - 1) / span if span > 0 else 0.0
             c = self.counters
             return {
                 'mode': self.mode, 'reasons': list(self.reasons), 'fatal_error': self.fatal_error,
@@ -362,6 +374,15 @@ class Driver:
             except CommError as exc:
                 last = exc
         raise last
+
+    @contextlib.contextmanager
+    def _patient(self):
+        """Start-up and recovery exchanges are not time-critical: wait up to SETUP_MARGIN_MS for replies."""
+        self.bus.port.margin_ms = max(self.margin_ms, SETUP_MARGIN_MS)
+        try:
+            yield
+        finally:
+            self.bus.port.margin_ms = self.margin_ms
 
     def _check_servos(self):
         problems = []
@@ -424,11 +445,13 @@ class Driver:
             tol = 0.05 / RAD_PER_TICK
             if not lo_t[k] - tol <= ticks <= hi_t[k] + tol:
                 raise StartupError(f'{self.names[k]} (ID {sid}) is at {ticks} ticks, outside its limits '
-                                   f'{lo_t[k]}..{hi_t[k]} ticks ({self.lower[k]:.3f}..{self.upper[k]:.3f} rad): '
+                                   f'{lo_t[k]}..{hi_t[k]} ticks '
+                                   f'({self.lower[k]:.3f}..{self.upper[k]:.3f} rad): '
                                    f'move it inside by hand before torque comes on')
             goals[sid] = int(min(max(ticks, lo_t[k]), hi_t[k]))
             s = self.by_id[sid]
-            s.position_rad = float(self.direction[k] * ((ticks - CENTER_TICK) * RAD_PER_TICK - self.offset[k]))
+            servo_rad = (ticks - CENTER_TICK) * RAD_PER_TICK
+            s.position_rad = float(self.direction[k] * (servo_rad - self.offset[k]))
             s.ever_read = True
         for sid, t in goals.items():
             self._retry(self.bus.write_register, sid, 'goal_position', t)
@@ -445,7 +468,7 @@ class Driver:
             return False
         all_off = True
         try:
-            for _ in range(3):
+            for _ in range(5):
                 try:
                     self.bus.sync_write(TORQUE.address, 1, {sid: b'\x00' for sid in self.ids})
                 except CommError:
@@ -457,6 +480,7 @@ class Driver:
                             self.bus.write_register(s.servo_id, 'torque_enable', 0)
                         s.torque = False
                     except DxlError:
+                        s.torque = True          # unconfirmed: assume still on
                         all_off = False
                 if all_off:
                     break
@@ -515,21 +539,8 @@ class Driver:
         except PortGone:
             return
         try:
-            self._check_servos()
-            hw = {}
-            off = []
-            for s in self.servos:
-                hw[s.servo_id] = self._retry(self.bus.read_register, s.servo_id, 'hardware_error_status')
-                if self._retry(self.bus.read_register, s.servo_id, 'torque_enable') == 0:
-                    off.append(s.servo_id)
-            for sid in off:                 # power-cycled meanwhile: configure again
-                self._configure_servo(sid)
-            # Every servo holds where it is; servos that had lost torque get it back unless latched.
-            on_again = [sid for sid in off if not hw[sid]]
-            self._first_goals_and_torque_on([sid for sid in self.ids if sid not in off] + on_again)
-            for sid, bits in hw.items():
-                self.by_id[sid].hardware_error = bits
-                self.by_id[sid].alert = bool(bits)
+            with self._patient():
+                self._recheck_after_replug()
         except (StartupError, DxlError, PortGone) as exc:
             self._event(f'reconnect check failed: {exc}')
             self.bus.close()
@@ -540,6 +551,24 @@ class Driver:
         self._hold_goal = self._goal.copy()
         self._resume_after = time.monotonic()
         self.reasons = ['reconnected: waiting for a new command']
+
+    def _recheck_after_replug(self):
+        """Same servos? Each holds where it is; those that lost torque (power-cycled) are configured
+        again and get it back unless a hardware error is latched."""
+        self._check_servos()
+        hw = {}
+        off = []
+        for s in self.servos:
+            hw[s.servo_id] = self._retry(self.bus.read_register, s.servo_id, 'hardware_error_status')
+            if self._retry(self.bus.read_register, s.servo_id, 'torque_enable') == 0:
+                off.append(s.servo_id)
+        for sid in off:
+            self._configure_servo(sid)
+        on_again = [sid for sid in off if not hw[sid]]
+        self._first_goals_and_torque_on([sid for sid in self.ids if sid not in off] + on_again)
+        for sid, bits in hw.items():
+            self.by_id[sid].hardware_error = bits
+            self.by_id[sid].alert = bool(bits)
 
     def _cycle(self, now: float):
         self.counters.cycles += 1
@@ -620,7 +649,8 @@ class Driver:
         if self.mode == 'torque_off':
             ids = [s.servo_id for s in self.servos if not s.hardware_error]
             try:
-                self._first_goals_and_torque_on(ids)
+                with self._patient():
+                    self._first_goals_and_torque_on(ids)
             except (DxlError, StartupError) as exc:
                 self._event(f're-arm failed: {exc}')
                 return
@@ -633,8 +663,9 @@ class Driver:
             if s.rebooting_until is not None and now >= s.rebooting_until:
                 s.rebooting_until = None
                 try:
-                    self._configure_servo(s.servo_id)
-                    self._first_goals_and_torque_on([s.servo_id])
+                    with self._patient():
+                        self._configure_servo(s.servo_id)
+                        self._first_goals_and_torque_on([s.servo_id])
                     s.hardware_error, s.alert = 0, False
                     self._event(f'{s.name} rebooted and holding')
                     self._resume_after = time.monotonic()
@@ -672,7 +703,7 @@ class Driver:
                 if s.torque and s.rebooting_until is None}
         if data:
             try:
-                self.bus.sync_write(GOAL.address, 4, data)
+                self.bus.sync_write(GOAL.address, 4, data, hold=True)   # leaves with the read request
             except CommError:
                 self.counters.write_failures += 1
 
@@ -693,7 +724,8 @@ class Driver:
         while missing and rounds < 3:
             elapsed_ms = (time.monotonic() - now) * 1000.0
             need_ms = len(missing) * (11 + STATE_LEN) * self.bus.byte_time_ms + self.margin_ms
-            if elapsed_ms + need_ms > 0.8 * self.period_s * 1000.0 and not (rounds == 0 and self.rate_hz >= 1000):
+            free_running = rounds == 0 and self.rate_hz >= 1000
+            if elapsed_ms + need_ms > 0.8 * self.period_s * 1000.0 and not free_running:
                 break
             rounds += 1
             more = self.bus.sync_read(STATE_ADDR, STATE_LEN, missing, False)

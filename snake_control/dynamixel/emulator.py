@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from snake_control.dynamixel import protocol as P
 from snake_control.dynamixel.models import (
     BAUD_BY_REGISTER, CENTER_TICK, CONTROL_TABLE, CONTROL_TABLE_SIZE, INDIRECT_ADDRESS_0, INDIRECT_COUNT,
-    INDIRECT_DATA_0, MODEL_BY_NUMBER, RAD_PER_TICK, RAD_S_PER_VELOCITY_UNIT, RAD_S2_PER_ACCELERATION_UNIT,
+    INDIRECT_DATA_0, RAD_PER_TICK, RAD_S_PER_VELOCITY_UNIT, RAD_S2_PER_ACCELERATION_UNIT,
     REGISTER_BY_BAUD, RETURN_DELAY_UNIT_S, WATCHDOG_UNIT_S, ServoModel)
 from snake_control.dynamixel.plant import Plant, make_plant
 
@@ -313,7 +313,7 @@ class Servo:
                 return P.ERR_DATA_LIMIT
         if 'operating_mode' in touched and val('operating_mode') not in (0, 1, 3, 4, 5, 16):
             return P.ERR_DATA_LIMIT
-        if 'profile_velocity' in touched and val('velocity_limit') and val('profile_velocity') > val('velocity_limit'):
+        if 'profile_velocity' in touched and 0 < val('velocity_limit') < val('profile_velocity'):
             return P.ERR_DATA_LIMIT
         return 0
 

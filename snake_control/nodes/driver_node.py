@@ -38,7 +38,8 @@ def _desc(text, read_only=False, type_=None, lo=None, hi=None, step=0):
     if type_ is not None:
         d.type = type_
     if lo is not None and type_ == ParameterType.PARAMETER_DOUBLE:
-        d.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=float(step))]
+        d.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi),
+                                                     step=float(step))]
     elif lo is not None and type_ == ParameterType.PARAMETER_INTEGER:
         d.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=int(step))]
     return d
@@ -50,29 +51,34 @@ class DriverNode(Node):
     def __init__(self, **kwargs):
         super().__init__('driver', **kwargs)
         P = ParameterType
-        self.declare_parameter('robot', 'pitch_yaw_32', _desc('robot YAML name or path', True, P.PARAMETER_STRING))
-        self.declare_parameter('port', '', _desc('serial device; empty: the robot YAML bus.port', True,
-                                                 P.PARAMETER_STRING))
-        self.declare_parameter('baud', 0, _desc('baud rate; 0: the robot YAML bus.baud', True, P.PARAMETER_INTEGER,
-                                                0, 4_500_000))
-        self.declare_parameter('rate', 0.0, _desc('bus loop rate in Hz; 0: the robot YAML control_rate_hz', True,
-                                                  P.PARAMETER_DOUBLE, 0.0, 1000.0))
-        self.declare_parameter('read_mode', 'auto', _desc('auto | fast | slow (sync read)', True, P.PARAMETER_STRING))
-        self.declare_parameter('watchdog_ms', 0, _desc('servo bus watchdog in ms (0 off, units of 20 ms)', True,
-                                                       P.PARAMETER_INTEGER, 0, 2540))
-        self.declare_parameter('clamp_out_of_limit', True, _desc(
-            'true: clamp out-of-limit commands to the joint limits; false: reject them', True, P.PARAMETER_BOOL))
-        self.declare_parameter('stale_limit', 5, _desc('stale cycles of a servo before stale_policy', False,
-                                                       P.PARAMETER_INTEGER, 1, 1000))
-        for name, text in (('stale_policy', 'after stale_limit stale cycles'), ('alert_policy', 'on a hardware error'),
-                           ('estop_policy', 'on estop')):
-            self.declare_parameter(name, 'hold', _desc(f'{text}: hold | torque_off', False, P.PARAMETER_STRING))
-        self.declare_parameter('command_timeout', 0.5, _desc('s; an older command means hold', False,
-                                                             P.PARAMETER_DOUBLE, 0.01, 10.0))
-        self.declare_parameter('auto_reboot', False, _desc('reboot an overloaded servo (rate-limited)', False,
-                                                           P.PARAMETER_BOOL))
-        self.declare_parameter('diagnostics_period', 1.0, _desc('s between /diagnostics messages', True,
-                                                                P.PARAMETER_DOUBLE, 0.05, 60.0))
+        # name, default, description, read-only, type, range
+        for name, default, text, read_only, type_, limits in (
+                ('robot', 'pitch_yaw_32', 'robot YAML name or path', True, P.PARAMETER_STRING, None),
+                ('port', '', 'serial device; empty: the robot YAML bus.port', True, P.PARAMETER_STRING, None),
+                ('baud', 0, 'baud rate; 0: the robot YAML bus.baud', True, P.PARAMETER_INTEGER,
+                 (0, 4_500_000)),
+                ('rate', 0.0, 'bus loop rate in Hz; 0: the robot YAML control_rate_hz', True,
+                 P.PARAMETER_DOUBLE, (0.0, 1000.0)),
+                ('read_mode', 'auto', 'auto | fast | slow (sync read)', True, P.PARAMETER_STRING, None),
+                ('watchdog_ms', 0, 'servo bus watchdog in ms (0 off, units of 20 ms)', True,
+                 P.PARAMETER_INTEGER, (0, 2540)),
+                ('clamp_out_of_limit', True, 'true: clamp out-of-limit commands to the joint limits; '
+                 'false: reject them', True, P.PARAMETER_BOOL, None),
+                ('stale_limit', 5, 'stale cycles of a servo before stale_policy', False,
+                 P.PARAMETER_INTEGER, (1, 1000)),
+                ('stale_policy', 'hold', 'after stale_limit stale cycles: hold | torque_off', False,
+                 P.PARAMETER_STRING, None),
+                ('alert_policy', 'hold', 'on a hardware error: hold | torque_off', False,
+                 P.PARAMETER_STRING, None),
+                ('estop_policy', 'hold', 'on estop: hold | torque_off', False, P.PARAMETER_STRING, None),
+                ('command_timeout', 0.5, 's; an older command means hold', False, P.PARAMETER_DOUBLE,
+                 (0.01, 10.0)),
+                ('auto_reboot', False, 'reboot an overloaded servo (rate-limited)', False,
+                 P.PARAMETER_BOOL, None),
+                ('diagnostics_period', 1.0, 's between /diagnostics messages', True, P.PARAMETER_DOUBLE,
+                 (0.05, 60.0))):
+            lo, hi = limits if limits else (None, None)
+            self.declare_parameter(name, default, _desc(text, read_only, type_, lo, hi))
         g = lambda name: self.get_parameter(name).value  # noqa: E731
         self.robot = load_robot(g('robot'))
         config = DriverConfig(rate_hz=g('rate') or None, stale_limit=g('stale_limit'),
@@ -85,8 +91,9 @@ class DriverNode(Node):
         self.driver.start()
         for w in self.driver.warnings:
             self.get_logger().warning(w)
-        self.get_logger().info(f'{len(self.driver.ids)} servos on {self.driver.port} at {self.driver.baud} baud, '
-                               f'{self.driver.rate_hz:g} Hz, {"fast " if self.driver.fast else ""}sync read')
+        d = self.driver
+        self.get_logger().info(f'{len(d.ids)} servos on {d.port} at {d.baud} baud, {d.rate_hz:g} Hz, '
+                               f'{"fast " if d.fast else ""}sync read')
         self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         estop_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -143,7 +150,8 @@ class DriverNode(Node):
                      'torque_off': DiagnosticStatus.WARN}.get(d['mode'], DiagnosticStatus.ERROR)
         bus.message = d['mode'] + (': ' + '; '.join(d['reasons']) if d['reasons'] else '')
         bus.values = [kv('mode', d['mode']), kv('cycle_rate_hz', f'{d["cycle_rate_hz"]:.1f}'),
-                      kv('rate_hz_target', d['rate_hz_target']), kv('jitter_p99_ms', f'{d["jitter_p99_ms"]:.3f}'),
+                      kv('rate_hz_target', d['rate_hz_target']),
+                      kv('jitter_p99_ms', f'{d["jitter_p99_ms"]:.3f}'),
                       kv('read_mode', d['read_mode']), kv('baud', d['baud'])]
         bus.values += [kv(k, v) for k, v in d['counters'].items()]
         arr.status.append(bus)
