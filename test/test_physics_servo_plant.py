@@ -180,11 +180,14 @@ def test_sim_bus_with_mujoco_physics_in_its_own_process():
         packets = dynamixel_sdk.PacketHandler(2.0)
 
         def call(fn, *args):
-            for _ in range(5):
+            # A loaded machine can starve the emulator process past a packet timeout: retry.
+            for _ in range(20):
                 out = fn(port, *args)
-                if (out[1] if len(out) == 3 else out[0]) == dynamixel_sdk.COMM_SUCCESS:
+                result = out[1] if len(out) == 3 else out[0]
+                if result == dynamixel_sdk.COMM_SUCCESS:
                     return out
-            raise AssertionError(f'{fn.__name__}{args} failed 5 times')
+                time.sleep(0.05)
+            raise AssertionError(f'{fn.__name__}{args} failed 20 times, last {packets.getTxRxResult(result)}')
 
         def present(sid):
             return (call(packets.read4ByteTxRx, sid, 132)[0] - CENTER_TICK) * RAD_PER_TICK
@@ -194,12 +197,12 @@ def test_sim_bus_with_mujoco_physics_in_its_own_process():
             call(packets.write1ByteTxRx, sid, 64, 1)
         # Negative pitch lifts the head off the floor (pitch is about the link's y, x tilts toward -z).
         call(packets.write4ByteTxRx, neck, 116, int(round(CENTER_TICK - 0.8 / RAD_PER_TICK)))
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline and not abs(present(neck) + 0.8) < 0.05:
             time.sleep(0.1)
         assert present(neck) == pytest.approx(-0.8, abs=0.05)
         call(packets.write1ByteTxRx, neck, 64, 0)     # torque off: only gravity and the floor act
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline and not abs(present(neck)) < 0.2:
             time.sleep(0.1)
         assert abs(present(neck)) < 0.2               # the head fell back onto the floor
