@@ -216,3 +216,22 @@ def test_sim_bus_with_mujoco_physics_in_its_own_process():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_ground_truth_pose_csv(tmp_path, monkeypatch):
+    from snake_control.estimation.trajectory_io import read_pose_csv
+    from snake_control.lie import matrix_from_quaternion
+
+    robot = load_robot('wheeled_8')
+    path = tmp_path / 'truth.csv'
+    monkeypatch.setenv('SNAKE_PHYSICS_TRUTH', str(path))
+    plant = make_plant('mujoco', robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
+    torque = {i: True for i in robot.servo_ids}
+    for k in range(100):
+        plant.step(0.01, {i: 0.4 * math.sin(2 * k * 0.01 + i) for i in robot.servo_ids}, torque)
+    plant.close()
+    t, poses = read_pose_csv(path)
+    assert t[0] == 0.0 and t[-1] == pytest.approx(1.0, abs=0.011) and len(t) == pytest.approx(51, abs=1)
+    truth = plant.world.link_pose('middle')                 # the estimator's planar body frame
+    np.testing.assert_allclose(poses[-1, :3], truth[:3, 3], atol=1e-8)
+    np.testing.assert_allclose(matrix_from_quaternion(poses[-1, 3:]), truth[:3, :3], atol=1e-8)

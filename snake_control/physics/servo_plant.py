@@ -10,13 +10,20 @@ current is the actuator torque over the torque constant (stall torque / stall cu
 servo's sign. A servo with torque off exerts nothing (its actuator gain is zeroed), only the motor's
 back-EMF damping remains.
 
+Ground truth: with ``truth_csv`` (or the environment variable SNAKE_PHYSICS_TRUTH when the bus emulator
+builds the plant) the true pose of the estimator's default body frame (middle link / virtual chassis,
+snake_control.physics.validation.BodyFrameTracker) is written every TRUTH_PERIOD_S of simulated time as
+a pose CSV (t,x,y,z,qx,qy,qz,qw; t in simulated seconds), to compare with `snake odometry`.
+
 Time: the emulator's ticks follow the wall clock. The plant steps the physics by whole timesteps,
 carrying the remainder to the next tick; a tick longer than MAX_CATCH_UP_S (the host stalled) is cut
 there rather than stepped through in one burst.
 """
 from __future__ import annotations
 
+import csv
 import math
+import os
 
 import numpy as np
 
@@ -26,16 +33,19 @@ from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
 
 MAX_CATCH_UP_S = 0.1
+TRUTH_PERIOD_S = 0.02
+TRUTH_ENV = 'SNAKE_PHYSICS_TRUTH'
 
 
 class MujocoPlant(Plant):
     """A SnakeWorld driven by servo goals; ``world`` is reachable for ground truth.
 
     Parameters: robot (Robot or name); ids: the servo IDs the bus emulates (each must be a joint of the
-    robot; default all); world: an existing SnakeWorld of that robot (default a new one).
+    robot; default all); world: an existing SnakeWorld of that robot (default a new one); truth_csv: a
+    path to write the ground-truth body pose to (see the module docstring), or None.
     """
 
-    def __init__(self, robot: Robot | str, ids=None, world: SnakeWorld | None = None):
+    def __init__(self, robot: Robot | str, ids=None, world: SnakeWorld | None = None, truth_csv=None):
         self.robot = load_robot(robot) if isinstance(robot, str) else robot
         self.world = world or SnakeWorld(self.robot)
         by_id = {j.servo_id: k for k, j in enumerate(self.robot.joints)}
@@ -64,6 +74,10 @@ class MujocoPlant(Plant):
         act = self.world.actuator_ids
         self._gain = m.actuator_gainprm[act, 0].copy()
         self._bias = m.actuator_biasprm[act, 1].copy()
+        self._truth_path = truth_csv
+        self._truth_file = None
+        self._truth_next_s = 0.0
+        self._tracker = None
 
     # --- Plant interface ---------------------------------------------------------------------------
 
@@ -87,6 +101,7 @@ class MujocoPlant(Plant):
             self._setpoint[:] = self._initial
             self._setpoint_vel[:] = 0.0
             self._started = True
+            self._open_truth()
         on = self._on.copy()
         for sid, flag in torque_on_by_id.items():
             on[self._joint(sid)] = bool(flag)
@@ -106,7 +121,15 @@ class MujocoPlant(Plant):
             self._profile(target, steps * self.world.timestep_s, on)
             self.world.set_goals(self._setpoint)
             self.world.step(steps)
+            if self._truth_file is not None and self.world.time_s >= self._truth_next_s - 1e-9:
+                self._write_truth()
         return self.read()
+
+    def close(self) -> None:
+        """Flush and close the ground-truth file, if any."""
+        if self._truth_file is not None:
+            self._truth_file.close()
+            self._truth_file = None
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -121,6 +144,29 @@ class MujocoPlant(Plant):
             d = self._direction[k]
             out[sid] = (d * q[k] + self._offset[k], d * dq[k], d * tau[k] / self._kt_nm_a)
         return out
+
+    def _open_truth(self) -> None:
+        if self._truth_path is None:
+            return
+        from snake_control.physics.validation import BodyFrameTracker
+
+        if self._truth_file is not None:
+            self._truth_file.close()
+        self._truth_file = open(self._truth_path, 'w', newline='')
+        self._truth_csv = csv.writer(self._truth_file)
+        self._truth_csv.writerow(('t', 'x', 'y', 'z', 'qx', 'qy', 'qz', 'qw'))
+        self._tracker = BodyFrameTracker(self.robot)
+        self._truth_next_s = 0.0
+        self._write_truth()
+
+    def _write_truth(self) -> None:
+        from snake_control.lie import quaternion_from_matrix
+
+        pose = self._tracker(self.world.link_poses())
+        quat = quaternion_from_matrix(pose[:3, :3])
+        self._truth_csv.writerow([f'{self.world.time_s:.6f}', *(f'{v:.9g}' for v in (*pose[:3, 3], *quat))])
+        self._truth_file.flush()
+        self._truth_next_s = self.world.time_s + TRUTH_PERIOD_S
 
     def _joint(self, servo_id: int) -> int:
         try:
@@ -157,7 +203,7 @@ class MujocoPlant(Plant):
 def _factory(ids, models_by_id, robot=None) -> MujocoPlant:
     if robot is None:
         raise ValueError('--physics mujoco needs the robot (give --robot): the world is built from its YAML')
-    return MujocoPlant(robot, ids)
+    return MujocoPlant(robot, ids, truth_csv=os.environ.get(TRUTH_ENV) or None)
 
 
 register_plant('mujoco', _factory)

@@ -98,33 +98,48 @@ def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: flo
     return rec
 
 
-def true_body_poses(robot: Robot, link_poses: np.ndarray, body_frame=None) -> np.ndarray:
-    """(T, 4, 4) ground-truth poses of the estimator's body frame from recorded link poses.
+class BodyFrameTracker:
+    """Ground-truth pose of the estimator's body frame, one sample of link poses at a time.
 
-    body_frame: None (the estimator's default), 'middle', 'head', 'tail', 'chassis' or a link index.
+    body_frame: None (the estimator's default: 'middle' for planar robots, 'chassis' for pitch-yaw),
+    'middle', 'head', 'tail', 'chassis' or a link index. The chassis is built as the estimator builds
+    it: from the link centres in the tail link's frame, with the tail's z as "up" at the start and the
+    previous chassis (in that frame) for continuous signs and for holding y when the shape has no clear
+    plane; then placed by the true tail pose. Call reset() to start a new run.
     """
-    from snake_control.estimation.connection import body_frame_index
-    from snake_control.estimation.contact import virtual_chassis
 
-    if body_frame is None:
-        body_frame = 'middle' if robot.kind == 'planar' else 'chassis'
-    link = body_frame_index(body_frame, robot.n_links)
-    if link is not None:
-        return link_poses[:, link].copy()
-    out = np.zeros((link_poses.shape[0], 4, 4))
-    previous = None
-    for k, poses in enumerate(link_poses):
-        # The chassis of the true shape, built as the estimator builds it: in the tail link's frame,
-        # with the tail's z as "up" at the start and the previous chassis (in that frame) for continuous
-        # signs and for holding y when the shape has no clear plane; then placed by the true tail pose.
-        tail = poses[0]
-        centres = (poses[:, :3, 3] - tail[:3, 3]) @ tail[:3, :3]
-        rot, origin, _, _ = virtual_chassis(centres, previous=previous)
-        previous = rot
-        out[k, :3, :3] = tail[:3, :3] @ rot
-        out[k, :3, 3] = tail[:3, :3] @ origin + tail[:3, 3]
-        out[k, 3, 3] = 1.0
-    return out
+    def __init__(self, robot: Robot, body_frame=None):
+        from snake_control.estimation.connection import body_frame_index
+
+        if body_frame is None:
+            body_frame = 'middle' if robot.kind == 'planar' else 'chassis'
+        self.link = body_frame_index(body_frame, robot.n_links)
+        self.reset()
+
+    def reset(self) -> None:
+        self._previous = None
+
+    def __call__(self, link_poses: np.ndarray) -> np.ndarray:
+        """(4, 4) world pose of the body frame from (n_links, 4, 4) world link poses."""
+        from snake_control.estimation.contact import virtual_chassis
+
+        if self.link is not None:
+            return link_poses[self.link].copy()
+        tail = link_poses[0]
+        centres = (link_poses[:, :3, 3] - tail[:3, 3]) @ tail[:3, :3]
+        rot, origin, _, _ = virtual_chassis(centres, previous=self._previous)
+        self._previous = rot
+        out = np.eye(4)
+        out[:3, :3] = tail[:3, :3] @ rot
+        out[:3, 3] = tail[:3, :3] @ origin + tail[:3, 3]
+        return out
+
+
+def true_body_poses(robot: Robot, link_poses: np.ndarray, body_frame=None) -> np.ndarray:
+    """(T, 4, 4) ground-truth poses of the estimator's body frame from recorded (T, n_links, 4, 4) link
+    poses (see BodyFrameTracker)."""
+    tracker = BodyFrameTracker(robot, body_frame)
+    return np.array([tracker(poses) for poses in link_poses])
 
 
 def _heading(poses: np.ndarray) -> np.ndarray:
