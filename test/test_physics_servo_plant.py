@@ -232,6 +232,9 @@ def test_ground_truth_pose_csv(tmp_path, monkeypatch):
     plant.close()
     t, poses = read_pose_csv(path)
     assert t[0] == 0.0 and t[-1] == pytest.approx(1.0, abs=0.011) and len(t) == pytest.approx(51, abs=1)
-    truth = plant.world.link_pose('middle')                 # the estimator's planar body frame
-    np.testing.assert_allclose(poses[-1, :3], truth[:3, 3], atol=1e-8)
-    np.testing.assert_allclose(matrix_from_quaternion(poses[-1, 3:]), truth[:3, :3], atol=1e-8)
+    # The estimator's planar body frame: the middle link's centre and heading, in the floor plane.
+    x, y, heading = plant.world.planar_pose('middle')
+    np.testing.assert_allclose(poses[-1, :3], [x, y, 0.0], atol=1e-8)
+    c, s = np.cos(heading), np.sin(heading)
+    np.testing.assert_allclose(matrix_from_quaternion(poses[-1, 3:]), [[c, -s, 0], [s, c, 0], [0, 0, 1]],
+                               atol=1e-8)

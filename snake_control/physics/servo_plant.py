@@ -11,9 +11,10 @@ servo's sign. A servo with torque off exerts nothing (its actuator gain is zeroe
 back-EMF damping remains.
 
 Ground truth: with ``truth_csv`` (or the environment variable SNAKE_PHYSICS_TRUTH when the bus emulator
-builds the plant) the true pose of the estimator's default body frame (middle link / virtual chassis,
-snake_control.physics.validation.BodyFrameTracker) is written every TRUTH_PERIOD_S of simulated time as
-a pose CSV (t,x,y,z,qx,qy,qz,qw; t in simulated seconds), to compare with `snake odometry`.
+builds the plant) the true pose of the estimator's default body frame (middle link in the floor plane /
+virtual chassis, snake_control.physics.validation.BodyFrameTracker) is written every TRUTH_PERIOD_S of
+simulated time as a pose CSV (t,x,y,z,qx,qy,qz,qw; t in simulated seconds), to compare with
+`snake odometry`.
 
 Time: the emulator's ticks follow the wall clock. The plant steps the physics by whole timesteps,
 carrying the remainder to the next tick; a tick longer than MAX_CATCH_UP_S (the host stalled) is cut

@@ -102,18 +102,13 @@ class BodyFrameTracker:
     """Ground-truth pose of the estimator's body frame, one sample of link poses at a time.
 
     body_frame: None (the estimator's default: 'middle' for planar robots, 'chassis' for pitch-yaw),
-    'middle', 'head', 'tail', 'chassis' or a link index. The chassis is built as the estimator builds
-    it: from the link centres in the tail link's frame, with the tail's z as "up" at the start and the
-    previous chassis (in that frame) for continuous signs and for holding y when the shape has no clear
-    plane; then placed by the true tail pose. Call reset() to start a new run.
+    'middle', 'head', 'tail', 'chassis' or a link index. The pose comes from the estimator's own
+    ``body_pose_from_links`` (so both sides define the frame the same way), fed the previous result to
+    keep the virtual chassis axes continuous. Call reset() to start a new run.
     """
 
     def __init__(self, robot: Robot, body_frame=None):
-        from snake_control.estimation.connection import body_frame_index
-
-        if body_frame is None:
-            body_frame = 'middle' if robot.kind == 'planar' else 'chassis'
-        self.link = body_frame_index(body_frame, robot.n_links)
+        self.robot, self.body_frame = robot, body_frame
         self.reset()
 
     def reset(self) -> None:
@@ -121,18 +116,10 @@ class BodyFrameTracker:
 
     def __call__(self, link_poses: np.ndarray) -> np.ndarray:
         """(4, 4) world pose of the body frame from (n_links, 4, 4) world link poses."""
-        from snake_control.estimation.contact import virtual_chassis
+        from snake_control.estimation.estimator import body_pose_from_links
 
-        if self.link is not None:
-            return link_poses[self.link].copy()
-        tail = link_poses[0]
-        centres = (link_poses[:, :3, 3] - tail[:3, 3]) @ tail[:3, :3]
-        rot, origin, _, _ = virtual_chassis(centres, previous=self._previous)
-        self._previous = rot
-        out = np.eye(4)
-        out[:3, :3] = tail[:3, :3] @ rot
-        out[:3, 3] = tail[:3, :3] @ origin + tail[:3, 3]
-        return out
+        self._previous = body_pose_from_links(self.robot, link_poses, self.body_frame, self._previous)
+        return self._previous.copy()
 
 
 def true_body_poses(robot: Robot, link_poses: np.ndarray, body_frame=None) -> np.ndarray:
