@@ -16,8 +16,11 @@ COMMANDS = {
     'urdf': 'urdf',
     'gait': 'gait',
     'torques': 'torques',
+    'sim-bus': 'sim_bus',
+    'dxl': 'dxl',
     'odometry': 'odometry',
     'connection-plot': 'connection_plot',
+    'validate': 'validate',
 }
 
 
