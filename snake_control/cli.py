@@ -13,6 +13,7 @@ import sys
 # Subcommand name -> module under snake_control.commands. Order is the order in `snake --help`.
 COMMANDS = {
     'urdf': 'urdf',
+    'bringup': 'bringup',
 }
 
 

@@ -98,6 +98,22 @@ class TeleopConfig:
     estop_release: tuple[ButtonSpec, ...]
     gait_cycle: tuple[str, ...]
     gait_pick: dict[str, ButtonSpec] = field(default_factory=dict)
+    axis_names: dict[str, int] = field(default_factory=dict)      # 'left_y' -> 1 (for scripts)
+    button_names: dict[str, int] = field(default_factory=dict)    # 'LB' -> 4
+
+    @property
+    def n_axes(self) -> int:
+        """Length of the Joy axes array this gamepad sends (from names, else the highest index used)."""
+        used = [a.axis for a in self.axes.values()] + [b.axis for b in self._buttons() if b.axis is not None]
+        return max(used + list(self.axis_names.values())) + 1
+
+    @property
+    def n_buttons(self) -> int:
+        used = [b.button for b in self._buttons() if b.button is not None]
+        return max(used + list(self.button_names.values()) + [-1]) + 1
+
+    def _buttons(self):
+        return [self.deadman, *self.buttons.values(), *self.estop_release, *self.gait_pick.values()]
 
 
 def _require(mapping: Any, key: str, where: str, source: str):
@@ -147,7 +163,7 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
     """Validate a parsed teleop YAML document; raise TeleopConfigError naming `source` and the key."""
     if not isinstance(data, dict):
         raise TeleopConfigError(source, '', 'expected a mapping at the top level')
-    known = {'schema', 'name', 'description', 'timeout_s', 'deadzone', 'deadman', 'axes', 'limits',
+    known = {'schema', 'name', 'description', 'names', 'timeout_s', 'deadzone', 'deadman', 'axes', 'limits',
              'speed_scales', 'initial_speed_scale', 'buttons', 'gaits'}
     unknown = set(data) - known
     if unknown:
@@ -219,9 +235,19 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
     if not isinstance(pick_raw, dict):
         raise TeleopConfigError(source, 'gaits.pick', 'expected a mapping gait name -> button')
     pick = {str(g): _button(b, f'gaits.pick.{g}', source) for g, b in pick_raw.items()}
+    names_raw = data.get('names', {}) or {}
+    if not isinstance(names_raw, dict) or set(names_raw) - {'axes', 'buttons'}:
+        raise TeleopConfigError(source, 'names', 'expected a mapping with axes and buttons (name -> index)')
+    names = {}
+    for kind in ('axes', 'buttons'):
+        table = names_raw.get(kind, {}) or {}
+        if not isinstance(table, dict):
+            raise TeleopConfigError(source, f'names.{kind}', 'expected a mapping name -> index')
+        names[kind] = {str(k): _index(v, f'names.{kind}.{k}', source) for k, v in table.items()}
     return TeleopConfig(name=name, source=source, timeout_s=timeout_s, deadzone=deadzone, deadman=deadman,
                         axes=axes, limits=limits, speed_scales=scales, initial_speed_scale=initial,
-                        buttons=buttons, estop_release=release, gait_cycle=tuple(cycle), gait_pick=pick)
+                        buttons=buttons, estop_release=release, gait_cycle=tuple(cycle), gait_pick=pick,
+                        axis_names=names['axes'], button_names=names['buttons'])
 
 
 def teleop_config_dir() -> Path:
