@@ -1,0 +1,376 @@
+"""The gait catalogue: every gait's parameters (units, defaults, meaning) and its joint-angle shape.
+
+A gait is a shape q(phase) (n,) rad that repeats (or, for AEH-sidewinding, rolls on) as the phase
+(rad) advances; the scheduler advances the phase from the commanded speed. Three families:
+
+- 'mcc': seed 004's main characteristic curves, kappa = A1 + B1 sin(w1 s + phi1),
+  tau = A2 + B2 sin(w2 s + phi2), fitted with snake_control.gaits.backbone. Motion moves the shape
+  along the body the way the paper drives each gait: phi1 (serpentine), psi0 (rolling, helix
+  rolling), s0 (S-crawler, AEH-sidewinding).
+- 'serpenoid': joint-space compound serpenoid (MATH.md section 3), with pitch and yaw parameters taken
+  from each joint's axis in the robot YAML (never from even/odd index):
+  q_i = beta_axis + A_axis g_axis(x_i) sin(w_s i + phase + delta_axis), delta_pitch = 0,
+  delta_yaw = delta, x_i = i / (n - 1) from tail to head. MATH.md writes sin(w_S n - w_T t) with n
+  counted from the head (CMU); our joints count from the tail, so a positive phase rate sends the
+  wave from head to tail (forward motion).
+- 'wheeled': the yaw-only passive-wheel member q_i = A sin(phase + i delta) + turn_offset (seed 000).
+
+Parameter defaults may depend on the robot (the paper gives lengths in units of l, the joint spacing).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from snake_control.gaits import backbone
+
+PI = math.pi
+
+
+@dataclass(frozen=True)
+class Param:
+    """One gait parameter. default: a number, or a function of the Robot (default_text says how)."""
+
+    name: str
+    unit: str
+    default: float | Callable
+    meaning: str
+    lower: float = -math.inf
+    upper: float = math.inf
+    default_text: str = ''
+
+    def resolve(self, robot) -> float:
+        return float(self.default(robot)) if callable(self.default) else float(self.default)
+
+    def describe_default(self) -> str:
+        return self.default_text or f'{self.default:g}'
+
+
+@dataclass(frozen=True)
+class GaitSpec:
+    """A gait: its family, which robot kinds it fits, what drives its phase and how it turns.
+
+    drive: which command component advances the phase: 'forward' (cmd_vel linear.x, m/s),
+    'lateral' (linear.y, m/s), 'turn' (angular.z, rad/s) or None (a static shape). The phase rate is
+    2 pi command / stride (the stride parameter: distance, or angle for 'turn', per gait cycle).
+    turn_param: the parameter that the angular.z command offsets (by turn_gain * angular.z, at most
+    turn_max in magnitude), or None when the gait does not turn.
+    """
+
+    name: str
+    family: str
+    kinds: tuple
+    drive: str | None
+    params: tuple
+    description: str
+    turn_param: str | None = None
+    turn_gain: float = 0.0
+    turn_max: float = 0.0
+    fixed: dict = field(default_factory=dict)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def param_names(self):
+        return tuple(p.name for p in self.params)
+
+
+def _l(factor):
+    return lambda robot: factor * robot.link_length_m
+
+
+def _stride(unit='m', default=None, text=''):
+    meaning = ('distance travelled per gait cycle: the phase advances 2 pi command / stride'
+               if unit == 'm' else 'body rotation per gait cycle: the phase advances 2 pi angular.z / stride')
+    return Param('stride', unit, default, meaning, 1e-6, 1e6, text)
+
+
+_PSI0 = Param('psi0', 'rad', 0.0, 'Bishop angle at s = 0: rolls the whole shape about the body axis', -10 * PI, 10 * PI)
+
+# --- MCC gaits (seed 004) ------------------------------------------------------------------------
+
+SERPENTINE = GaitSpec(
+    'serpentine', 'mcc', ('pitch_yaw',), 'forward',
+    (Param('A1', '1/m', 0.0, 'mean curvature: turning (A1 = 0 goes straight)', -20, 20),
+     Param('B1', '1/m', lambda r: 0.6 * 2 * PI / (16 * r.link_length_m),
+           'curvature amplitude; Hirose serpenoid B1 = alpha b with winding angle alpha', -100, 100,
+           '0.6 w1 (winding angle 0.6 rad)'),
+     Param('w1', 'rad/m', lambda r: 2 * PI / (16 * r.link_length_m), 'spatial frequency of the curvature wave',
+           0, 1000, '2 pi / (16 l)'),
+     Param('phi1', 'rad', 0.0, 'phase of the curvature wave (advanced by the gait phase)', -10 * PI, 10 * PI),
+     _PSI0,
+     _stride('m', _l(8.0), '8 l')),
+    'seed 004 3.1.1: kappa = A1 + B1 sin(w1 s + phi1), tau = 0; moves by advancing phi1, turns through A1',
+    turn_param='A1', turn_gain=1.0, turn_max=3.0)
+
+ROLLING = GaitSpec(
+    'rolling', 'mcc', ('pitch_yaw',), 'lateral',
+    (Param('A1', '1/m', lambda r: 1.0 / (12 * r.link_length_m), 'arc curvature', -50, 50, '1 / (12 l)'),
+     _PSI0,
+     _stride('m', lambda r: 2 * PI * r.module_radius_m, '2 pi module radius')),
+    'seed 004 3.1.2: an arc, kappa = A1, tau = 0, rolled by advancing psi0 (psi0 rate = lateral speed / '
+    'module radius with the default stride)')
+
+HELIX_ROLLING = GaitSpec(
+    'helix_rolling', 'mcc', ('pitch_yaw',), 'lateral',
+    (Param('A1', '1/m', 7.5, 'helix curvature r / (r^2 + p^2) (default: radius 0.12 m, pitch 0.04 m/rad)', -50, 50),
+     Param('A2', '1/m', 2.5, 'helix torsion p / (r^2 + p^2)', -50, 50),
+     _PSI0,
+     _stride('m', lambda r: 2 * PI * (0.12 + r.module_radius_m), '2 pi (0.12 m + module radius)')),
+    'seed 004 3.1.3: a helix, kappa = A1, tau = A2, rolled by advancing psi0 (pipe and pole climbing)')
+
+S_CRAWLER = GaitSpec(
+    's_crawler', 'mcc', ('pitch_yaw',), 'forward',
+    (Param('L', 'm', _l(26.0), 'length of one crawler cycle of the curve', 1e-3, 1e3, '26 l'),
+     Param('B1_pi_per_L', 'pi/L', 4.8, 'curvature amplitude B1 in units of pi/L (used when lambda = 0)', -100, 100),
+     Param('B2_pi_per_L', 'pi/L', 2.5, 'torsion amplitude B2 in units of pi/L', -100, 100),
+     Param('lam', '1', 0.0, 'share of the cycle that is (nearly) straight, 0 <= lambda < 1; lambda > 0 '
+           'sets B1 = (4 pi / L) lambda pi / sin(lambda pi)', 0.0, 0.95),
+     _PSI0,
+     _stride('m', _l(13.0), '13 l (L / 2)')),
+    'seed 004 3.2: kappa = 4 pi/L + B1 sin(4 pi s/L - pi/2 - lambda pi), tau = B2 sin(2 pi s/L - lambda pi/2); '
+    'moves by sliding the body along the curve (s0)')
+
+AEH_SIDEWINDING = GaitSpec(
+    'aeh_sidewinding', 'mcc', ('pitch_yaw',), 'lateral',
+    (Param('a', '1', 1.0, 'helix slope dz/ds of the approximate elliptic helix (tau = a kappa)', -20, 20),
+     Param('eta', '1', 0.95, 'ellipse adjustment 0..1 (0: circular helix)', 0.0, 1.0),
+     Param('Ls', 'm', _l(14.0), 'curve length of one turn', 1e-3, 1e3, '14 l'),
+     Param('phi1', 'rad', 0.0, 'phase of the curvature modulation', -10 * PI, 10 * PI),
+     _PSI0,
+     _stride('m', _l(3.5), '3.5 l (Ls / 4)')),
+    'seed 004 4: kappa = (2 pi / Ls)(1 + eta sin(4 pi s / Ls + phi1)) / sqrt(1 + a^2), tau = a kappa '
+    '(one full turn of the projected ellipse per Ls); moves by sliding the body along the curve (s0)')
+
+# --- joint-space compound serpenoid gaits (MATH.md 3) --------------------------------------------
+
+
+def _serp_params(a_yaw, a_pitch, w_s, delta, taper=0.0, stride=None, stride_unit='m'):
+    return (Param('A_yaw', 'rad', a_yaw, 'yaw joint amplitude', -PI / 2, PI / 2),
+            Param('A_pitch', 'rad', a_pitch, 'pitch joint amplitude', -PI / 2, PI / 2),
+            Param('w_s', 'rad/joint', w_s, 'spatial frequency: phase step from one joint to the next', -PI, PI),
+            Param('delta', 'rad', delta, 'phase of the yaw wave relative to the pitch wave', -10 * PI, 10 * PI),
+            Param('beta_yaw', 'rad', 0.0, 'yaw offset (bends the body: turning)', -PI / 2, PI / 2),
+            Param('beta_pitch', 'rad', 0.0, 'pitch offset', -PI / 2, PI / 2),
+            Param('taper', '1', taper, 'amplitude gradient along the body: A (1 + taper (x - 1/2)), x = 0 tail '
+                  '.. 1 head (conical sidewinding)', -2.0, 2.0),
+            stride if stride is not None else _stride(stride_unit, _l(6.0), '6 l'))
+
+
+LATERAL_UNDULATION = GaitSpec(
+    'lateral_undulation', 'serpenoid', ('pitch_yaw', 'planar'), 'forward',
+    _serp_params(0.6, 0.0, 0.4, 0.0, stride=_stride('m', _l(8.0), '8 l')),
+    'compound serpenoid, yaw wave only (A_pitch = 0); turns through beta_yaw',
+    turn_param='beta_yaw', turn_gain=0.2, turn_max=0.35)
+
+VERTICAL_UNDULATION = GaitSpec(
+    'vertical_undulation', 'serpenoid', ('pitch_yaw',), 'forward',
+    _serp_params(0.0, 0.5, 0.4, 0.0, stride=_stride('m', _l(4.0), '4 l')),
+    'compound serpenoid, pitch wave only (linear progression); steers through beta_yaw',
+    turn_param='beta_yaw', turn_gain=0.2, turn_max=0.35)
+
+SIDEWINDING = GaitSpec(
+    'sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',
+    _serp_params(0.6, 0.25, 0.4, PI / 4),
+    'compound serpenoid, yaw and pitch waves with delta = pi/4; turns through the amplitude taper '
+    '(conical sidewinding)',
+    turn_param='taper', turn_gain=0.5, turn_max=0.8)
+
+SERPENOID_ROLLING = GaitSpec(
+    'serpenoid_rolling', 'serpenoid', ('pitch_yaw',), 'lateral',
+    _serp_params(0.15, 0.15, 0.0, PI / 2,
+                 stride=_stride('m', lambda r: 2 * PI * r.module_radius_m, '2 pi module radius')),
+    'compound serpenoid with w_s = 0 and delta = pi/2: every joint traces a circle, the body rolls')
+
+TURN_IN_PLACE = GaitSpec(
+    'turn_in_place', 'serpenoid', ('pitch_yaw',), 'turn',
+    _serp_params(0.5, 0.25, 0.4, PI / 2, stride=_stride('rad', 0.3, '0.3 rad')),
+    'sidewinding whose pitch amplitude changes sign along the body (profile -cos(pi x)): the tail half '
+    'sidewinds one way and the head half the other, so the body turns on the spot')
+
+CONICAL_SIDEWINDING = GaitSpec(
+    'conical_sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',
+    _serp_params(0.6, 0.25, 0.4, PI / 4, taper=0.8),
+    'sidewinding with amplitudes growing linearly from tail to head (a cone instead of a cylinder): '
+    'moves sideways along an arc; turns by changing the taper',
+    turn_param='taper', turn_gain=0.5, turn_max=0.8)
+
+# --- planar passive-wheel gaits (seed 000) --------------------------------------------------------
+
+_WHEELED_PARAMS = (
+    Param('amplitude', 'rad', 0.7, 'joint amplitude alpha0', -PI / 2, PI / 2),
+    Param('delta', 'rad', 0.8, 'phase lead of each joint over the one on its tail side', -2 * PI, 2 * PI),
+    Param('turn_offset', 'rad', 0.0, 'constant joint offset phi_turn (turning)', -PI / 2, PI / 2),
+    _stride('m', lambda r: 0.25 * r.n_links * r.link_length_m, 'body length / 4'))
+
+WHEELED_UNDULATION = GaitSpec(
+    'wheeled_undulation', 'wheeled', ('planar',), 'forward', _WHEELED_PARAMS,
+    'passive-wheel undulation alpha_i = amplitude sin(phase + (i - 1) delta) + turn_offset; turns through '
+    'turn_offset', turn_param='turn_offset', turn_gain=0.3, turn_max=0.5)
+
+KINEMATIC_SNAKE_PRESET = GaitSpec(
+    'kinematic_snake_preset', 'wheeled', ('planar',), 'forward',
+    (Param('amplitude', 'rad', math.radians(40.0), 'joint amplitude (seed 000: 40 deg)', -PI / 2, PI / 2),
+     Param('delta', 'rad', math.radians(25.0), 'phase lead per joint (seed 000: 25 deg)', -2 * PI, 2 * PI),
+     Param('turn_offset', 'rad', 0.0, 'constant joint offset (turning)', -PI / 2, PI / 2),
+     _stride('m', lambda r: 0.25 * r.n_links * r.link_length_m, 'body length / 4')),
+    "seed 000's three-link gait alpha1 = 40 deg sin t, alpha2 = 40 deg sin(t + 25 deg) (named preset of "
+    'wheeled_undulation)', turn_param='turn_offset', turn_gain=0.3, turn_max=0.5)
+
+STRAIGHT = GaitSpec(
+    'straight', 'static', ('pitch_yaw', 'planar'), None, (),
+    'all joints at zero (a straight body); no motion')
+
+GAITS = {g.name: g for g in (SERPENTINE, ROLLING, HELIX_ROLLING, S_CRAWLER, AEH_SIDEWINDING,
+                             LATERAL_UNDULATION, VERTICAL_UNDULATION, SIDEWINDING, SERPENOID_ROLLING,
+                             TURN_IN_PLACE, CONICAL_SIDEWINDING, WHEELED_UNDULATION, KINEMATIC_SNAKE_PRESET,
+                             STRAIGHT)}
+# Not selectable: the scheduler's starting layer when it starts from a measured pose.
+HOLD = GaitSpec('hold', 'static', ('pitch_yaw', 'planar'), None, (), 'hold a given pose')
+BACKBONE_GAITS = tuple(name for name, g in GAITS.items() if g.family == 'mcc')
+
+
+def gait_spec(name: str) -> GaitSpec:
+    """The GaitSpec called name; ValueError listing the gaits otherwise."""
+    try:
+        return GAITS[name]
+    except KeyError:
+        raise ValueError(f'unknown gait {name!r}; gaits: {", ".join(GAITS)}') from None
+
+
+def gaits_for(robot) -> list[str]:
+    """Names of the gaits that fit the robot's kind (and joint axes)."""
+    return [name for name, g in GAITS.items() if robot.kind in g.kinds]
+
+
+def check_gait_fits(spec: GaitSpec, robot) -> None:
+    """ValueError if the gait cannot run on the robot (a pitch gait on a planar robot)."""
+    if robot.kind not in spec.kinds:
+        raise ValueError(f'gait {spec.name!r} needs a {" or ".join(spec.kinds)} robot; {robot.name} is '
+                         f'{robot.kind} (its gaits: {", ".join(gaits_for(robot))})')
+
+
+def resolve_params(spec: GaitSpec, robot, overrides=None) -> dict:
+    """Full parameter dict: defaults for the robot updated with validated overrides.
+
+    Raises ValueError naming the parameter for unknown names, non-numbers, non-finite values and
+    values outside the parameter's range, and for pitch amplitudes on a robot without pitch joints.
+    """
+    values = {p.name: p.resolve(robot) for p in spec.params}
+    for key, raw in (overrides or {}).items():
+        if key not in values:
+            raise ValueError(f'gait {spec.name!r} has no parameter {key!r}; parameters: '
+                             f'{", ".join(values) or "(none)"}')
+        p = spec.param(key)
+        try:
+            v = float(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f'parameter {key!r} of gait {spec.name!r} must be a number, got {raw!r}') from None
+        if not math.isfinite(v):
+            raise ValueError(f'parameter {key!r} of gait {spec.name!r} must be finite, got {raw!r}')
+        if not p.lower <= v <= p.upper:
+            raise ValueError(f'parameter {key!r} of gait {spec.name!r} must be in [{p.lower:g}, {p.upper:g}] '
+                             f'{p.unit}, got {v:g}')
+        values[key] = v
+    if spec.family == 'serpenoid' and 'pitch' not in robot.axes and \
+            (values['A_pitch'] != 0.0 or values['beta_pitch'] != 0.0):
+        raise ValueError(f'parameter A_pitch/beta_pitch of gait {spec.name!r} must be 0 on {robot.name}: '
+                         'it has no pitch joints')
+    return values
+
+
+# --- shapes ---------------------------------------------------------------------------------------
+
+class GaitShape:
+    """A gait bound to a robot and parameters: angles(phase, turn) -> (n,) joint angles in rad.
+
+    turn is the offset added to spec.turn_param (units of that parameter); phase in rad.
+    For MCC gaits, curve(phase, turn) -> (MCCCurve, s0_m) gives the target backbone curve.
+    """
+
+    def __init__(self, spec: GaitSpec, robot, params: dict, pose_rad=None):
+        self.spec, self.robot, self.params = spec, robot, dict(params)
+        self.n = robot.n_joints
+        self._pose = np.zeros(self.n) if pose_rad is None else np.array(pose_rad, dtype=float)
+        self.axes = tuple(robot.axes)
+        self.l = float(robot.link_length_m)
+        self._yaw = np.array([a == 'yaw' for a in self.axes])
+        self._idx = np.arange(self.n, dtype=float)
+        self._x = self._idx / max(self.n - 1, 1)
+        self._windows = backbone.joint_windows(self.axes, self.l, 0.0)
+        fam = spec.family
+        if fam == 'serpenoid':
+            p = self.params
+            self._delta = np.where(self._yaw, p['delta'], 0.0)
+            self._profile_pitch = -np.cos(PI * self._x) if spec.name == 'turn_in_place' else np.ones(self.n)
+
+    # the turn offset applied to the gait's turning parameter
+    def _p(self, name, turn):
+        v = self.params[name]
+        return v + turn if name == self.spec.turn_param else v
+
+    def curve(self, phase: float, turn: float = 0.0):
+        """(MCCCurve, s0_m) of an MCC gait at this phase, or None for joint-space gaits."""
+        name = self.spec.name
+        p = self.params
+        if name == 'serpentine':
+            return backbone.MCCCurve(A1=self._p('A1', turn), B1=p['B1'], w1=p['w1'], phi1=p['phi1'] + phase,
+                                     psi0=p['psi0']), 0.0
+        if name == 'rolling':
+            return backbone.MCCCurve(A1=p['A1'], psi0=p['psi0'] + phase), 0.0
+        if name == 'helix_rolling':
+            return backbone.MCCCurve(A1=p['A1'], A2=p['A2'], psi0=p['psi0'] + phase), 0.0
+        if name == 's_crawler':
+            big_l, lam = p['L'], p['lam']
+            b1 = p['B1_pi_per_L'] * PI / big_l if lam == 0.0 else \
+                (4 * PI / big_l) * (lam * PI) / math.sin(lam * PI)
+            curve = backbone.MCCCurve(A1=4 * PI / big_l, B1=b1, w1=4 * PI / big_l, phi1=-PI / 2 - lam * PI,
+                                      B2=p['B2_pi_per_L'] * PI / big_l, w2=2 * PI / big_l, phi2=-lam * PI / 2,
+                                      psi0=p['psi0'])
+            return curve, phase * big_l / (2 * PI)
+        if name == 'aeh_sidewinding':
+            a, ls = p['a'], p['Ls']
+            c = 2 * PI / ls / math.sqrt(1.0 + a * a)
+            w = 4 * PI / ls
+            curve = backbone.MCCCurve(A1=c, B1=c * p['eta'], w1=w, phi1=p['phi1'],
+                                      A2=a * c, B2=a * c * p['eta'], w2=w, phi2=p['phi1'], psi0=p['psi0'])
+            return curve, phase * ls / (2 * PI)
+        return None
+
+    def angles(self, phase: float, turn: float = 0.0) -> np.ndarray:
+        """Joint angles (n,) rad at this phase with this turning offset."""
+        fam = self.spec.family
+        p = self.params
+        if fam == 'mcc':
+            curve, s0 = self.curve(phase, turn)
+            s, lo, hi = self._windows
+            return backbone.joint_angles(curve, self.axes, self.l, s0, (s + s0, lo + s0, hi + s0))
+        if fam == 'serpenoid':
+            taper = self._p('taper', turn)
+            gain = 1.0 + taper * (self._x - 0.5)
+            amp = np.where(self._yaw, p['A_yaw'], p['A_pitch'] * self._profile_pitch) * gain
+            beta = np.where(self._yaw, self._p('beta_yaw', turn), p['beta_pitch'])
+            return beta + amp * np.sin(p['w_s'] * self._idx + phase + self._delta)
+        if fam == 'wheeled':
+            return p['amplitude'] * np.sin(phase + self._idx * p['delta']) + self._p('turn_offset', turn)
+        return self._pose.copy()
+
+    def phase_derivative_bound(self, turn_max: float | None = None, samples: int = 24) -> np.ndarray:
+        """(n,) max over phase of |dq_i/dphase| (rad/rad), sampled; used to cap the phase rate."""
+        if self.spec.drive is None:
+            return np.zeros(self.n)
+        turns = [0.0] if not self.spec.turn_param else [0.0, self.spec.turn_max, -self.spec.turn_max]
+        h = 1e-4
+        best = np.zeros(self.n)
+        for turn in turns:
+            for ph in np.linspace(0.0, 2 * PI, samples, endpoint=False):
+                d = (self.angles(ph + h, turn) - self.angles(ph - h, turn)) / (2 * h)
+                best = np.maximum(best, np.abs(d))
+        return best

@@ -1,0 +1,317 @@
+"""The gait scheduler: what the gait node calls every control tick (pure numpy, no ROS).
+
+API (everything else is private):
+
+    s = GaitScheduler(robot, gait=None, params=None, initial_positions_rad=None, transition_s=1.5)
+    s.gait_names()                    gaits that fit this robot (catalog.gaits_for)
+    s.select(name, params=None)       switch smoothly to a gait (ValueError: unknown / unfit gait, bad param)
+    s.set_params({'B1': 4.0})         change the target gait's parameters through the same smooth switch
+    s.set_command(forward_m_s, lateral_m_s, turn_rad_s)
+                                      cmd_vel semantics (linear.x, linear.y, angular.z); NaN/inf raise
+                                      ValueError and leave the command unchanged; huge values are capped
+                                      by the gait's phase-rate limit
+    s.stop()                          speeds ramp to zero and the shape is held (turning offset frozen)
+    tick = s.step(dt_s)               advance dt_s seconds; returns a GaitTick
+    s.state()                         plain dict (see state())
+
+GaitTick: t_s, positions_rad (n,), velocities_rad_s (n,), reference_rad (n,) (the blended gait before
+limits), saturated {joint name: rad the reference exceeded its joint limit by (signed)}, rate_limited
+(names of joints held back by the velocity/acceleration limits this tick).
+
+How it stays smooth:
+
+- Phase. Each gait layer has a phase (rad) whose rate is 2 pi command / stride for the command
+  component that drives the gait (catalog.GaitSpec.drive). The rate ramps toward its target with a
+  bounded phase acceleration and is capped so the gait's own joint velocities stay under 80 % of the
+  joint limits (from a sampled bound of |dq/dphase|). Stop ramps the rate to zero: the shape is held.
+- Turning. angular.z sets an offset on the gait's turning parameter (turn_gain * angular.z, capped at
+  turn_max: A1 for serpentine, beta_yaw, taper, turn_offset), ramped at turn_max per 0.5 s.
+- Switching. select() pushes a new layer whose phase is matched (the phase, among 48 samples, whose
+  shape is closest to the current output), then blends in shape (joint-angle) space with the quintic
+  smoothstep w(u) = 10u^3 - 15u^4 + 6u^5 (zero velocity and acceleration at both ends) over
+  max(transition_s, time that keeps the blend's own velocity under half the joint limits). A switch
+  requested mid-switch adds another layer on top: the unfinished blend keeps running underneath, so
+  the reference stays continuous in position and velocity. Layers whose blend finished are dropped.
+- Limits. The blended reference is clamped to the joint limits (reported in tick.saturated), then a
+  per-joint tracker (deadbeat when feasible, time-optimal sqrt law otherwise) produces the output:
+  |velocity| <= velocity limit, |velocity change| <= acceleration limit * dt, braking before joint
+  limits. Output positions are therefore continuous with continuous (piecewise-linear) velocity
+  through every switch, and equal the target gait exactly once it is reachable within the limits.
+  Non-finite values never reach the output (the last finite reference is held).
+
+Example:
+    >>> s = GaitScheduler(load_robot('pitch_yaw_32'), 'serpentine')
+    >>> s.set_command(0.05, 0.0, 0.0)
+    >>> tick = s.step(0.01)          # tick.positions_rad has 32 joint goals
+    >>> s.select('rolling')          # blends over >= 1.5 s
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from snake_control.gaits import catalog
+
+_MAX_LAYERS = 8
+_PHASE_SAMPLES = 48
+_VEL_SHARE = 0.8          # share of the joint velocity limit a gait may use on its own
+_BLEND_VEL_SHARE = 0.5    # share of the joint velocity limit the blend term may use
+_TURN_RAMP_S = 0.5
+
+
+@dataclass
+class GaitTick:
+    """One control tick's output. Positions/velocities in the robot's joint order (tail to head)."""
+
+    t_s: float
+    positions_rad: np.ndarray
+    velocities_rad_s: np.ndarray
+    reference_rad: np.ndarray
+    saturated: dict = field(default_factory=dict)
+    rate_limited: tuple = ()
+
+
+class _Layer:
+    """A gait shape with its own phase, phase rate and turning offset."""
+
+    def __init__(self, shape: catalog.GaitShape, robot, phase: float):
+        self.shape = shape
+        self.spec = shape.spec
+        self.phase = float(phase)
+        self.rate = 0.0
+        self.turn = 0.0
+        bound = shape.phase_derivative_bound()
+        with np.errstate(divide='ignore'):
+            caps = _VEL_SHARE * robot.velocity_limit_rad_s / bound
+            acc_caps = 0.5 * robot.acceleration_limit_rad_s2 / bound
+        self.max_rate = float(np.min(caps)) if np.any(bound > 0) else 0.0
+        self.max_rate_acc = float(np.min(acc_caps)) if np.any(bound > 0) else 0.0
+        # transition bookkeeping (for the blend INTO this layer)
+        self.progress = 1.0
+        self.duration = 0.0
+
+    def target_rate(self, command) -> float:
+        drive = self.spec.drive
+        if drive is None:
+            return 0.0
+        value = {'forward': command[0], 'lateral': command[1], 'turn': command[2]}[drive]
+        rate = 2.0 * math.pi * value / self.shape.params['stride']
+        return min(max(rate, -self.max_rate), self.max_rate)
+
+    def advance(self, command, hold_turn: bool, dt: float):
+        target = self.target_rate(command)
+        step = self.max_rate_acc * dt
+        dv = min(max(target - self.rate, -step), step)
+        new_rate = self.rate + dv
+        self.phase += 0.5 * (self.rate + new_rate) * dt
+        self.rate = new_rate
+        if self.spec.turn_param and not hold_turn:
+            tmax = self.spec.turn_max
+            goal = min(max(self.spec.turn_gain * command[2], -tmax), tmax)
+            step = tmax / _TURN_RAMP_S * dt
+            self.turn += min(max(goal - self.turn, -step), step)
+
+    def angles(self) -> np.ndarray:
+        return self.shape.angles(self.phase, self.turn)
+
+
+def _smoothstep(u: float) -> float:
+    u = min(max(u, 0.0), 1.0)
+    return u * u * u * (10.0 + u * (-15.0 + 6.0 * u))
+
+
+class GaitScheduler:
+    """Phase, speed, turning, smooth gait switching and joint limits for one robot (module docstring)."""
+
+    def __init__(self, robot, gait: str | None = None, params: dict | None = None,
+                 initial_positions_rad=None, transition_s: float = 1.5):
+        if not (math.isfinite(transition_s) and transition_s > 0):
+            raise ValueError(f'transition_s must be positive and finite, got {transition_s}')
+        self.robot = robot
+        self.n = robot.n_joints
+        self._names = tuple(robot.joint_names)
+        self.transition_s = float(transition_s)
+        self._lower = robot.lower_rad.astype(float)
+        self._upper = robot.upper_rad.astype(float)
+        self._vmax = robot.velocity_limit_rad_s.astype(float)
+        self._amax = robot.acceleration_limit_rad_s2.astype(float)
+        self._command = (0.0, 0.0, 0.0)
+        self._hold_turn = False
+        self._t = 0.0
+        self._saturated = {}
+        self._rate_limited = ()
+        self._layers: list[_Layer] = []
+        if initial_positions_rad is not None:
+            q0 = np.asarray(initial_positions_rad, dtype=float)
+            if q0.shape != (self.n,) or not np.all(np.isfinite(q0)):
+                raise ValueError(f'initial_positions_rad must be {self.n} finite angles, got shape {q0.shape}')
+            q0 = np.clip(q0, self._lower, self._upper)
+            self._layers.append(_Layer(catalog.GaitShape(catalog.HOLD, robot, {}, q0), robot, 0.0))
+            self._q = q0.copy()
+            if gait is not None:
+                self.select(gait, params)
+        else:
+            layer = self._make_layer(gait or 'straight', params, 0.0)
+            self._layers.append(layer)
+            self._q = np.clip(layer.angles(), self._lower, self._upper)
+        self._v = np.zeros(self.n)
+        self._ref_prev = self._q.copy()
+
+    # --- configuration ------------------------------------------------------------------------
+
+    def gait_names(self) -> list[str]:
+        """Names of the gaits that fit this robot."""
+        return catalog.gaits_for(self.robot)
+
+    def _make_layer(self, name, params, phase) -> _Layer:
+        spec = catalog.gait_spec(name)
+        catalog.check_gait_fits(spec, self.robot)
+        values = catalog.resolve_params(spec, self.robot, params)
+        return _Layer(catalog.GaitShape(spec, self.robot, values), self.robot, phase)
+
+    def select(self, name: str, params: dict | None = None) -> None:
+        """Switch smoothly to gait `name` (with optional parameter overrides), phase-matched."""
+        layer = self._make_layer(name, params, 0.0)
+        self._push(layer)
+
+    def set_params(self, params: dict) -> None:
+        """Change parameters of the target gait; applied through a smooth, phase-matched switch."""
+        if not isinstance(params, dict):
+            raise ValueError('params must be a dict of parameter name -> number')
+        top = self._layers[-1]
+        if top.spec.name == 'hold':
+            raise ValueError('no gait selected: select a gait before setting its parameters')
+        merged = dict(top.shape.params)
+        merged.update(params)
+        layer = self._make_layer(top.spec.name, merged, 0.0)
+        layer.turn = top.turn
+        layer.rate = top.rate
+        self._push(layer)
+
+    def _push(self, layer: _Layer) -> None:
+        current = self._q
+        phases = np.linspace(0.0, 2 * math.pi, _PHASE_SAMPLES, endpoint=False)
+        if layer.spec.drive is not None:
+            base = self._layers[-1].phase if layer.spec.name == self._layers[-1].spec.name else 0.0
+            layer.turn = self._layers[-1].turn if layer.spec.name == self._layers[-1].spec.name else 0.0
+            cands = [base + p for p in phases]
+            errs = [float(np.sum((layer.shape.angles(c, layer.turn) - current) ** 2)) for c in cands]
+            layer.phase = cands[int(np.argmin(errs))]
+        target = layer.angles()
+        gap = np.abs(target - current)
+        need = np.max(1.875 * gap / (_BLEND_VEL_SHARE * self._vmax))
+        layer.duration = max(self.transition_s, float(need))
+        layer.progress = 0.0
+        self._layers.append(layer)
+        if len(self._layers) > _MAX_LAYERS:
+            # Too many overlapping switches: drop the oldest; the output tracker keeps the motion smooth.
+            self._layers.pop(0)
+            self._layers[0].progress = 1.0
+
+    def set_command(self, forward_m_s: float, lateral_m_s: float, turn_rad_s: float) -> None:
+        """cmd_vel: linear.x (m/s), linear.y (m/s), angular.z (rad/s). Non-finite values raise ValueError."""
+        values = []
+        for name, v in (('forward_m_s', forward_m_s), ('lateral_m_s', lateral_m_s), ('turn_rad_s', turn_rad_s)):
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                raise ValueError(f'{name} must be a number, got {v!r}') from None
+            if not math.isfinite(f):
+                raise ValueError(f'{name} must be finite, got {v!r}')
+            values.append(float(np.clip(f, -1e3, 1e3)))
+        self._command = tuple(values)
+        self._hold_turn = False
+
+    def stop(self) -> None:
+        """Ramp every gait's speed to zero and hold the shape (the turning offset is kept)."""
+        self._command = (0.0, 0.0, 0.0)
+        self._hold_turn = True
+
+    # --- the tick -----------------------------------------------------------------------------
+
+    def _reference(self) -> np.ndarray:
+        q = self._layers[0].angles()
+        for layer in self._layers[1:]:
+            w = _smoothstep(layer.progress)
+            q = q + w * (layer.angles() - q) if w < 1.0 else layer.angles()
+        return q
+
+    def step(self, dt_s: float) -> GaitTick:
+        """Advance dt_s seconds and return the joint goals (never NaN, within joint limits)."""
+        dt = float(dt_s)
+        if not (math.isfinite(dt) and dt > 0.0):
+            raise ValueError(f'dt_s must be positive and finite, got {dt_s!r}')
+        self._t += dt
+        for layer in self._layers:
+            layer.advance(self._command, self._hold_turn, dt)
+        for layer in self._layers[1:]:
+            layer.progress = min(1.0, layer.progress + dt / layer.duration)
+        # The newest finished blend makes everything below it invisible.
+        for i in range(len(self._layers) - 1, 0, -1):
+            if self._layers[i].progress >= 1.0:
+                del self._layers[:i]
+                break
+
+        raw = self._reference()
+        if not np.all(np.isfinite(raw)):
+            raw = self._ref_prev.copy()
+        ref = np.minimum(np.maximum(raw, self._lower), self._upper)
+        if np.any(raw != ref):
+            names = self._names
+            self._saturated = {names[i]: float(raw[i] - ref[i]) for i in np.flatnonzero(raw != ref)}
+        elif self._saturated:
+            self._saturated = {}
+
+        # Tracker: reference velocity plus a correction that can always brake within the limits.
+        amax, vmax, q_old = self._amax, self._vmax, self._q
+        v_des = np.minimum(np.maximum((ref - self._ref_prev) / dt, -vmax), vmax)
+        err = self._ref_prev - q_old
+        abs_err = np.abs(err)
+        v_des += np.sign(err) * np.minimum(abs_err / dt, np.sqrt(amax * abs_err))
+        # Largest speed toward a limit from which, after this tick's move, braking still stops in time:
+        # v^2 / (2 a) <= d - v dt.
+        adt = amax * dt
+        adt2 = adt * adt
+        v_up = np.sqrt(adt2 + 2 * amax * np.maximum(self._upper - q_old, 0.0)) - adt
+        v_dn = np.sqrt(adt2 + 2 * amax * np.maximum(q_old - self._lower, 0.0)) - adt
+        v_des = np.minimum(np.maximum(v_des, -v_dn), v_up)
+        v = self._v + np.minimum(np.maximum(v_des - self._v, -adt), adt)
+        v = np.minimum(np.maximum(v, -vmax), vmax)
+        q = np.minimum(np.maximum(q_old + v * dt, self._lower), self._upper)
+        v = (q - q_old) / dt
+        off = np.abs(q - ref) > 1e-9
+        self._rate_limited = tuple(self._names[i] for i in np.flatnonzero(off)) if off.any() else ()
+        self._q, self._v, self._ref_prev = q, v, ref
+        return GaitTick(self._t, q.copy(), v.copy(), ref, dict(self._saturated), self._rate_limited)
+
+    # --- introspection ------------------------------------------------------------------------
+
+    def curve(self):
+        """(MCCCurve, s0_m) of the target gait now, or None for joint-space gaits."""
+        top = self._layers[-1]
+        return top.shape.curve(top.phase, top.turn)
+
+    def state(self) -> dict:
+        """Plain dict: active_gait (the oldest layer still shown), target_gait, transition_progress
+        (0..1 of the newest switch; 1 when not switching), phase_rad and phase_rate_rad_s of the target,
+        turn_offset (units of the gait's turn_param), params, command, saturated, rate_limited."""
+        top = self._layers[-1]
+        return {
+            'active_gait': self._layers[0].spec.name,
+            'target_gait': top.spec.name,
+            'transition_progress': float(top.progress) if len(self._layers) > 1 else 1.0,
+            'layers': len(self._layers),
+            'phase_rad': float(top.phase),
+            'phase_rate_rad_s': float(top.rate),
+            'turn_param': top.spec.turn_param,
+            'turn_offset': float(top.turn),
+            'params': dict(top.shape.params),
+            'command': {'forward_m_s': self._command[0], 'lateral_m_s': self._command[1],
+                        'turn_rad_s': self._command[2]},
+            'stopped': self._hold_turn,
+            'saturated': dict(self._saturated),
+            'rate_limited': list(self._rate_limited),
+            't_s': self._t,
+        }

@@ -1,0 +1,227 @@
+"""The gait scheduler: smooth switching within limits, speed and turning, stop, bad input."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from snake_control.gaits import GaitScheduler, catalog
+from snake_control.robot import load_robot
+
+DT = 0.02
+
+
+@pytest.fixture(scope='module')
+def py32():
+    return load_robot('pitch_yaw_32')
+
+
+def run(s, seconds, dt=DT):
+    ticks = [s.step(dt) for _ in range(int(round(seconds / dt)))]
+    return np.array([t.positions_rad for t in ticks]), np.array([t.velocities_rad_s for t in ticks]), ticks
+
+
+def assert_smooth(robot, q, v, q_before, v_before, dt=DT):
+    """No jumps: every tick within the velocity limit, velocity changes within the acceleration limit."""
+    q = np.vstack([q_before, q])
+    v = np.vstack([v_before, v])
+    assert np.all(np.isfinite(q)) and np.all(np.isfinite(v))
+    assert np.all(np.abs(np.diff(q, axis=0)) <= robot.velocity_limit_rad_s * dt + 1e-12)
+    assert np.all(np.abs(v) <= robot.velocity_limit_rad_s + 1e-12)
+    assert np.all(np.abs(np.diff(v, axis=0)) <= robot.acceleration_limit_rad_s2 * dt + 1e-9)
+    assert np.all(q >= robot.lower_rad - 1e-12) and np.all(q <= robot.upper_rad + 1e-12)
+
+
+def target_shape(s):
+    """Joint angles of the scheduler's target gait at its current phase, clamped to the joint limits."""
+    st = s.state()
+    spec = catalog.gait_spec(st['target_gait'])
+    q = catalog.GaitShape(spec, s.robot, st['params']).angles(st['phase_rad'], st['turn_offset'])
+    return np.clip(q, s.robot.lower_rad, s.robot.upper_rad)
+
+
+def settle_and_check_target(s, target):
+    """Run until the switch has finished and the tracker has caught up; the output is the target gait."""
+    for _ in range(2000):
+        tick = s.step(DT)
+        st = s.state()
+        if st['layers'] == 1 and not tick.rate_limited:
+            break
+    st = s.state()
+    assert st['target_gait'] == st['active_gait'] == target
+    assert st['transition_progress'] == 1.0
+    tick = s.step(DT)
+    np.testing.assert_allclose(tick.reference_rad, target_shape(s), atol=1e-12)
+    if not tick.rate_limited:
+        np.testing.assert_allclose(tick.positions_rad, tick.reference_rad, atol=1e-9)
+
+
+@pytest.mark.parametrize('robot_name', ['pitch_yaw_32', 'wheeled_8'])
+def test_switch_between_every_pair_at_random_phases(robot_name):
+    robot = load_robot(robot_name)
+    names = catalog.gaits_for(robot)
+    rng = np.random.default_rng(7)
+    for a, b in itertools.permutations(names, 2):
+        s = GaitScheduler(robot, a)
+        s.set_command(0.05, 0.04, 0.3)
+        q0, v0, _ = run(s, rng.uniform(0.1, 2.0))
+        s.select(b)
+        q, v, _ = run(s, 0.5)
+        assert s.state()['target_gait'] == b
+        assert_smooth(robot, q, v, q0[-1], v0[-1])
+        settle_and_check_target(s, b)
+
+
+@pytest.mark.parametrize('robot_name', ['pitch_yaw_32', 'kinematic_snake_3'])
+def test_switch_requested_mid_switch(robot_name):
+    robot = load_robot(robot_name)
+    names = catalog.gaits_for(robot)
+    rng = np.random.default_rng(11)
+    for a, b in itertools.permutations(names, 2):
+        c = names[rng.integers(len(names))]
+        s = GaitScheduler(robot, a)
+        s.set_command(0.03, -0.04, -0.2)
+        q0, v0, _ = run(s, rng.uniform(0.1, 1.0))
+        s.select(b)
+        q1, v1, _ = run(s, rng.uniform(0.04, 1.0))
+        s.select(c)
+        q2, v2, _ = run(s, 1.0)
+        assert_smooth(robot, np.vstack([q1, q2]), np.vstack([v1, v2]), q0[-1], v0[-1])
+        settle_and_check_target(s, c)
+
+
+def test_blend_reference_itself_is_continuous(py32):
+    """The blended reference (before the tracker) has no jump at a switch or a switch mid-switch."""
+    s = GaitScheduler(py32, 'serpentine')
+    s.set_command(0.05, 0.0, 0.0)
+    run(s, 0.5)
+    refs = []
+    for k in range(150):
+        if k == 10:
+            s.select('helix_rolling')
+        if k == 60:
+            s.select('sidewinding')
+        refs.append(s.step(DT).reference_rad)
+    jumps = np.abs(np.diff(np.array(refs), axis=0)).max(axis=1)
+    assert jumps.max() < py32.velocity_limit_rad_s.min() * DT
+
+
+def test_rolling_moves_psi0_at_the_commanded_rate(py32):
+    s = GaitScheduler(py32, 'rolling')
+    v = 0.06
+    s.set_command(0.0, v, 0.0)
+    run(s, 2.0)                                 # past the speed ramp
+    psi_a = s.curve()[0].psi0
+    run(s, 1.0)
+    psi_b = s.curve()[0].psi0
+    assert psi_b - psi_a == pytest.approx(v / py32.module_radius_m * 1.0, rel=1e-9)
+    assert s.state()['phase_rate_rad_s'] == pytest.approx(v / py32.module_radius_m)
+    s.set_command(0.0, -v, 0.0)                 # reverse
+    run(s, 2.0)
+    assert s.state()['phase_rate_rad_s'] == pytest.approx(-v / py32.module_radius_m)
+
+
+def test_forward_command_advances_phi1_and_turning_sets_a1(py32):
+    s = GaitScheduler(py32, 'serpentine')
+    s.set_command(0.1, 0.0, 0.5)
+    run(s, 2.0)
+    spec = catalog.gait_spec('serpentine')
+    st = s.state()
+    stride = st['params']['stride']
+    assert st['phase_rate_rad_s'] == pytest.approx(2 * math.pi * 0.1 / stride)
+    assert st['turn_offset'] == pytest.approx(spec.turn_gain * 0.5)
+    curve, _ = s.curve()
+    assert curve.A1 == pytest.approx(st['params']['A1'] + spec.turn_gain * 0.5)
+    assert curve.phi1 == pytest.approx(st['params']['phi1'] + st['phase_rad'])
+    s.set_command(0.1, 0.0, 100.0)              # huge turn: capped at turn_max
+    run(s, 2.0)
+    assert s.state()['turn_offset'] == pytest.approx(spec.turn_max)
+
+
+def test_stop_ramps_down_and_holds_the_shape(py32):
+    s = GaitScheduler(py32, 'sidewinding')
+    s.set_command(0.0, 0.1, 0.4)
+    q0, v0, _ = run(s, 2.0)
+    s.stop()
+    q, v, _ = run(s, 3.0)
+    assert_smooth(py32, q, v, q0[-1], v0[-1])
+    assert s.state()['phase_rate_rad_s'] == 0.0
+    assert s.state()['turn_offset'] != 0.0                 # the turning shape is held too
+    np.testing.assert_allclose(q[-1], q[-20], atol=1e-12)  # holding still
+    assert np.abs(q[-1]).max() > 0.3                       # not snapped to straight
+
+
+def test_huge_and_nan_commands_are_safe(py32):
+    s = GaitScheduler(py32, 'serpentine')
+    with pytest.raises(ValueError, match='forward_m_s must be finite'):
+        s.set_command(float('nan'), 0.0, 0.0)
+    with pytest.raises(ValueError, match='turn_rad_s must be a number'):
+        s.set_command(0.0, 0.0, 'fast')
+    assert s.state()['command']['forward_m_s'] == 0.0
+    s.set_command(1e12, -1e12, 1e12)
+    q0, v0, _ = run(s, 0.02)
+    q, v, ticks = run(s, 4.0)
+    assert_smooth(py32, q, v, q0[-1], v0[-1])
+    assert not ticks[-1].rate_limited       # the phase-rate cap keeps the gait within velocity limits
+    with pytest.raises(ValueError, match='dt_s'):
+        s.step(0.0)
+    with pytest.raises(ValueError, match='dt_s'):
+        s.step(float('inf'))
+
+
+def test_set_params_validated_and_applied_smoothly(py32):
+    s = GaitScheduler(py32, 'serpentine')
+    s.set_command(0.1, 0.0, 0.0)
+    q0, v0, _ = run(s, 1.0)
+    with pytest.raises(ValueError, match="no parameter 'amplitude'"):
+        s.set_params({'amplitude': 1.0})
+    with pytest.raises(ValueError, match="'B1' .* must be finite"):
+        s.set_params({'B1': float('inf')})
+    assert s.state()['layers'] == 1
+    s.set_params({'B1': 2.0})
+    assert s.state()['params']['B1'] == 2.0 and s.state()['transition_progress'] == 0.0
+    q, v, _ = run(s, 0.6)
+    assert_smooth(py32, q, v, q0[-1], v0[-1])
+    settle_and_check_target(s, 'serpentine')
+    with pytest.raises(ValueError, match="needs a planar robot"):
+        s.select('wheeled_undulation')
+
+
+def test_joint_limits_clamped_and_reported(py32):
+    s = GaitScheduler(py32, 'lateral_undulation', {'A_yaw': 1.4, 'beta_yaw': 0.6})
+    s.set_command(0.1, 0.0, 0.0)
+    q, v, ticks = run(s, 3.0)
+    saturated = [t.saturated for t in ticks if t.saturated]
+    assert saturated
+    name, excess = next(iter(saturated[-1].items()))
+    assert name in py32.joint_names and excess > 0       # above the upper limit
+    assert np.all(q <= py32.upper_rad + 1e-12) and np.all(q >= py32.lower_rad - 1e-12)
+    assert np.all(np.abs(v) <= py32.velocity_limit_rad_s + 1e-12)
+
+
+def test_starts_from_a_measured_pose_without_jumping(py32):
+    rng = np.random.default_rng(3)
+    pose = rng.uniform(-1.0, 1.0, py32.n_joints)
+    s = GaitScheduler(py32, 'helix_rolling', initial_positions_rad=pose)
+    assert s.state()['active_gait'] == 'hold'
+    q, v, _ = run(s, 0.5)
+    assert_smooth(py32, q, v, pose, np.zeros(py32.n_joints))
+    settle_and_check_target(s, 'helix_rolling')
+    with pytest.raises(ValueError, match='initial_positions_rad'):
+        GaitScheduler(py32, initial_positions_rad=np.zeros(3))
+
+
+def test_many_overlapping_switches_stay_smooth(py32):
+    s = GaitScheduler(py32, 'serpentine')
+    s.set_command(0.05, 0.05, 0.1)
+    q0, v0, _ = run(s, 0.2)
+    names = s.gait_names()
+    qs, vs = [], []
+    for k in range(20):                          # a new switch every 0.1 s
+        s.select(names[k % len(names)])
+        q, v, _ = run(s, 0.1)
+        qs.append(q)
+        vs.append(v)
+        assert s.state()['layers'] <= 8
+    assert_smooth(py32, np.vstack(qs), np.vstack(vs), q0[-1], v0[-1])
+    settle_and_check_target(s, names[19 % len(names)])
