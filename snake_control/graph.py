@@ -167,16 +167,20 @@ class NodeSpec:
         return f'{ns}/{self.name}'
 
 
+# Gaits the gamepad's next/previous buttons cycle through, by robot kind, in this order (the first is the
+# gait at start). Every other gait of the catalogue stays reachable through gait/select.
+TELEOP_GAIT_CYCLES = {
+    'pitch_yaw': ('serpentine', 'lateral_undulation', 'sidewinding', 'rolling', 'turn_in_place'),
+    'planar': ('wheeled_undulation', 'lateral_undulation', 'kinematic_snake_preset'),
+}
+
+
 def default_gait_cycle(robot) -> list[str]:
-    """Gaits the gamepad cycles through for a robot (its kind decides which gaits make sense)."""
-    try:
-        from snake_control.gaits import gaits_for_robot
-        return list(gaits_for_robot(robot))
-    except ImportError:
-        pass
-    if robot.kind == 'planar':
-        return ['lateral_undulation']
-    return ['lateral_undulation', 'sidewinding', 'rolling']
+    """Gaits the gamepad cycles through for a robot: TELEOP_GAIT_CYCLES filtered by the catalogue."""
+    from snake_control.gaits.catalog import gaits_for
+    available = gaits_for(robot)
+    cycle = [g for g in TELEOP_GAIT_CYCLES.get(robot.kind, ()) if g in available]
+    return cycle or [g for g in available if g != 'straight']
 
 
 def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:

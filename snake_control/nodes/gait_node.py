@@ -14,13 +14,16 @@ Publishes:
   gait/state (diagnostic_msgs/DiagnosticStatus)  name 'gait', level OK / WARN (saturating) / ERROR
                                   (e-stop), message a one-line summary, values (all strings):
                                   active_gait, target_gait, transition_progress (0..1), phase_rad,
-                                  command_forward_m_s, command_sideways_m_s, command_turn_rad_s, estop,
-                                  saturated_joints (comma-separated names), max_saturation_rad,
-                                  rejected_commands, and every gait parameter as <gait>.<param>.
+                                  phase_rate_rad_s, turn_offset, command_forward_m_s,
+                                  command_sideways_m_s, command_turn_rad_s (after clamping and ramping),
+                                  estop, saturated_joints (comma-separated names), max_saturation_rad,
+                                  rejected_commands, rate_limited_joints, and the target gait's
+                                  parameters as <gait>.<param>.
 Parameters:
   robot (string, read-only)       robot YAML name or path
   rate_hz (double, read-only)     control rate; 0: the robot YAML's bus.control_rate_hz
   gait (string)                   the active gait; setting it is the same as gait/select
+  start_from_joint_states (bool, read-only)  wait for the first joint_states and start from that pose
   cmd_timeout_s, max_forward_m_s, max_sideways_m_s, max_turn_rad_s, accel_* (double)
   state_rate_hz (double, read-only)  rate of gait/state
   <gait>.<param> (double)         every parameter of every gait of this robot, with its range; a change
@@ -61,6 +64,15 @@ COMMAND_PARAMETERS = {
     'accel_turn_rad_s2': (2.0, 0.001, 1000.0, 'turn command changes at most this fast (rad/s^2)'),
 }
 MAX_DT_PERIODS = 3.0   # a late tick advances the gait by at most this many periods
+# Gait at start when the `gait` parameter is not given, by robot kind.
+DEFAULT_GAITS = {'pitch_yaw': 'serpentine', 'planar': 'wheeled_undulation'}
+
+
+def default_gait(robot) -> str:
+    from snake_control.gaits import catalog
+    names = catalog.gaits_for(robot)
+    preferred = DEFAULT_GAITS.get(robot.kind)
+    return preferred if preferred in names else names[0]
 
 
 def _kv(key, value) -> KeyValue:
@@ -74,7 +86,7 @@ class GaitNode(Node):
 
     def __init__(self, **kwargs):
         super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
-        from snake_control.gaits import GaitScheduler, gait_parameters, gaits_for_robot
+        from snake_control.gaits import catalog
 
         ro = dict(read_only=True)
         self.declare_parameter('robot', 'pitch_yaw_32', ParameterDescriptor(
@@ -92,30 +104,38 @@ class GaitNode(Node):
             self.declare_parameter(name, default, ParameterDescriptor(
                 description=text, floating_point_range=[FloatingPointRange(from_value=low, to_value=high)]))
 
-        self.gait_names = list(gaits_for_robot(self.robot))
-        self.declare_parameter('gait', self.gait_names[0], ParameterDescriptor(
+        self.catalog = catalog
+        self.gait_names = list(catalog.gaits_for(self.robot))
+        self.declare_parameter('gait', default_gait(self.robot), ParameterDescriptor(
             description=f'active gait, one of: {", ".join(self.gait_names)}'))
-        # Every gait's parameters as <gait>.<param>, with the library's ranges and meaning.
+        self.declare_parameter('start_from_joint_states', True, ParameterDescriptor(
+            description='wait for the first joint_states and start the gait from that measured pose (so '
+                        'nothing jumps); false: start from the gait\'s own shape', **ro))
+        # Every gait's parameters as <gait>.<param>, with the catalogue's ranges, units and meaning.
         self.gait_param_names = {}
+        self.overrides = {g: {} for g in self.gait_names}
         for gait in self.gait_names:
-            for p in gait_parameters(gait):
+            for p in catalog.gait_spec(gait).params:
                 full = f'{gait}.{p.name}'
                 self.gait_param_names[full] = (gait, p.name)
-                rng = [FloatingPointRange(from_value=float(p.low), to_value=float(p.high))] \
-                    if math.isfinite(p.low) and math.isfinite(p.high) else []
-                self.declare_parameter(full, float(p.default), ParameterDescriptor(
-                    description=f'{p.description} ({p.unit})', floating_point_range=rng))
+                rng = [FloatingPointRange(from_value=float(p.lower), to_value=float(p.upper))] \
+                    if math.isfinite(p.lower) and math.isfinite(p.upper) else []
+                default = p.resolve(self.robot)
+                self.declare_parameter(full, default, ParameterDescriptor(
+                    description=f'{p.meaning} ({p.unit})', floating_point_range=rng))
+                value = float(self.get_parameter(full).value)
+                if value != default:
+                    self.overrides[gait][p.name] = value
 
         self.lock = threading.Lock()
         initial = self.get_parameter('gait').value
         if initial not in self.gait_names:
             raise ValueError(f'parameter gait: unknown gait {initial!r} for robot {self.robot.name}; '
                              f'known: {", ".join(self.gait_names)}')
-        self.scheduler = GaitScheduler(self.robot, gait=initial)
-        for full, (gait, name) in self.gait_param_names.items():
-            value = self.get_parameter(full).value
-            if value is not None:
-                self.scheduler.set_params(gait, {name: float(value)})
+        self.initial_gait = initial
+        self.scheduler = None
+        if not self.get_parameter('start_from_joint_states').value:
+            self._start_scheduler(None)
         self.commands = CommandFilter(self._limits(), self.get_parameter('cmd_timeout_s').value)
         self.estopped = False
         self.hold_positions = None
@@ -137,8 +157,34 @@ class GaitNode(Node):
         self.create_subscription(Twist, 'cmd_vel', self._on_cmd_vel, COMMAND_QOS)
         self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS)
         self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_QOS)
+        if self.scheduler is None:
+            self._joint_states_sub = self.create_subscription(JointState, 'joint_states', self._on_joint_states,
+                                                              STATE_QOS)
         self.get_logger().info(f'{self.robot.name}: {len(self.joint_names)} joints at {self.rate_hz:g} Hz, '
                                f'gait {initial}; gaits: {", ".join(self.gait_names)}')
+
+    def _start_scheduler(self, positions_rad):
+        from snake_control.gaits import GaitScheduler
+        self.scheduler = GaitScheduler(self.robot, gait=self.initial_gait,
+                                       params=self.overrides[self.initial_gait] or None,
+                                       initial_positions_rad=positions_rad)
+
+    def _on_joint_states(self, msg: JointState):
+        """The first complete, finite measurement starts the gait from the robot's actual pose."""
+        if self.scheduler is not None:
+            return
+        index = {n: i for i, n in enumerate(msg.name)}
+        if len(msg.position) != len(msg.name) or not all(n in index for n in self.joint_names):
+            self._warn('joint_states', 'waiting for joint_states naming every joint of the robot')
+            return
+        q = np.array([msg.position[index[n]] for n in self.joint_names], dtype=float)
+        if not np.all(np.isfinite(q)):
+            self._warn('joint_states', 'waiting for finite joint_states')
+            return
+        with self.lock:
+            self._start_scheduler(np.clip(q, self.lower, self.upper))
+        self.get_logger().info(f'measured pose received: starting {self.initial_gait} from it')
+        self.destroy_subscription(self._joint_states_sub)
 
     # -- inputs -----------------------------------------------------------------------------------
     def _warn(self, key: str, text: str, every_s: float = 2.0):
@@ -166,8 +212,11 @@ class GaitNode(Node):
             shown = repr(name)[:60]
             return f'unknown gait {shown} for {self.robot.name}; known: {", ".join(self.gait_names)}'
         with self.lock:
+            if self.scheduler is None:
+                self.initial_gait = name
+                return None
             try:
-                self.scheduler.select(name)
+                self.scheduler.select(name, self.overrides[name] or None)
             except ValueError as exc:
                 self.rejected_selects += 1
                 return str(exc)
@@ -191,7 +240,11 @@ class GaitNode(Node):
             elif not msg.data and self.estopped:
                 self.estopped = False
                 self.commands.hold_zero()
-                self.scheduler.set_command(0.0, 0.0, 0.0)
+                if self.scheduler is not None and self.hold_positions is not None:
+                    # Restart from the held pose at rest, blending back into the gait: the scheduler's
+                    # own velocity from before the stop must not reappear as a jump.
+                    self.initial_gait = self.scheduler.state()['target_gait']
+                    self._start_scheduler(self.hold_positions)
                 self.last_tick_s = None
                 self.get_logger().info('e-stop released: resuming from zero speed')
 
@@ -208,10 +261,16 @@ class GaitNode(Node):
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                     return SetParametersResult(successful=False, reason=f'{p.name}: expected a finite number')
                 with self.lock:
+                    candidate = {**self.overrides[gait], name: float(value)}
                     try:
-                        self.scheduler.set_params(gait, {name: float(value)})
+                        # Validated by the catalogue for every gait; the target gait changes through the
+                        # scheduler's smooth, phase-matched switch.
+                        self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
+                        if self.scheduler is not None and self.scheduler.state()['target_gait'] == gait:
+                            self.scheduler.set_params({name: float(value)})
                     except ValueError as exc:
                         return SetParametersResult(successful=False, reason=f'{p.name}: {exc}')
+                    self.overrides[gait] = candidate
             elif p.name in COMMAND_PARAMETERS:
                 limits_changed = True
         if limits_changed:
@@ -240,6 +299,8 @@ class GaitNode(Node):
     def _on_tick(self):
         now = time.monotonic()
         with self.lock:
+            if self.scheduler is None:
+                return
             if self.estopped:
                 self._publish_hold()
                 return
@@ -263,20 +324,18 @@ class GaitNode(Node):
 
     def _publish_state(self):
         with self.lock:
+            if self.scheduler is None:
+                return
             state = dict(self.scheduler.state())
             tick = None if self.last_tick is None else self.last_tick[2]
             cmd = self.commands.current
             estopped = self.estopped
             rejected = self.commands.rejected + self.rejected_selects
-        saturated, worst = [], 0.0
-        sat = getattr(tick, 'saturation', None)
-        if sat is not None:
-            sat = np.asarray(sat, dtype=float)
-            if sat.shape == (len(self.joint_names),):
-                saturated = [n for n, s in zip(self.joint_names, sat) if abs(s) > 0]
-                worst = float(np.max(np.abs(sat))) if sat.size else 0.0
+        sat = dict(state.get('saturated') or {})
+        saturated = list(sat)
+        worst = max((abs(v) for v in sat.values()), default=0.0)
         msg = DiagnosticStatus(name='gait', hardware_id=self.robot.name)
-        active, target = state.get('active'), state.get('target')
+        active, target = state.get('active_gait'), state.get('target_gait')
         if estopped:
             msg.level, msg.message = DiagnosticStatus.ERROR, f'e-stop: holding ({active})'
         elif saturated:
@@ -286,14 +345,16 @@ class GaitNode(Node):
             msg.level = DiagnosticStatus.OK
             msg.message = f'{active}' + (f' -> {target}' if target and target != active else '')
         values = [_kv('active_gait', active), _kv('target_gait', target),
-                  _kv('transition_progress', float(state.get('progress', 1.0))),
-                  _kv('phase_rad', float(state.get('phase', 0.0))),
+                  _kv('transition_progress', float(state.get('transition_progress', 1.0))),
+                  _kv('phase_rad', float(state.get('phase_rad', 0.0))),
+                  _kv('phase_rate_rad_s', float(state.get('phase_rate_rad_s', 0.0))),
+                  _kv('turn_offset', float(state.get('turn_offset', 0.0))),
                   _kv('command_forward_m_s', cmd[0]), _kv('command_sideways_m_s', cmd[1]),
                   _kv('command_turn_rad_s', cmd[2]), _kv('estop', str(estopped).lower()),
                   _kv('saturated_joints', ','.join(saturated)), _kv('max_saturation_rad', worst),
                   _kv('rejected_commands', rejected)]
-        for gait, params in (state.get('params') or {}).items():
-            values += [_kv(f'{gait}.{k}', float(v)) for k, v in params.items()]
+        values += [_kv(f'{target}.{k}', float(v)) for k, v in (state.get('params') or {}).items()]
+        values.append(_kv('rate_limited_joints', ','.join(state.get('rate_limited') or [])))
         msg.values = values
         self.state_pub.publish(msg)
 
