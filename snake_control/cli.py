@@ -13,6 +13,8 @@ import sys
 # Subcommand name -> module under snake_control.commands. Order is the order in `snake --help`.
 COMMANDS = {
     'urdf': 'urdf',
+    'sim-bus': 'sim_bus',
+    'dxl': 'dxl',
     'bringup': 'bringup',
 }
 

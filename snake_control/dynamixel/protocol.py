@@ -1,0 +1,288 @@
+"""Dynamixel Protocol 2.0 framing as pure functions: CRC-16, byte stuffing, packet build and parse.
+
+Shared by the servo emulator (which must speak the wire format byte for byte) and by tests that
+check the emulator against the e-Manual's vectors. The driver itself sends through ROBOTIS's
+dynamixel_sdk; nothing here talks to a port.
+
+Packet layout (see shared DYNAMIXEL.md):
+
+    instruction: FF FF FD 00 | ID | LEN_L LEN_H | INST | params... | CRC_L CRC_H   LEN = params + 3
+    status:      FF FF FD 00 | ID | LEN_L LEN_H | 55 | ERR | params... | CRC_L CRC_H   LEN = params + 4
+
+Example (the e-Manual's ping of ID 1):
+
+    >>> build_instruction(1, PING).hex(' ')
+    'ff ff fd 00 01 03 00 01 19 4e'
+"""
+from __future__ import annotations
+
+HEADER = b'\xff\xff\xfd\x00'
+BROADCAST_ID = 0xFE
+MAX_ID = 0xFC
+
+PING = 0x01
+READ = 0x02
+WRITE = 0x03
+REG_WRITE = 0x04
+ACTION = 0x05
+FACTORY_RESET = 0x06
+REBOOT = 0x08
+CLEAR = 0x10
+STATUS = 0x55
+SYNC_READ = 0x82
+SYNC_WRITE = 0x83
+FAST_SYNC_READ = 0x8A
+BULK_READ = 0x92
+BULK_WRITE = 0x93
+FAST_BULK_READ = 0x9A
+INSTRUCTIONS = {PING: 'ping', READ: 'read', WRITE: 'write', REG_WRITE: 'reg_write', ACTION: 'action',
+                FACTORY_RESET: 'factory_reset', REBOOT: 'reboot', CLEAR: 'clear',
+                SYNC_READ: 'sync_read', SYNC_WRITE: 'sync_write', FAST_SYNC_READ: 'fast_sync_read',
+                BULK_READ: 'bulk_read', BULK_WRITE: 'bulk_write', FAST_BULK_READ: 'fast_bulk_read'}
+
+# Status ERROR byte: bit 7 is the Alert flag, the low 7 bits one error number.
+ERR_ALERT = 0x80
+ERR_RESULT_FAIL = 1
+ERR_INSTRUCTION = 2
+ERR_CRC = 3
+ERR_DATA_RANGE = 4
+ERR_DATA_LENGTH = 5
+ERR_DATA_LIMIT = 6
+ERR_ACCESS = 7
+ERROR_NAMES = {ERR_RESULT_FAIL: 'result fail', ERR_INSTRUCTION: 'instruction error', ERR_CRC: 'CRC error',
+               ERR_DATA_RANGE: 'data range error', ERR_DATA_LENGTH: 'data length error',
+               ERR_DATA_LIMIT: 'data limit error', ERR_ACCESS: 'access error'}
+
+# Hardware Error Status (register 70) bits.
+HW_INPUT_VOLTAGE = 0x01
+HW_OVERHEATING = 0x04
+HW_MOTOR_ENCODER = 0x08
+HW_ELECTRICAL_SHOCK = 0x10
+HW_OVERLOAD = 0x20
+HARDWARE_ERROR_NAMES = {HW_INPUT_VOLTAGE: 'input voltage', HW_OVERHEATING: 'overheating',
+                        HW_MOTOR_ENCODER: 'motor encoder', HW_ELECTRICAL_SHOCK: 'electrical shock',
+                        HW_OVERLOAD: 'overload'}
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for i in range(256):
+        crc = i << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x8005) if crc & 0x8000 else (crc << 1)
+        table.append(crc & 0xFFFF)
+    return table
+
+
+_CRC_TABLE = _crc_table()
+
+
+def crc16(data: bytes, crc: int = 0) -> int:
+    """CRC-16/BUYPASS (polynomial 0x8005, initial 0, unreflected) of ``data``, continuing from ``crc``.
+
+    >>> hex(crc16(b'123456789'))
+    '0xfee8'
+    """
+    table = _CRC_TABLE
+    for b in data:
+        crc = ((crc << 8) ^ table[((crc >> 8) ^ b) & 0xFF]) & 0xFFFF
+    return crc
+
+
+def stuff(payload: bytes) -> bytes:
+    """Insert FD after every FF FF FD in ``payload`` (instruction/status and parameters).
+
+    The header that precedes the payload ends in FD 00, so only sequences inside the payload count.
+
+    >>> stuff(bytes.fromhex('ff ff fd 01')).hex(' ')
+    'ff ff fd fd 01'
+    """
+    out = bytearray()
+    for b in payload:
+        out.append(b)
+        if b == 0xFD and len(out) >= 3 and out[-2] == 0xFF and out[-3] == 0xFF:
+            out.append(0xFD)
+    return bytes(out)
+
+
+def unstuff(payload: bytes) -> bytes:
+    """Remove the FD inserted after each FF FF FD (inverse of stuff)."""
+    out = bytearray()
+    i, n = 0, len(payload)
+    while i < n:
+        b = payload[i]
+        out.append(b)
+        if b == 0xFD and len(out) >= 3 and out[-2] == 0xFF and out[-3] == 0xFF and i + 1 < n \
+                and payload[i + 1] == 0xFD:
+            i += 1          # skip the stuffed FD
+        i += 1
+    return bytes(out)
+
+
+def _frame(servo_id: int, body: bytes, do_stuff: bool = True) -> bytes:
+    body = stuff(body) if do_stuff else body
+    length = len(body) + 2
+    head = HEADER + bytes((servo_id, length & 0xFF, length >> 8))
+    crc = crc16(body, crc16(head))
+    return head + body + bytes((crc & 0xFF, crc >> 8))
+
+
+def build_instruction(servo_id: int, instruction: int, params: bytes = b'') -> bytes:
+    """A complete, stuffed instruction packet with its CRC.
+
+    >>> build_instruction(1, PING).hex(' ')
+    'ff ff fd 00 01 03 00 01 19 4e'
+    """
+    if not 0 <= servo_id <= 0xFE:
+        raise ValueError(f'servo_id must be 0..254, got {servo_id}')
+    return _frame(servo_id, bytes((instruction,)) + bytes(params))
+
+
+def build_status(servo_id: int, error: int, params: bytes = b'') -> bytes:
+    """A complete, stuffed status packet.
+
+    >>> build_status(1, 0, bytes((0x06, 0x04, 0x26))).hex(' ')
+    'ff ff fd 00 01 07 00 55 00 06 04 26 65 5d'
+    """
+    return _frame(servo_id, bytes((STATUS, error)) + bytes(params))
+
+
+def build_fast_status(blocks: list[tuple[int, int, bytes]]) -> bytes:
+    """The single reply packet of a fast sync/bulk read: blocks of (error, id, data), not stuffed.
+
+    Each block ends with the running CRC of every byte before it (header, earlier blocks and their
+    CRCs), so the last block's CRC is the packet CRC the SDK checks. LEN = 1 + sum(len(data) + 4).
+    """
+    length = 1 + sum(len(d) + 4 for _, _, d in blocks)
+    out = bytearray(HEADER + bytes((BROADCAST_ID, length & 0xFF, length >> 8, STATUS)))
+    crc = crc16(out)
+    for error, servo_id, data in blocks:
+        chunk = bytes((error, servo_id)) + bytes(data)
+        crc = crc16(chunk, crc)
+        tail = bytes((crc & 0xFF, crc >> 8))
+        out += chunk + tail
+        crc = crc16(tail, crc)      # the next block's CRC runs over this one's CRC bytes too
+    return bytes(out)
+
+
+class Packet:
+    """One received packet: id, instruction (0x55 for status), params (unstuffed), raw length."""
+
+    __slots__ = ('servo_id', 'instruction', 'params', 'crc_ok', 'size')
+
+    def __init__(self, servo_id: int, instruction: int, params: bytes, crc_ok: bool, size: int):
+        self.servo_id, self.instruction, self.params = servo_id, instruction, params
+        self.crc_ok, self.size = crc_ok, size
+
+    def __repr__(self):
+        return (f'Packet(id={self.servo_id}, inst=0x{self.instruction:02x}, params={self.params.hex()}, '
+                f'crc_ok={self.crc_ok})')
+
+
+class PacketParser:
+    """Incremental parser: feed bytes, get complete packets (bad-CRC ones flagged, not dropped).
+
+    Hunts for FF FF FD 00, skipping the stuffed FF FF FD FD, and discards bytes before a header.
+    """
+
+    MAX_LENGTH = 4096
+
+    def __init__(self):
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Packet]:
+        self.buffer += data
+        out = []
+        buf = self.buffer
+        while True:
+            start = buf.find(HEADER)
+            if start < 0:
+                # Keep a possible partial header at the end.
+                keep = 3 if len(buf) >= 3 else len(buf)
+                del buf[:len(buf) - keep]
+                return out
+            if start:
+                del buf[:start]
+            if len(buf) < 7:
+                return out
+            length = buf[5] | (buf[6] << 8)
+            if length < 3 or length > self.MAX_LENGTH:
+                del buf[:1]      # not a real header
+                continue
+            total = 7 + length
+            if len(buf) < total:
+                return out
+            raw = bytes(buf[:total])
+            crc_ok = crc16(raw[:-2]) == (raw[-2] | (raw[-1] << 8))
+            body = unstuff(raw[7:-2])
+            out.append(Packet(raw[4], body[0] if body else -1, body[1:], crc_ok, total))
+            if crc_ok:
+                del buf[:total]
+            else:
+                # A corrupted length could swallow the next packet: resume hunting after this header.
+                del buf[:4]
+
+
+def parse_status(raw: bytes) -> tuple[int, int, bytes]:
+    """(id, error, params) of one complete status packet; ValueError on bad framing or CRC."""
+    if len(raw) < 11 or raw[:4] != HEADER:
+        raise ValueError(f'not a status packet: {raw.hex(" ")}')
+    length = raw[5] | (raw[6] << 8)
+    if len(raw) != 7 + length:
+        raise ValueError(f'status length {length} does not match {len(raw)} bytes')
+    if crc16(raw[:-2]) != (raw[-2] | (raw[-1] << 8)):
+        raise ValueError(f'status CRC mismatch: {raw.hex(" ")}')
+    body = unstuff(raw[7:-2])
+    if body[0] != STATUS:
+        raise ValueError(f'instruction 0x{body[0]:02x} is not a status')
+    return raw[4], body[1], body[2:]
+
+
+def parse_fast_blocks(raw: bytes, lengths: list[int]) -> list[tuple[int, int, bytes]]:
+    """Blocks (error, id, data) of a fast sync/bulk read reply, as far as their running CRCs hold.
+
+    ``raw`` may be truncated (a servo missing from the chain) or corrupted partway: every block whose
+    running CRC checks is returned, in order, and parsing stops at the first that does not.
+    ``lengths`` gives each expected block's data length in reply order.
+    """
+    out = []
+    if len(raw) < 8 or raw[:4] != HEADER or raw[4] != BROADCAST_ID or raw[7] != STATUS:
+        return out
+    crc = crc16(raw[:8])
+    idx = 8
+    for n in lengths:
+        end = idx + 2 + n
+        if end + 2 > len(raw):
+            break
+        crc = crc16(raw[idx:end], crc)
+        if crc != (raw[end] | (raw[end + 1] << 8)):
+            break
+        crc = crc16(raw[end:end + 2], crc)
+        out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        idx = end + 2
+    return out
+
+
+def le(value: int, size: int) -> bytes:
+    """Little-endian bytes of ``value`` (two's complement when negative) in ``size`` bytes."""
+    return (value & ((1 << (8 * size)) - 1)).to_bytes(size, 'little')
+
+
+def from_le(data: bytes, signed: bool = False) -> int:
+    return int.from_bytes(data, 'little', signed=signed)
+
+
+def decode_error(error: int) -> list[str]:
+    """Names of what a status ERROR byte reports (empty when 0)."""
+    names = []
+    if error & ERR_ALERT:
+        names.append('alert (hardware error latched)')
+    code = error & 0x7F
+    if code:
+        names.append(ERROR_NAMES.get(code, f'unknown error {code}'))
+    return names
+
+
+def decode_hardware_error(status: int) -> list[str]:
+    """Names of the bits set in Hardware Error Status (register 70)."""
+    return [name for bit, name in HARDWARE_ERROR_NAMES.items() if status & bit]
