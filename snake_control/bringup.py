@@ -192,8 +192,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                         _destroy(nodes.pop(name))
                     except Exception as exc:  # keep shutting the rest down
                         log(f'error while stopping {name}: {exc}')
-            if sim is not None and result.port:
-                result.torque_off = torque_is_off(result.port, args)
+            if sim is not None:
+                result.torque_off = torque_is_off(sim)
             if sim is not None:
                 sim.stop()
             if 'recorder' in nodes:
@@ -215,26 +215,10 @@ def _spin(executor, context, stop):
         executor.spin_once(timeout_sec=0.05)
 
 
-def torque_is_off(port: str, args: GraphArgs) -> bool | None:
-    """Read Torque Enable (address 64) of every servo of the robot on the bus; True when all are 0,
-    None when the bus does not answer."""
-    from snake_control.robot import load_robot
+def torque_is_off(sim) -> bool | None:
+    """Ask the emulated bus whether every servo's torque is off (None when it does not answer)."""
     try:
-        from dynamixel_sdk import COMM_SUCCESS, PacketHandler, PortHandler
-    except ImportError:
+        servos = sim.query('state', timeout_s=5.0)['servos']
+    except (RuntimeError, KeyError, OSError, ValueError):
         return None
-    robot = load_robot(args.robot)
-    handler = PortHandler(port)
-    packet = PacketHandler(2.0)
-    try:
-        if not handler.openPort() or not handler.setBaudRate(args.baud or robot.bus.baud):
-            return None
-        states = []
-        for servo_id in robot.servo_ids:
-            value, comm, _ = packet.read1ByteTxRx(handler, int(servo_id), 64)
-            if comm != COMM_SUCCESS:
-                return None
-            states.append(value)
-        return all(v == 0 for v in states)
-    finally:
-        handler.closePort()
+    return all(not s['torque'] for s in servos.values())

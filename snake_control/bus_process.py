@@ -1,12 +1,13 @@
 """Start the emulated servo bus (`snake sim-bus`) as a child process and learn its device path.
 
 The emulator runs in its own process so it never shares the controller's interpreter lock. It prints
-the pseudo-terminal it serves (e.g. /dev/pts/7) on a line of its own; the driver opens that path like a
+the pseudo-terminal it serves (a path such as /tmp/snake-sim-bus-XXXX/ttyDXL) on a line of its own; the driver opens that path like a
 USB adapter. Used by `snake bringup --bus sim`, by gait.launch.py with bus:=sim, and by tests.
 """
 from __future__ import annotations
 
 import collections
+import json
 import os
 import queue
 import subprocess
@@ -18,12 +19,41 @@ from pathlib import Path
 
 class SimBus:
     """A running `snake sim-bus`; `port` is its device path. Stop it with stop() or a with-block.
-    `output` keeps the last lines it printed (stdout and stderr) for error messages."""
+    `output` keeps the last lines it printed (stdout and stderr) for error messages; query() talks to
+    its control channel (one command line in, one JSON line out: state, goals, silent, trip, ...)."""
 
-    def __init__(self, process: subprocess.Popen, port: str, output: collections.deque):
+    def __init__(self, process: subprocess.Popen, port: str, output: collections.deque, lines: queue.Queue):
         self.process, self.port, self.output = process, port, output
+        self._lines = lines
+        self._query_lock = threading.Lock()
+
+    def query(self, command: str, timeout_s: float = 10.0) -> dict:
+        """Send one control-channel command and return its JSON answer (RuntimeError if none)."""
+        with self._query_lock:
+            while not self._lines.empty():      # drop anything unsolicited
+                self._lines.get_nowait()
+            self.process.stdin.write(command.strip() + '\n')
+            self.process.stdin.flush()
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                try:
+                    line = self._lines.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if line is None:
+                    break
+                try:
+                    return json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+            raise RuntimeError(f'sim-bus did not answer {command!r}')
 
     def stop(self, timeout_s: float = 5.0) -> int | None:
+        if self.process.stdin and not self.process.stdin.closed:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -44,7 +74,7 @@ def _device_path(line: str) -> str | None:
     """The device path printed on a line of sim-bus output, if the line holds one."""
     for word in line.replace('=', ' ').split():
         word = word.strip('\'",;')
-        if word.startswith('/dev/') or (word.startswith('/') and 'pty' in word):
+        if word.startswith('/') and Path(word).exists():
             return word
     return None
 
@@ -57,6 +87,7 @@ def _pump(stream, lines: collections.deque, first: queue.Queue | None):
             first.put(line)
     if first is not None:
         first.put(None)
+    stream.close()
 
 
 def start_sim_bus(robot: str, baud: int, physics: str | None = None, extra: tuple[str, ...] = (),
@@ -68,7 +99,8 @@ def start_sim_bus(robot: str, baud: int, physics: str | None = None, extra: tupl
         cmd += ['--physics', physics]
     cmd += list(extra)
     env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
     output: collections.deque = collections.deque(maxlen=200)
     stdout_lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, output, stdout_lines), daemon=True).start()
@@ -83,7 +115,7 @@ def start_sim_bus(robot: str, baud: int, physics: str | None = None, extra: tupl
             break
         path = _device_path(line)
         if path and Path(path).exists():
-            return SimBus(proc, path, output)
+            return SimBus(proc, path, output, stdout_lines)
     if proc.poll() is None:
         proc.kill()
     proc.wait()
