@@ -43,6 +43,16 @@ class BringupResult:
     port: str | None = None
 
 
+@dataclass
+class BringupRun:
+    """A running bringup, as the on_ready/before_stop hooks see it."""
+
+    nodes: dict
+    sim: object
+    context: object
+    executor: object
+
+
 def parameters_file(specs: list[NodeSpec], folder: Path) -> Path:
     """A ROS 2 parameters YAML with one section per node (fully qualified names)."""
     doc = {spec.fqn: {'ros__parameters': dict(spec.parameters)} for spec in specs if spec.parameters}
@@ -75,10 +85,11 @@ def _destroy(node):
 
 def run_bringup(args: GraphArgs, script: str | None = None, record: str | None = None,
                 duration_s: float | None = None, log=print, status_period_s: float = 2.0,
-                stop_event: threading.Event | None = None, on_ready=None) -> BringupResult:
+                stop_event: threading.Event | None = None, on_ready=None, before_stop=None) -> BringupResult:
     """Run the graph until duration_s (or the script's end), SIGINT/SIGTERM or stop_event.
 
-    on_ready(nodes: dict name -> node), if given, is called once every node exists (tests hook in here).
+    on_ready(run) is called once every node exists and before_stop(run) when the run ends, before anything
+    is shut down (tests and benchmarks hook in here); run is a BringupRun (nodes, sim, context, executor).
     Shutdown order: script and teleop first, then gait, then the driver (which turns torque off), then
     the emulated bus, then the recorder's file is finished.
     """
@@ -155,8 +166,9 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
 
             spin = threading.Thread(target=_spin, args=(executor, context, stop), daemon=True)
             spin.start()
+            run = BringupRun(nodes, sim, context, executor)
             if on_ready is not None:
-                on_ready(nodes)
+                on_ready(run)
             if 'script_player' in nodes:
                 nodes['script_player'].start()
             start = time.monotonic()
@@ -176,6 +188,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 stop.wait(0.05)
             result.stop_reason = result.stop_reason or 'stop requested'
             result.duration_s = time.monotonic() - start
+            if before_stop is not None:
+                before_stop(run)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             result.final_odom_xy_yaw = bringup.odom_xy_yaw

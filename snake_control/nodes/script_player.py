@@ -29,6 +29,7 @@ class ScriptPlayer(Node):
         self.done = threading.Event()
         self.started_s = None
         self.sent = 0
+        self.sent_log = []          # (monotonic time just before publishing, event index)
         self.joy_pub = self.create_publisher(Joy, 'joy', COMMAND_QOS)
         self.create_timer(1.0 / self.script.rate_hz, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
@@ -52,5 +53,6 @@ class ScriptPlayer(Node):
         msg = Joy(axes=joy[0], buttons=joy[1])
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = 'script'
+        self.sent_log.append((time.monotonic(), self.script.event_index_at(t)))
         self.joy_pub.publish(msg)
         self.sent += 1
