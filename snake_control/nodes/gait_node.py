@@ -138,6 +138,7 @@ class GaitNode(Node):
             self._start_scheduler(None)
         self.commands = CommandFilter(self._limits(), self.get_parameter('cmd_timeout_s').value)
         self.estopped = False
+        self.estop_stamps_ns = []   # when each e-stop reached this node (ROS time, ns): tests compare stamps
         self.hold_positions = None
         self.last_tick = None
         self.last_tick_s = None
@@ -232,6 +233,7 @@ class GaitNode(Node):
     def _on_estop(self, msg: Bool):
         with self.lock:
             if msg.data and not self.estopped:
+                self.estop_stamps_ns.append(self.get_clock().now().nanoseconds)
                 self.estopped = True
                 self.commands.hold_zero()
                 self.hold_positions = None if self.last_tick is None else self.last_tick[0].copy()
