@@ -12,6 +12,7 @@ import sys
 
 # Subcommand name -> module under snake_control.commands. Order is the order in `snake --help`.
 COMMANDS = {
+    'demo': 'demo',
     'urdf': 'urdf',
     'sim-bus': 'sim_bus',
     'dxl': 'dxl',

@@ -142,14 +142,14 @@ def so3_log(r) -> np.ndarray:
     cos_theta = np.clip((np.trace(r) - 1.0) / 2.0, -1.0, 1.0)
     theta = np.arccos(cos_theta)
     if theta < _SMALL_ANGLE:
-        return so3_vee(r - r.T) * (1.0 + theta ** 2 / 6.0)  # theta / sin(theta)
+        return so3_vee(r) * (1.0 + theta ** 2 / 6.0)  # so3_vee(r) = sin(theta) axis; times theta/sin(theta)
     if np.pi - theta < 1e-6:
         # Near pi the skew part vanishes: take the axis from the symmetric part.
         m = (r + np.eye(3)) / 2.0
         i = int(np.argmax(np.diag(m)))
         axis = m[:, i] / np.sqrt(m[i, i])
         return axis / np.linalg.norm(axis) * theta
-    return so3_vee(r - r.T) * theta / np.sin(theta)
+    return so3_vee(r) * theta / np.sin(theta)
 
 
 def se3_matrix(rotation, translation) -> np.ndarray:

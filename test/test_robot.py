@@ -1,0 +1,184 @@
+"""Robot YAML loading: every shipped robot loads; every malformed file is refused with a message that
+names the file, the key path and the problem, and nothing crashes with another exception."""
+import copy
+import math
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from snake_control.paths import robot_names, robots_dir
+from snake_control.robot import RobotConfigError, load_robot, robot_from_dict, robot_from_yaml
+
+SHIPPED = robot_names()
+
+
+def test_shipped_robots_are_the_three_of_the_design():
+    assert set(SHIPPED) >= {'pitch_yaw_32', 'wheeled_8', 'kinematic_snake_3'}
+
+
+@pytest.mark.parametrize('name', SHIPPED)
+def test_every_shipped_robot_loads_and_is_consistent(name):
+    robot = load_robot(name)
+    assert robot.name == name
+    assert robot.n_links == robot.n_joints + 1
+    assert len(set(robot.servo_ids)) == robot.n_joints
+    assert len(set(robot.joint_names)) == robot.n_joints
+    assert (robot.lower_rad < robot.upper_rad).all()
+    if robot.kind == 'planar':
+        assert robot.wheels is not None and set(robot.axes) == {'yaw'}
+
+
+def test_pitch_yaw_32_alternates_axes_and_flips_yaw_servos():
+    robot = load_robot('pitch_yaw_32')
+    assert robot.n_joints == 32
+    assert robot.axes == ['pitch', 'yaw'] * 16
+    assert [j.direction for j in robot.joints] == [1, -1] * 16
+    assert robot.bus.servo.name == 'XM430-W350'
+    assert robot.bus.servo.model_number == 1020
+
+
+def test_wheeled_and_three_link_shapes():
+    assert load_robot('wheeled_8').n_links == 8
+    assert load_robot('kinematic_snake_3').n_joints == 2
+
+
+def test_servo_angle_mapping_round_trips():
+    joint = load_robot('pitch_yaw_32').joints[1]
+    assert joint.direction == -1
+    assert joint.servo_angle_rad(0.3) == pytest.approx(-0.3 + joint.offset_rad)
+    assert joint.joint_angle_rad(joint.servo_angle_rad(0.3)) == pytest.approx(0.3)
+
+
+def _base():
+    return yaml.safe_load((robots_dir() / 'wheeled_8.yaml').read_text())
+
+
+def _set(path, value):
+    def edit(data):
+        node = data
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+    return edit
+
+
+def _delete(path):
+    def edit(data):
+        node = data
+        for k in path[:-1]:
+            node = node[k]
+        del node[path[-1]]
+    return edit
+
+
+def _copy_field(path_to, path_from):
+    def edit(data):
+        src = data
+        for k in path_from:
+            src = src[k]
+        _set(path_to, src)(data)
+    return edit
+
+
+@pytest.mark.parametrize('edit, key, problem', [
+    (_set(('link', 'lenght_m'), 0.1), 'link.lenght_m', 'unknown key'),
+    (_delete(('link', 'mass_kg')), 'link.mass_kg', 'missing'),
+    (_set(('link', 'length_m'), 'long'), 'link.length_m', 'expected a number'),
+    (_copy_field(('joints', 3, 'id'), ('joints', 1, 'id')), 'joints[3].id', 'also joints[1]'),
+    (_copy_field(('joints', 2, 'name'), ('joints', 0, 'name')), 'joints[2].name', 'duplicate joint name'),
+    (_set(('joints', 0, 'upper_rad'), 3.5), 'joints[0].upper_rad', 'outside the XM430-W350 position range'),
+    (_set(('joints', 0, 'offset_rad'), 2.5), 'joints[0]', 'position range'),
+    (_set(('link', 'length_m'), 0), 'link.length_m', 'must be positive'),
+    (_set(('wheels', 'radius_m'), math.nan), 'wheels.radius_m', 'finite'),
+    (_set(('joints', 0, 'axis'), 'pitch'), 'joints[0].axis', 'yaw joints only'),
+    (_set(('bus', 'baud'), 1234), 'bus.baud', 'not a Dynamixel baud rate'),
+    (_set(('joints', 4, 'direction'), 0), 'joints[4].direction', 'must be 1 or -1'),
+    (_set(('joint_defaults', 'velocity_limit_rad_s'), -1), 'joint_defaults.velocity_limit_rad_s', 'positive'),
+    (_set(('joints',), []), 'joints', 'at least 2 joints'),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_bad_field_is_refused_with_its_key_path(edit, key, problem):
+    data = _base()
+    edit(data)
+    with pytest.raises(RobotConfigError) as err:
+        robot_from_dict(data, 'robots/bad.yaml')
+    assert str(err.value).startswith('robots/bad.yaml: '), err.value
+    assert key in err.value.key, err.value
+    assert problem in err.value.problem, err.value
+
+
+def test_bad_yaml_syntax_names_line():
+    with pytest.raises(RobotConfigError) as err:
+        robot_from_yaml('name: [unclosed\n', 'robots/broken.yaml')
+    assert 'robots/broken.yaml' in str(err.value) and 'line' in str(err.value)
+
+
+def test_missing_file_names_it():
+    with pytest.raises(FileNotFoundError, match='no_such_robot'):
+        load_robot('no_such_robot')
+
+
+# --- property-based: random corruption of a valid file ----------------------------------------
+
+def _paths(node, prefix=()):
+    """Every key path in a nested YAML structure."""
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, prefix + (i,))
+
+
+junk = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                 st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
+                 st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=4), st.integers(), max_size=2))
+
+
+@st.composite
+def corrupted(draw):
+    data = _base() if draw(st.booleans()) else yaml.safe_load((robots_dir() / 'pitch_yaw_32.yaml').read_text())
+    paths = [p for p in _paths(data) if p]
+    path = draw(st.sampled_from(paths))
+    parent = data
+    for k in path[:-1]:
+        parent = parent[k]
+    action = draw(st.sampled_from(['replace', 'delete', 'add']))
+    if action == 'replace':
+        parent[path[-1]] = draw(junk)
+    elif action == 'delete':
+        del parent[path[-1]]
+    elif isinstance(parent, dict):
+        parent[draw(st.text(min_size=1, max_size=6))] = draw(junk)
+    else:
+        parent.append(draw(junk))
+    return data
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corrupted())
+def test_corrupted_files_are_refused_with_a_named_key_or_accepted_whole(data):
+    original = copy.deepcopy(data)
+    try:
+        robot = robot_from_dict(data, 'robots/fuzz.yaml')
+    except RobotConfigError as err:
+        assert str(err).startswith('robots/fuzz.yaml: ')
+        assert err.problem
+        return
+    # Some corruptions are still valid files (a new description, a changed ID that stays unique):
+    # then the model must reflect the file and stay safe to drive.
+    assert data == original
+    assert all(math.isfinite(v) for v in (*robot.lower_rad, *robot.upper_rad, robot.link_length_m))
+    assert (robot.lower_rad < robot.upper_rad).all()
+    assert len(set(robot.servo_ids)) == robot.n_joints
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=200))
+def test_arbitrary_text_never_crashes(text):
+    try:
+        robot_from_yaml(text, 'robots/text.yaml')
+    except RobotConfigError as err:
+        assert str(err).startswith('robots/text.yaml')
