@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytest.importorskip('snake_control.nodes.driver_node', reason='driver_node not merged yet')
+pytest.importorskip('snake_control.nodes.estimator_node', reason='estimator_node not merged yet')
 
 ROBOT = 'wheeled_8'
 
