@@ -134,6 +134,8 @@ class GraphArgs:
                                                           self.namespace.strip('/')):
             raise ValueError(f'launch argument namespace: not a valid ROS namespace: {self.namespace!r}')
         resolve_robot(self.robot)  # FileNotFoundError naming the shipped robots
+        from snake_control.teleop import load_teleop_config
+        load_teleop_config(self.teleop)  # a bad gamepad map fails here, before anything starts
         return self
 
 
