@@ -114,7 +114,7 @@ def _load_launch(name):
 
 @pytest.mark.parametrize('name', ['gait.launch.py', 'display.launch.py'])
 def test_launch_file_builds(name):
-    pytest.importorskip('launch', reason='launch is not installed (ROS 2 only, not on PyPI)')
+    pytest.importorskip('launch.actions', reason='launch is not installed (ROS 2 only, not on PyPI)')
     pytest.importorskip('launch_ros', reason='launch_ros is not installed (ROS 2 only, not on PyPI)')
     from launch import LaunchContext
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
