@@ -144,7 +144,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             for name in STARTUP_ORDER:
                 spec = by_name[name]
                 log(f'starting {spec.fqn}')
-                node = node_class(spec)(context=context)
+                # The graph's node name, whatever name the class gives itself.
+                node = node_class(spec)(context=context, cli_args=['--ros-args', '-r', f'__node:={spec.name}'])
                 nodes[name] = node
                 executor.add_node(node)
             bringup = BringupNode(args.robot, context=context)

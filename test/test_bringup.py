@@ -33,13 +33,13 @@ def test_parameters_reach_an_in_process_node(tmp_path):
     from rclpy.context import Context
 
     from snake_control.nodes.teleop_node import TeleopNode
-    spec = NodeSpec('snake_control', 'teleop_node', 'teleop_node', 'snake2',
+    spec = NodeSpec('snake_control', 'teleop_node', 'pad_teleop', 'snake2',
                     {'teleop': 'playstation', 'gait_cycle': ['rolling', 'serpentine']})
     ctx = Context()
     rclpy.init(args=context_arguments([spec], 'snake2', parameters_file([spec], tmp_path)), context=ctx)
     try:
-        node = TeleopNode(context=ctx)
-        assert node.get_namespace() == '/snake2'
+        node = TeleopNode(context=ctx, cli_args=['--ros-args', '-r', '__node:=pad_teleop'])
+        assert node.get_namespace() == '/snake2' and node.get_name() == 'pad_teleop'
         assert node.mapper.config.name == 'playstation'
         assert node.mapper.gait_cycle == ('rolling', 'serpentine')
         node.destroy_node()
