@@ -231,6 +231,8 @@ class Servo:
 
     def write(self, address: int, data: bytes, now: float) -> int:
         """Apply a write; return the status error code (0 when accepted)."""
+        if address == ADDR_GOAL and len(data) == 4:
+            return self._write_goal(P.from_le(data, True), data, now)
         if not data:
             return P.ERR_DATA_LENGTH
         if address + len(data) > CONTROL_TABLE_SIZE:
@@ -265,6 +267,19 @@ class Servo:
         if self.profile() != old_profile:
             self._profile_changed = True
         return 0
+
+    def _write_goal(self, goal: int, data: bytes, now: float) -> int:
+        """Goal Position alone (every cycle of a driver): the same checks as write(), without copies."""
+        t = self.table
+        err = 0
+        if t[ADDR_WATCHDOG] == 0xFF:
+            err = P.ERR_DATA_RANGE
+        elif t[11] in (3, 5) and not (P.from_le(t[52:56]) <= goal <= P.from_le(t[48:52])):
+            err = P.ERR_DATA_LIMIT
+        self.goal_log.append((now, goal, err == 0))
+        if not err:
+            t[ADDR_GOAL:ADDR_GOAL + 4] = data
+        return err
 
     def _validate(self, new: bytearray, touched: set) -> int:
         def val(name):
@@ -381,6 +396,7 @@ class BusEmulator:
         self._silent_abs = {i: (self.t0 + a, self.t0 + b) for i, (a, b) in self.faults.silent.items()}
         self._corrupt_countdown = self._next_corrupt()
         self.stop_requested = False
+        self._last_rx = 0.0
         self.counters = {'packets': 0, 'crc_errors': 0, 'replies': 0, 'dropped': 0, 'corrupted_bytes': 0}
         self._open_pty()
 
@@ -686,8 +702,8 @@ class BusEmulator:
                                    'temperature': s.temperature_c}
                 return {'servos': out, 'counters': self.counters, 'plugged': self.master >= 0}
             if cmd == 'goals':
-                return {'goals': [[round(t - self.t0, 6), i, g, ok]
-                                  for i, s in self.servos.items() for t, g, ok in s.goal_log]}
+                return {'goals': sorted([round(t - self.t0, 6), s.id, g, ok]
+                                        for s in self.servos.values() for t, g, ok in s.goal_log)}
             if cmd == 'silent':
                 self.silence(int(args[0]), float(args[1]) if len(args) > 1 else math.inf)
             elif cmd == 'trip':
@@ -729,6 +745,11 @@ class BusEmulator:
             except (BlockingIOError, OSError):
                 data = b''
             if data:
+                # A packet never pauses mid-way (writers send whole packets): bytes left waiting from
+                # an earlier burst are a garbled header (a corrupted LEN) and must not swallow this one.
+                if self.parser.buffer and now - self._last_rx > 0.001:
+                    self.parser.buffer.clear()
+                self._last_rx = now
                 self._serve(self._corrupt(data), now)
         return [fd for fd in ready if fd in extra_fds]
 

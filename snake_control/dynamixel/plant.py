@@ -91,8 +91,11 @@ class MotorModel(Plant):
                 if on:
                     amax, vmax = self.amax[sid], self.vmax[sid]
                     e = goal - q
-                    v_des = math.copysign(min(vmax, math.sqrt(2.0 * amax * abs(e))), e)
-                    dv = max(-amax * h, min(amax * h, v_des - v))
+                    ah = amax * h
+                    # Fastest speed from which discrete steps of ah still stop exactly on the goal.
+                    v_stop = ah * (math.sqrt(0.25 + 2.0 * abs(e) / (ah * h)) - 0.5)
+                    v_des = math.copysign(min(vmax, v_stop), e)
+                    dv = max(-ah, min(ah, v_des - v))
                     acc = dv / h
                     v += dv
                     q_next = q + v * h

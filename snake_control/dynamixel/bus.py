@@ -1,0 +1,388 @@
+"""A servo bus on ROBOTIS's dynamixel_sdk with its traps coded around.
+
+- ``SnakePortHandler`` (a PortHandler): monotonic clock instead of the wall clock; reads block in
+  select() until the bytes the SDK asked for arrive or its packet deadline passes (the SDK polls a
+  non-blocking port in a loop, which eats a core); every packet timeout is wire time plus a margin the
+  caller chooses from its control period, never the SDK's 2 x 16 ms + 2 ms floor; a vanished device
+  (USB adapter unplugged, EIO) raises PortGone.
+- ``ServoBus``: transactions that always release the SDK's port-busy flag (an exception between send
+  and receive otherwise leaves every later call failing with PORT_BUSY); reads that return per-servo
+  results, so one silent servo never turns everyone's data into zeros; fast sync read whose partial
+  replies still deliver the blocks before the gap; errors as exceptions naming the servo and the port.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import select
+import time
+from contextlib import contextmanager
+
+import dynamixel_sdk as sdk
+
+from snake_control.dynamixel import protocol as P
+from snake_control.dynamixel.models import REGISTER_BY_BAUD, register
+
+SUPPORTED_BAUDS = tuple(sorted(REGISTER_BY_BAUD))
+
+
+class DxlError(Exception):
+    """A failed exchange with one servo (communication or servo-reported)."""
+
+
+class CommError(DxlError, ConnectionError):
+    """No valid reply: timeout, corrupted packet, transmit failure."""
+
+
+class ServoError(DxlError):
+    """The servo answered with an error byte (Access, Data Limit, ...)."""
+
+    def __init__(self, message: str, error: int):
+        super().__init__(message)
+        self.error = error
+
+
+class PortGone(ConnectionError):
+    """The serial device disappeared or failed (adapter unplugged, EIO)."""
+
+
+class SnakePortHandler(sdk.PortHandler):
+    """PortHandler with a monotonic clock, blocking reads and caller-chosen timeout margins."""
+
+    def __init__(self, port_name: str, margin_ms: float = 5.0):
+        super().__init__(port_name)
+        self.margin_ms = margin_ms
+        # Bytes written but not answered (a sync write): a reply can only start after they have left
+        # the adapter, so the next timeout includes their wire time.
+        self.backlog_bytes = 0
+
+    def take_backlog_ms(self, request_bytes: int) -> float:
+        """Wire time of the unanswered backlog plus this request (ms); clears the backlog."""
+        ms = (self.backlog_bytes + request_bytes) * self.tx_time_per_byte
+        self.backlog_bytes = 0
+        return ms
+
+    def getCurrentTime(self):
+        return time.monotonic() * 1000.0
+
+    def setPacketTimeout(self, packet_length):
+        # Wire time of the expected bytes plus our margin (the SDK adds 2 x 16 ms latency + 2 ms).
+        self.packet_start_time = self.getCurrentTime()
+        self.packet_timeout = self.tx_time_per_byte * packet_length + self.take_backlog_ms(14) + self.margin_ms
+
+    def setBaudRate(self, baudrate):
+        try:
+            return super().setBaudRate(baudrate)
+        except (OSError, ValueError) as exc:
+            raise PortGone(f'{self.port_name}: cannot open at {baudrate} baud: {exc}') from exc
+
+    def readPort(self, length):
+        if length <= 0:
+            return b''
+        fd = self.ser.fd
+        out = b''
+        deadline = self.packet_start_time + self.packet_timeout
+        selected = False
+        while True:
+            try:
+                chunk = os.read(fd, length - len(out))
+            except BlockingIOError:
+                chunk = None
+            except OSError as exc:
+                raise PortGone(f'{self.port_name}: read failed: {exc}') from exc
+            if chunk == b'' and selected:
+                # With VMIN = 0 an empty read only means "no data", unless select said it was ready.
+                raise PortGone(f'{self.port_name}: device hung up')
+            if chunk:
+                out += chunk
+                if len(out) >= length:
+                    return out
+            selected = False
+            remaining_s = (deadline - self.getCurrentTime()) / 1000.0
+            if remaining_s <= 0:
+                return out
+            try:
+                ready, _, _ = select.select([fd], [], [], remaining_s)
+            except (OSError, ValueError) as exc:
+                raise PortGone(f'{self.port_name}: {exc}') from exc
+            if not ready:
+                return out
+            selected = True
+
+    def writePort(self, packet):
+        try:
+            return os.write(self.ser.fd, bytes(packet))
+        except OSError as exc:
+            raise PortGone(f'{self.port_name}: write failed: {exc}') from exc
+
+    def clearPort(self):
+        try:
+            self.ser.reset_input_buffer()
+        except Exception as exc:      # termios.error on a hung-up tty
+            raise PortGone(f'{self.port_name}: {exc}') from exc
+
+    def closePort(self):
+        try:
+            if self.ser is not None:
+                self.ser.close()
+        except Exception:
+            pass
+        self.is_open = False
+
+
+def usb_latency_timer_ms(port: str, sysfs_root: str = '/sys/bus/usb-serial/devices') -> int | None:
+    """The latency timer of a USB-serial port (ttyUSBn) from sysfs, or None when not applicable."""
+    name = os.path.basename(os.path.realpath(port))
+    if not re.fullmatch(r'ttyUSB\d+', name):
+        return None
+    try:
+        with open(os.path.join(sysfs_root, name, 'latency_timer')) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def latency_timer_warning(port: str, sysfs_root: str = '/sys/bus/usb-serial/devices') -> str | None:
+    """A message with the udev fix when the port's USB latency timer is above 1 ms, else None."""
+    ms = usb_latency_timer_ms(port, sysfs_root)
+    if ms is None or ms <= 1:
+        return None
+    name = os.path.basename(os.path.realpath(port))
+    return (f'{port}: USB latency timer is {ms} ms, so every read waits up to {ms} ms. Fix now: '
+            f'echo 1 | sudo tee {sysfs_root}/{name}/latency_timer ; fix for good: a udev rule '
+            f'/etc/udev/rules.d/99-dynamixel-latency.rules with: ACTION=="add", SUBSYSTEM=="usb-serial", '
+            f'DRIVER=="ftdi_sio", ATTR{{latency_timer}}="1" (then: sudo udevadm control --reload; replug)')
+
+
+class ServoBus:
+    """One open port and the Protocol 2.0 packet handler; every call names the servo on failure."""
+
+    def __init__(self, port: str, baud: int, margin_ms: float = 5.0):
+        if baud not in SUPPORTED_BAUDS:
+            raise ValueError(f'baud {baud} is not a Dynamixel baud rate ({", ".join(map(str, SUPPORTED_BAUDS))})')
+        self.port_name, self.baud = port, baud
+        self.port = SnakePortHandler(port, margin_ms)
+        self.ph = sdk.PacketHandler(2.0)
+        self.is_open = False
+
+    @property
+    def byte_time_ms(self) -> float:
+        return 10_000.0 / self.baud
+
+    def open(self):
+        if not os.path.exists(self.port_name):
+            raise PortGone(f'{self.port_name}: no such device (adapter unplugged? wrong --port?)')
+        try:
+            self.port.baudrate = self.baud
+            if not self.port.setBaudRate(self.baud):
+                raise ValueError(f'{self.port_name}: the SDK refuses baud {self.baud}')
+        except PortGone:
+            raise
+        except Exception as exc:
+            raise PortGone(f'{self.port_name}: cannot open: {exc}') from exc
+        self.port.is_using = False
+        self.is_open = True
+        return self
+
+    def close(self):
+        self.port.closePort()
+        self.is_open = False
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def set_baud(self, baud: int):
+        self.baud = baud
+        self.port.baudrate = baud
+        self.port.setBaudRate(baud)
+
+    @contextmanager
+    def transaction(self):
+        """Guard one SDK exchange: the port-busy flag is released whatever happens inside."""
+        self.port.is_using = False
+        try:
+            yield
+        except PortGone:
+            self.is_open = False
+            raise
+        finally:
+            self.port.is_using = False
+
+    def _check(self, result: int, error: int, what: str, servo_id) -> None:
+        if result != sdk.COMM_SUCCESS:
+            raise CommError(f'{self.port_name}: servo {servo_id}: {what}: {self.ph.getTxRxResult(result)}')
+        if error & 0x7F == P.ERR_CRC:       # our packet arrived garbled: a communication failure
+            raise CommError(f'{self.port_name}: servo {servo_id}: {what}: the servo saw a CRC error')
+        if error & 0x7F:
+            raise ServoError(f'{self.port_name}: servo {servo_id}: {what}: '
+                             f'{", ".join(P.decode_error(error))}', error)
+
+    # -------------------------------------------------------------- single servo
+    def ping(self, servo_id: int) -> tuple[int, int] | None:
+        """(model number, firmware) of a servo, or None when it does not answer."""
+        with self.transaction():
+            txp = [0] * 10
+            txp[4], txp[5], txp[6], txp[7] = servo_id, 3, 0, P.PING
+            rx, result, error = self.ph.txRxPacket(self.port, txp)
+        if result != sdk.COMM_SUCCESS or error & 0x7F or len(rx) < 14:
+            return None         # includes a CRC-error status: the request itself arrived garbled
+        return rx[9] | (rx[10] << 8), rx[11]
+
+    def broadcast_ping(self) -> dict[int, tuple[int, int]]:
+        """{id: (model number, firmware)} of every servo answering at this baud."""
+        with self.transaction():
+            found, result = self.ph.broadcastPing(self.port)
+        return {i: (m, fw) for i, (m, fw) in found.items()}
+
+    def read(self, servo_id: int, address: int, size: int) -> tuple[bytes, int]:
+        """(data, error byte) of a read; raises CommError/ServoError naming the servo."""
+        with self.transaction():
+            data, result, error = self.ph.readTxRx(self.port, servo_id, address, size)
+        self._check(result, error, f'read {size} bytes at {address}', servo_id)
+        if len(data) != size:
+            raise CommError(f'{self.port_name}: servo {servo_id}: short read ({len(data)} of {size} bytes)')
+        return bytes(data), error
+
+    def write(self, servo_id: int, address: int, data: bytes) -> int:
+        """Write and wait for the status; returns the error byte (Alert bit kept)."""
+        with self.transaction():
+            result, error = self.ph.writeTxRx(self.port, servo_id, address, len(data), list(data))
+        self._check(result, error, f'write {len(data)} bytes at {address}', servo_id)
+        return error
+
+    def read_register(self, servo_id: int, name: str) -> int:
+        reg = register(name)
+        data, _ = self.read(servo_id, reg.address, reg.size)
+        return P.from_le(data, reg.signed)
+
+    def write_register(self, servo_id: int, name: str, value: int) -> int:
+        reg = register(name)
+        if not reg.writable:
+            raise ValueError(f'register {reg.name} is read-only')
+        lo, hi = (-(1 << (8 * reg.size - 1)), (1 << (8 * reg.size - 1)) - 1) if reg.signed \
+            else (0, (1 << (8 * reg.size)) - 1)
+        if not lo <= int(value) <= hi:
+            raise ValueError(f'{reg.name}: {value} does not fit {reg.size} byte(s) ({lo}..{hi})')
+        return self.write(servo_id, reg.address, P.le(int(value), reg.size))
+
+    def reboot(self, servo_id: int) -> None:
+        with self.transaction():
+            result, error = self.ph.reboot(self.port, servo_id)
+        self._check(result, error, 'reboot', servo_id)
+
+    def factory_reset(self, servo_id: int, option: int = 0x02) -> None:
+        with self.transaction():
+            result, error = self.ph.factoryReset(self.port, servo_id, option)
+        self._check(result, error, 'factory reset', servo_id)
+
+    def _read_raw(self, n_bytes: int) -> bytes:
+        """Up to n_bytes, waiting no longer than the packet deadline already set on the port."""
+        out = b''
+        while len(out) < n_bytes:
+            chunk = self.port.readPort(n_bytes - len(out))
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+    # -------------------------------------------------------------- groups
+    def sync_write(self, address: int, size: int, data_by_id: dict[int, bytes]) -> None:
+        """One sync write (no reply). Raises CommError only when the packet could not be sent."""
+        param = []
+        for sid, data in data_by_id.items():
+            if len(data) != size:
+                raise ValueError(f'sync write: servo {sid} data has {len(data)} bytes, expected {size}')
+            param.append(sid)
+            param.extend(data)
+        with self.transaction():
+            result = self.ph.syncWriteTxOnly(self.port, address, size, param, len(param))
+        self.port.backlog_bytes += 14 + len(param)
+        if result != sdk.COMM_SUCCESS:
+            raise CommError(f'{self.port_name}: sync write at {address}: {self.ph.getTxRxResult(result)}')
+
+    def sync_read(self, address: int, size: int, ids: list[int], fast: bool,
+                  timeout_ms: float | None = None) -> dict[int, tuple[int, bytes]]:
+        """{id: (error byte, data)} for every servo whose reply arrived intact; missing ones absent.
+
+        Fast: one packet of blocks; a truncated or partly corrupted reply still yields the blocks
+        before the damage. Slow: one status per servo, each taken on its own, so a silent servo
+        costs only itself. ``timeout_ms`` bounds the whole exchange (default: wire time + margin).
+        """
+        if not ids:
+            return {}
+        n = len(ids)
+        reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
+        if timeout_ms is None:
+            timeout_ms = reply_bytes * self.byte_time_ms + self.port.margin_ms
+        timeout_ms += self.port.take_backlog_ms(14 + n)
+        out: dict[int, tuple[int, bytes]] = {}
+        with self.transaction():
+            result = self.ph.syncReadTx(self.port, address, size, list(ids), n, fast)
+            if result != sdk.COMM_SUCCESS:
+                raise CommError(f'{self.port_name}: sync read: {self.ph.getTxRxResult(result)}')
+            self.port.setPacketTimeoutMillis(timeout_ms)
+            # Read the raw replies ourselves: the SDK's receiver trusts a garbled LEN field and then
+            # swallows the replies behind it; ours re-hunts for headers past a bad CRC.
+            wanted = set(ids)
+            if fast:
+                raw = self._read_raw(reply_bytes)
+                start = raw.find(P.HEADER + bytes((P.BROADCAST_ID,)))
+                if start >= 0:
+                    for err, sid, data in P.parse_fast_blocks(raw[start:], [size] * n):
+                        if sid in wanted:
+                            out[sid] = (err, data)
+            else:
+                parser = P.PacketParser()
+                received = 0
+                while len(out) < n:
+                    chunk = self.port.readPort(max(1, reply_bytes - received))
+                    if not chunk:
+                        break
+                    received += len(chunk)
+                    for pkt in parser.feed(chunk):
+                        if pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id in wanted \
+                                and len(pkt.params) == size + 1:
+                            out[pkt.servo_id] = (pkt.params[0], bytes(pkt.params[1:]))
+        return out
+
+    def bulk_read(self, items: list[tuple[int, int, int]], fast: bool = False,
+                  timeout_ms: float | None = None) -> dict[int, tuple[int, bytes]]:
+        """{id: (error, data)} of a (fast) bulk read of (id, address, size) items."""
+        param = []
+        for sid, addr, size in items:
+            param += [sid, addr & 0xFF, addr >> 8, size & 0xFF, size >> 8]
+        reply_bytes = (8 + sum(s + 4 for _, _, s in items)) if fast else sum(11 + s for _, _, s in items)
+        if timeout_ms is None:
+            timeout_ms = reply_bytes * self.byte_time_ms + self.port.margin_ms
+        timeout_ms += self.port.take_backlog_ms(10 + len(param))
+        out = {}
+        with self.transaction():
+            result = self.ph.bulkReadTx(self.port, param, len(param), fast)
+            if result != sdk.COMM_SUCCESS:
+                raise CommError(f'{self.port_name}: bulk read: {self.ph.getTxRxResult(result)}')
+            self.port.setPacketTimeoutMillis(timeout_ms)
+            if fast:
+                raw, result = self.ph.rxPacket(self.port, True)
+                for err, sid, data in P.parse_fast_blocks(bytes(raw), [s for _, _, s in items]):
+                    out[sid] = (err, data)
+            else:
+                sizes = {sid: size for sid, _, size in items}
+                for _ in range(2 * len(items) + 2):
+                    rx, result = self.ph.rxPacket(self.port, False)
+                    if result == sdk.COMM_SUCCESS:
+                        sid = rx[4]
+                        if sid in sizes:
+                            out[sid] = (rx[8], bytes(rx[9:9 + sizes[sid]]))
+                        if len(out) == len(items):
+                            break
+                    elif result == sdk.COMM_RX_TIMEOUT:
+                        break
+        return out
+
+
+def is_port_gone(exc: BaseException) -> bool:
+    return isinstance(exc, PortGone) or (isinstance(exc, OSError) and exc.errno in (errno.EIO, errno.ENODEV))

@@ -1,0 +1,763 @@
+"""The servo driver: a fixed-rate bus loop in its own thread between joint commands and joint states.
+
+``Driver(robot, port, baud, config)``; ``start()`` checks and configures the bus and starts the loop;
+``set_command(names, positions_rad)`` and ``set_estop(bool)`` may be called from any thread (they only
+swap the latest value under a lock); ``state()`` and ``diagnostics()`` return the latest snapshot;
+``stop()`` turns torque off and closes the port.
+
+Start-up (``start``): ping every servo of the robot YAML and check its model number, refusing to start
+with a StartupError that names each missing or wrong servo; with torque off write the configuration
+(return delay 0, position mode, position limits from the joint limits, velocity limit and profiles
+from the joint limits, status return level, indirect addresses, bus watchdog); read the present
+positions and make them the first goals; only then torque on.
+
+Each cycle: one sync write of goal positions (joint rad -> servo rad through offset and direction ->
+ticks); one fast sync read (sync read where the firmware lacks it) of Indirect Data 1..11 = hardware
+error status, present current, velocity and position; a follow-up sync read of the servos the first
+read missed when the cycle has time left; one servo's temperature and voltage, round-robin. Packet
+timeouts come from the control period.
+
+Safety: a servo whose read failed keeps its last good value and is marked stale (never zeros); after
+``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
+(every goal frozen at the present position) or 'torque_off'. A command older than
+``command_timeout_s`` means hold. Estop runs ``estop_policy`` in the next cycle. NaN/inf and unknown
+names reject a command; out-of-limit positions are clamped (or rejected) and counted. Goals are
+clamped to the joint limits and checked finite right before they are encoded, so nothing else can
+reach a goal register. An unplugged adapter is reported, retried, and on replug the servos are checked
+again and resume holding where they are; only a command received after that moves them again.
+Torque goes off in stop(), at interpreter exit, and on any fatal error in the loop.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from snake_control.dynamixel import protocol as P
+from snake_control.dynamixel.bus import (CommError, DxlError, PortGone, ServoBus, latency_timer_warning)
+from snake_control.dynamixel.models import (CENTER_TICK, CONTROL_TABLE, INDIRECT_ADDRESS_0, INDIRECT_DATA_0,
+                                            RAD_PER_TICK, RAD_S2_PER_ACCELERATION_UNIT,
+                                            RAD_S_PER_VELOCITY_UNIT)
+
+log = logging.getLogger('snake_control.dynamixel.driver')
+
+# Indirect Data 1..11: hardware error (70), present current (126, 2), velocity (128, 4), position (132, 4).
+STATE_SOURCES = [70, 126, 127, 128, 129, 130, 131, 132, 133, 134, 135]
+# Indirect Data 12..14: temperature (146), input voltage (144, 2).
+HEALTH_SOURCES = [146, 144, 145]
+STATE_ADDR, STATE_LEN = INDIRECT_DATA_0, len(STATE_SOURCES)
+HEALTH_ADDR, HEALTH_LEN = INDIRECT_DATA_0 + len(STATE_SOURCES), len(HEALTH_SOURCES)
+GOAL = CONTROL_TABLE['goal_position']
+TORQUE = CONTROL_TABLE['torque_enable']
+POLICIES = ('hold', 'torque_off')
+
+
+class StartupError(RuntimeError):
+    """The bus is not what the robot YAML says (missing or wrong servos, unusable port)."""
+
+
+@dataclass
+class DriverConfig:
+    """Driver behaviour. Times in s, rates in Hz; policies 'hold' or 'torque_off'."""
+
+    rate_hz: float | None = None            # None: the robot YAML's bus.control_rate_hz
+    stale_limit: int = 5                     # consecutive stale cycles before stale_policy
+    stale_policy: str = 'hold'
+    alert_policy: str = 'hold'
+    estop_policy: str = 'hold'
+    command_timeout_s: float = 0.5
+    clamp_out_of_limit: bool = True          # False: reject commands outside the joint limits
+    auto_reboot: bool = False                # reboot a servo latched in overload (rate-limited)
+    reboot_min_interval_s: float = 5.0
+    max_reboots: int = 3
+    read_mode: str = 'auto'                  # 'auto' (fast if supported), 'fast', 'slow'
+    status_return_level: int = 2
+    watchdog_ms: int = 0                     # Bus Watchdog (0: off); servos stop if the loop stalls
+    margin_ms: float | None = None           # packet timeout margin; None: from the control period
+    reconnect_interval_s: float = 0.5
+    health_every: int = 4                    # one servo's temperature/voltage every N cycles
+
+    def validate(self):
+        for name in ('stale_policy', 'alert_policy', 'estop_policy'):
+            if getattr(self, name) not in POLICIES:
+                raise ValueError(f'{name} must be one of {POLICIES}, got {getattr(self, name)!r}')
+        if self.read_mode not in ('auto', 'fast', 'slow'):
+            raise ValueError(f"read_mode must be 'auto', 'fast' or 'slow', got {self.read_mode!r}")
+        if self.rate_hz is not None and not 0 < self.rate_hz <= 2000:
+            raise ValueError(f'rate_hz must be in (0, 2000], got {self.rate_hz}')
+        if self.stale_limit < 1:
+            raise ValueError(f'stale_limit must be >= 1, got {self.stale_limit}')
+        if not 0 <= self.watchdog_ms <= 127 * 20:
+            raise ValueError(f'watchdog_ms must be 0..2540, got {self.watchdog_ms}')
+
+
+@dataclass
+class ServoState:
+    """What the driver knows about one servo (joint frame)."""
+
+    name: str
+    servo_id: int
+    position_rad: float = 0.0
+    velocity_rad_s: float = 0.0
+    current_a: float = 0.0
+    temperature_c: float = math.nan
+    voltage_v: float = math.nan
+    hardware_error: int = 0
+    alert: bool = False
+    torque: bool = False
+    fresh: bool = False
+    ever_read: bool = False
+    stale_cycles: int = 0
+    stale_count: int = 0
+    reboots: int = 0
+    last_reboot_t: float = -math.inf
+    rebooting_until: float | None = None
+
+
+@dataclass
+class JointStateSnapshot:
+    stamp_s: float                       # monotonic time of the read
+    names: list
+    position_rad: np.ndarray
+    velocity_rad_s: np.ndarray
+    effort: np.ndarray                   # motor current, A (joint direction)
+    fresh: np.ndarray                    # bool per joint: read this cycle
+
+
+@dataclass
+class _Command:
+    position_rad: np.ndarray
+    received_s: float
+
+
+@dataclass
+class Counters:
+    cycles: int = 0
+    overruns: int = 0
+    read_failures: int = 0               # servo reads missing from a cycle
+    full_read_failures: int = 0          # cycles where no servo answered
+    write_failures: int = 0
+    rejected_nonfinite: int = 0
+    rejected_unknown_name: int = 0
+    rejected_malformed: int = 0
+    rejected_out_of_limit: int = 0
+    clamped: int = 0
+    stale_commands: int = 0
+    disconnects: int = 0
+    reconnects: int = 0
+    reboots: int = 0
+    mode_switches: int = 0
+    policy_actions: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Driver:
+    """Bus loop for one robot. See the module docstring."""
+
+    def __init__(self, robot, port: str | None = None, baud: int | None = None,
+                 config: DriverConfig | None = None):
+        self.robot = robot
+        self.config = config or DriverConfig()
+        self.config.validate()
+        self.port = port or robot.bus.port
+        self.baud = baud or robot.bus.baud
+        self.rate_hz = self.config.rate_hz or robot.bus.control_rate_hz
+        self.period_s = 1.0 / self.rate_hz
+        margin = self.config.margin_ms
+        if margin is None:
+            margin = min(8.0, max(1.5, 0.2 * self.period_s * 1000.0))
+        self.margin_ms = margin
+        self.bus = ServoBus(self.port, self.baud, margin)
+        self.joints = list(robot.joints)
+        self.names = [j.name for j in self.joints]
+        self.index = {n: k for k, n in enumerate(self.names)}
+        self.ids = [j.servo_id for j in self.joints]
+        self.lower = robot.lower_rad.copy()
+        self.upper = robot.upper_rad.copy()
+        self.direction = np.array([j.direction for j in self.joints], dtype=float)
+        self.offset = np.array([j.offset_rad for j in self.joints])
+        self.model = robot.bus.servo
+        self.servos = [ServoState(j.name, j.servo_id) for j in self.joints]
+        self.by_id = {s.servo_id: s for s in self.servos}
+        self.k_by_id = {sid: k for k, sid in enumerate(self.ids)}
+        self.counters = Counters()
+        self.warnings: list[str] = []
+        self.events: collections.deque = collections.deque(maxlen=200)
+        self.fast = self.config.read_mode != 'slow'
+        self._fast_capable = self.fast
+        self._fast_yield = 1.0
+        self._lock = threading.Lock()
+        self._command: _Command | None = None
+        self._estop = False
+        self._stop_request = False
+        self._reset_request = False
+        self._thread: threading.Thread | None = None
+        self.mode = 'stopped'              # running | hold | torque_off | disconnected | fatal | stopped
+        self.reasons: list[str] = []
+        self.fatal_error: str | None = None
+        self._hold_goal: np.ndarray | None = None
+        self._goal = None                   # last goal sent, joint rad
+        self._snapshot: JointStateSnapshot | None = None
+        self._jitter = collections.deque(maxlen=1000)
+        self._cycle_starts = collections.deque(maxlen=200)
+        self._health_next = 0
+        self._read_order = list(self.ids)
+        self._disconnected_since = None
+        self._last_reconnect_try = -math.inf
+        self._resume_after = 0.0            # commands older than this do not end a hold
+        self._atexit_registered = False
+
+    # ================================================================ conversions
+    def joint_to_ticks(self, q_rad: np.ndarray) -> np.ndarray:
+        """Goal ticks for joint angles (rad): servo angle = direction * q + offset; 2048 at the centre."""
+        servo = self.direction * q_rad + self.offset
+        return np.rint(servo / RAD_PER_TICK).astype(np.int64) + CENTER_TICK
+
+    def ticks_to_joint(self, ticks) -> np.ndarray:
+        servo = (np.asarray(ticks, dtype=float) - CENTER_TICK) * RAD_PER_TICK
+        return self.direction * (servo - self.offset)
+
+    def tick_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.joint_to_ticks(self.lower), self.joint_to_ticks(self.upper)
+        return np.minimum(a, b), np.maximum(a, b)
+
+    # ================================================================ public API
+    def start(self) -> None:
+        """Check, configure, torque on, start the loop. Raises StartupError naming what is wrong."""
+        try:
+            self.bus.open()
+        except PortGone as exc:
+            raise StartupError(str(exc)) from None
+        warning = latency_timer_warning(self.port)
+        if warning:
+            self.warnings.append(warning)
+            log.warning(warning)
+        try:
+            self._check_servos()
+            self._configure_all()
+            self._first_goals_and_torque_on()
+        except (StartupError, DxlError, PortGone) as exc:
+            self._torque_off_all()
+            self.bus.close()
+            if isinstance(exc, StartupError):
+                raise
+            raise StartupError(f'{self.port}: start-up failed: {exc}') from None
+        if not self._atexit_registered:
+            atexit.register(self.stop)
+            self._atexit_registered = True
+        self.mode = 'hold'
+        self.reasons = ['waiting for the first command']
+        self._stop_request = False
+        self._thread = threading.Thread(target=self._run, name='dxl-bus', daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop, turn torque off on every servo (verified, retried), close the port."""
+        self._stop_request = True
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
+        self._thread = None
+        if self.bus.is_open:
+            self._torque_off_all()
+            self.bus.close()
+        if self.mode != 'fatal':
+            self.mode = 'stopped'
+
+    def set_command(self, names, positions_rad) -> bool:
+        """Take a joint command (any subset of joints by name). Returns whether it was accepted."""
+        positions = np.asarray(positions_rad, dtype=float).ravel() if positions_rad is not None else None
+        names = list(names) if names is not None else []
+        with self._lock:
+            if positions is None or len(names) != len(positions) or not names:
+                self.counters.rejected_malformed += 1
+                return False
+            unknown = [n for n in names if n not in self.index]
+            if unknown:
+                self.counters.rejected_unknown_name += 1
+                self._event(f'command rejected: unknown joint(s) {unknown}')
+                return False
+            if not np.all(np.isfinite(positions)):
+                self.counters.rejected_nonfinite += 1
+                self._event('command rejected: NaN or inf position')
+                return False
+            idx = np.array([self.index[n] for n in names])
+            lo, hi = self.lower[idx], self.upper[idx]
+            outside = (positions < lo) | (positions > hi)
+            if np.any(outside):
+                if not self.config.clamp_out_of_limit:
+                    self.counters.rejected_out_of_limit += 1
+                    self._event(f'command rejected: {np.array(names)[outside].tolist()} outside limits')
+                    return False
+                self.counters.clamped += int(np.count_nonzero(outside))
+                positions = np.clip(positions, lo, hi)
+            base = self._command.position_rad.copy() if self._command is not None else (
+                self._goal.copy() if self._goal is not None else np.zeros(len(self.names)))
+            base[idx] = positions
+            self._command = _Command(base, time.monotonic())
+            return True
+
+    def set_estop(self, active: bool) -> None:
+        """Estop on: the stop policy runs in the next cycle. Off: re-arm (torque back on where it was cut,
+        holding in place) and wait for a fresh command."""
+        with self._lock:
+            if self._estop and not active:
+                self._reset_request = True
+            self._estop = bool(active)
+
+    def reset(self) -> None:
+        """Leave a torque-off stop: torque back on (goal = present) for servos without a latched error."""
+        with self._lock:
+            self._reset_request = True
+
+    def state(self) -> JointStateSnapshot | None:
+        with self._lock:
+            return self._snapshot
+
+    def diagnostics(self) -> dict:
+        """Bus and per-servo health, JSON-able."""
+        with self._lock:
+            starts = list(self._cycle_starts)
+            jitter = np.array(self._jitter) if self._jitter else np.zeros(1)
+            rate = (len(starts) - 1) / (starts[-1] - starts[0]) if len(starts) > 1 and starts[-1] > starts[0] else 0.0
+            c = self.counters
+            return {
+                'mode': self.mode, 'reasons': list(self.reasons), 'fatal_error': self.fatal_error,
+                'port': self.port, 'baud': self.baud, 'rate_hz_target': self.rate_hz,
+                'cycle_rate_hz': rate,
+                'jitter_p99_ms': float(np.percentile(np.abs(jitter), 99) * 1000.0),
+                'read_mode': 'fast' if self.fast else 'slow',
+                'counters': {k: v for k, v in c.__dict__.items() if k != 'extra'},
+                'warnings': list(self.warnings), 'events': list(self.events)[-10:],
+                'servos': [{'name': s.name, 'id': s.servo_id, 'stale_count': s.stale_count,
+                            'stale_cycles': s.stale_cycles, 'hardware_error': s.hardware_error,
+                            'hardware_error_names': P.decode_hardware_error(s.hardware_error),
+                            'alert': s.alert, 'temperature_c': s.temperature_c, 'voltage_v': s.voltage_v,
+                            'torque': s.torque, 'reboots': s.reboots} for s in self.servos],
+            }
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # ================================================================ start-up
+    def _event(self, text: str):
+        self.events.append(f'{time.monotonic():.3f} {text}')
+        log.info(text)
+
+    def _retry(self, fn, *args, attempts=10):
+        last = None
+        for _ in range(attempts):
+            try:
+                return fn(*args)
+            except CommError as exc:
+                last = exc
+        raise last
+
+    def _check_servos(self):
+        problems = []
+        for j in self.joints:
+            found = None
+            for _ in range(5):
+                found = self.bus.ping(j.servo_id)
+                if found:
+                    break
+            if found is None:
+                problems.append(f'{j.name} (ID {j.servo_id}): no answer')
+            elif found[0] != self.model.model_number:
+                problems.append(f'{j.name} (ID {j.servo_id}): model number {found[0]}, expected '
+                                f'{self.model.model_number} ({self.model.name})')
+            else:
+                fw_min = self.model.fast_sync_read_min_firmware
+                if self.config.read_mode == 'auto' and (fw_min is None or found[1] < fw_min):
+                    self.fast = self._fast_capable = False
+        if problems:
+            raise StartupError(f'{self.port} at {self.baud} baud: ' + '; '.join(problems))
+
+    def _configure_servo(self, sid: int):
+        """Write the configuration of one servo; torque must be (and is made) off."""
+        k = self.ids.index(sid)
+        lo_t, hi_t = self.tick_limits()
+        vel = max(1, math.ceil(self.joints[k].velocity_limit_rad_s / RAD_S_PER_VELOCITY_UNIT))
+        acc = max(1, math.ceil(self.joints[k].acceleration_limit_rad_s2 / RAD_S2_PER_ACCELERATION_UNIT))
+        w = lambda name, value: self._retry(self.bus.write_register, sid, name, value)  # noqa: E731
+        w('torque_enable', 0)
+        w('return_delay_time', 0)
+        w('operating_mode', 3)
+        w('min_position_limit', int(lo_t[k]))
+        w('max_position_limit', int(hi_t[k]))
+        if self._retry(self.bus.read_register, sid, 'velocity_limit') < vel:
+            w('velocity_limit', vel)
+        w('profile_acceleration', acc)
+        w('profile_velocity', vel)
+        indirect = b''.join(P.le(src, 2) for src in STATE_SOURCES + HEALTH_SOURCES)
+        self._retry(self.bus.write, sid, INDIRECT_ADDRESS_0, indirect)
+        w('bus_watchdog', 0)
+        if self.config.watchdog_ms:
+            w('bus_watchdog', max(1, round(self.config.watchdog_ms / 20)))
+        w('status_return_level', self.config.status_return_level)
+
+    def _configure_all(self):
+        for sid in self.ids:
+            self._configure_servo(sid)
+
+    def _read_present_ticks(self, sid: int) -> int:
+        return self._retry(self.bus.read_register, sid, 'present_position')
+
+    def _first_goals_and_torque_on(self, ids=None):
+        """Goal = present position for each servo (inside its limits), then torque on."""
+        ids = list(self.ids if ids is None else ids)
+        lo_t, hi_t = self.tick_limits()
+        goals = {}
+        for sid in ids:
+            k = self.ids.index(sid)
+            ticks = self._read_present_ticks(sid)
+            tol = 0.05 / RAD_PER_TICK
+            if not lo_t[k] - tol <= ticks <= hi_t[k] + tol:
+                raise StartupError(f'{self.names[k]} (ID {sid}) is at {ticks} ticks, outside its limits '
+                                   f'{lo_t[k]}..{hi_t[k]} ticks ({self.lower[k]:.3f}..{self.upper[k]:.3f} rad): '
+                                   f'move it inside by hand before torque comes on')
+            goals[sid] = int(min(max(ticks, lo_t[k]), hi_t[k]))
+            s = self.by_id[sid]
+            s.position_rad = float(self.direction[k] * ((ticks - CENTER_TICK) * RAD_PER_TICK - self.offset[k]))
+            s.ever_read = True
+        for sid, t in goals.items():
+            self._retry(self.bus.write_register, sid, 'goal_position', t)
+        for sid in ids:
+            self._retry(self.bus.write_register, sid, 'torque_enable', 1)
+            self.by_id[sid].torque = True
+        present = np.array([s.position_rad for s in self.servos])
+        self._goal = np.clip(present, self.lower, self.upper)
+        self._hold_goal = self._goal.copy()
+
+    def _torque_off_all(self) -> bool:
+        """Torque off everywhere: a sync write, then each servo checked and retried. True if all off."""
+        if not self.bus.is_open:
+            return False
+        all_off = True
+        try:
+            for _ in range(3):
+                try:
+                    self.bus.sync_write(TORQUE.address, 1, {sid: b'\x00' for sid in self.ids})
+                except CommError:
+                    pass
+                all_off = True
+                for s in self.servos:
+                    try:
+                        if self.bus.read_register(s.servo_id, 'torque_enable') != 0:
+                            self.bus.write_register(s.servo_id, 'torque_enable', 0)
+                        s.torque = False
+                    except DxlError:
+                        all_off = False
+                if all_off:
+                    break
+        except PortGone:
+            return False
+        return all_off
+
+    # ================================================================ loop
+    def _run(self):
+        next_t = time.monotonic()
+        while not self._stop_request:
+            now = time.monotonic()
+            if now < next_t:
+                time.sleep(next_t - now)
+                now = time.monotonic()
+            with self._lock:
+                self._jitter.append(now - next_t)
+                self._cycle_starts.append(now)
+            try:
+                self._cycle(now)
+            except PortGone as exc:
+                self._on_disconnect(str(exc))
+            except Exception as exc:      # anything unexpected is fatal: torque off and stop
+                log.exception('driver loop failed')
+                self.fatal_error = f'{type(exc).__name__}: {exc}'
+                self.mode = 'fatal'
+                self.reasons = [self.fatal_error]
+                try:
+                    self._torque_off_all()
+                finally:
+                    self.bus.close()
+                return
+            next_t += self.period_s
+            after = time.monotonic()
+            if after > next_t + self.period_s:     # overran by a whole period: do not try to catch up
+                self.counters.overruns += 1
+                next_t = after
+
+    def _on_disconnect(self, why: str):
+        if self.mode != 'disconnected':
+            self.counters.disconnects += 1
+            self._event(f'bus disconnected: {why}')
+            self.mode = 'disconnected'
+            self.reasons = [f'disconnected: {why}']
+            self._disconnected_since = time.monotonic()
+        self.bus.close()
+        for s in self.servos:
+            s.fresh = False
+
+    def _try_reconnect(self, now: float):
+        if now - self._last_reconnect_try < self.config.reconnect_interval_s:
+            return
+        self._last_reconnect_try = now
+        try:
+            self.bus.open()
+        except PortGone:
+            return
+        try:
+            self._check_servos()
+            hw = {}
+            off = []
+            for s in self.servos:
+                hw[s.servo_id] = self._retry(self.bus.read_register, s.servo_id, 'hardware_error_status')
+                if self._retry(self.bus.read_register, s.servo_id, 'torque_enable') == 0:
+                    off.append(s.servo_id)
+            for sid in off:                 # power-cycled meanwhile: configure again
+                self._configure_servo(sid)
+            # Every servo holds where it is; servos that had lost torque get it back unless latched.
+            on_again = [sid for sid in off if not hw[sid]]
+            self._first_goals_and_torque_on([sid for sid in self.ids if sid not in off] + on_again)
+            for sid, bits in hw.items():
+                self.by_id[sid].hardware_error = bits
+                self.by_id[sid].alert = bool(bits)
+        except (StartupError, DxlError, PortGone) as exc:
+            self._event(f'reconnect check failed: {exc}')
+            self.bus.close()
+            return
+        self.counters.reconnects += 1
+        self._event('bus reconnected; holding until a new command')
+        self.mode = 'hold'
+        self._hold_goal = self._goal.copy()
+        self._resume_after = time.monotonic()
+        self.reasons = ['reconnected: waiting for a new command']
+
+    def _cycle(self, now: float):
+        self.counters.cycles += 1
+        if not self.bus.is_open:
+            self._try_reconnect(now)
+            return
+        with self._lock:
+            command, estop = self._command, self._estop
+            reset, self._reset_request = self._reset_request, False
+        if reset:
+            self._rearm()
+        self._service_reboots(now)
+        goal = self._decide(now, command, estop)
+        self._write_goals(goal)
+        self._read_state(now)
+        self._read_health()
+        self._publish(now)
+
+    # ---------------------------------------------------------------- decisions
+    def _decide(self, now, command, estop) -> np.ndarray:
+        """The goal for this cycle (joint rad), after every safety rule."""
+        reasons = []
+        policy = None
+        if estop:
+            reasons.append('estop')
+            policy = self.config.estop_policy
+        alerts = [s for s in self.servos if s.alert]
+        if alerts:
+            reasons += [f'alert on {s.name}: {", ".join(P.decode_hardware_error(s.hardware_error)) or "?"}'
+                        for s in alerts]
+            policy = policy or self.config.alert_policy
+            if self.config.alert_policy == 'torque_off':
+                policy = 'torque_off'
+        stale = [s for s in self.servos if s.stale_cycles >= self.config.stale_limit]
+        if stale:
+            reasons += [f'{s.name} stale for {s.stale_cycles} cycles' for s in stale]
+            if self.config.stale_policy == 'torque_off':
+                policy = 'torque_off'
+            policy = policy or self.config.stale_policy
+        if policy is None:
+            if command is None:
+                reasons.append('waiting for the first command')
+                policy = 'hold'
+            elif now - command.received_s > self.config.command_timeout_s:
+                reasons.append('command older than the timeout')
+                self.counters.stale_commands += 1
+                policy = 'hold'
+            elif command.received_s <= self._resume_after:
+                reasons.append('waiting for a new command')
+                policy = 'hold'
+        if self.mode == 'torque_off':
+            policy = 'torque_off'            # stays off until reset()/estop release
+        if policy == 'torque_off':
+            if self.mode != 'torque_off':
+                self.counters.policy_actions += 1
+                self._event(f'torque off: {"; ".join(reasons)}')
+                self._torque_off_all()
+                self.mode = 'torque_off'
+            self.reasons = reasons
+            present = np.array([s.position_rad for s in self.servos])
+            self._hold_goal = np.clip(present, self.lower, self.upper)
+            return self._hold_goal
+        if policy == 'hold':
+            if self.mode != 'hold':
+                self.counters.policy_actions += 1
+                present = np.array([s.position_rad for s in self.servos])
+                self._hold_goal = np.clip(present, self.lower, self.upper)
+                self._event(f'hold: {"; ".join(reasons)}')
+            self.mode = 'hold'
+            self.reasons = reasons
+            return self._hold_goal
+        self.mode = 'running'
+        self.reasons = []
+        return command.position_rad
+
+    def _rearm(self):
+        """After a stop: torque on again (goal = present) where it is off and nothing is latched."""
+        if self.mode == 'torque_off':
+            ids = [s.servo_id for s in self.servos if not s.hardware_error]
+            try:
+                self._first_goals_and_torque_on(ids)
+            except (DxlError, StartupError) as exc:
+                self._event(f're-arm failed: {exc}')
+                return
+            self.mode = 'hold'
+        self._resume_after = time.monotonic()
+        self._event('re-armed; holding until a new command')
+
+    def _service_reboots(self, now):
+        for s in self.servos:
+            if s.rebooting_until is not None and now >= s.rebooting_until:
+                s.rebooting_until = None
+                try:
+                    self._configure_servo(s.servo_id)
+                    self._first_goals_and_torque_on([s.servo_id])
+                    s.hardware_error, s.alert = 0, False
+                    self._event(f'{s.name} rebooted and holding')
+                    self._resume_after = time.monotonic()
+                except (DxlError, StartupError) as exc:
+                    self._event(f'{s.name} did not come back after reboot: {exc}')
+        if not self.config.auto_reboot:
+            return
+        for s in self.servos:
+            if (s.alert and s.hardware_error & P.HW_OVERLOAD and s.rebooting_until is None
+                    and s.reboots < self.config.max_reboots
+                    and now - s.last_reboot_t >= self.config.reboot_min_interval_s):
+                try:
+                    self.bus.reboot(s.servo_id)
+                except DxlError as exc:
+                    self._event(f'reboot of {s.name} failed: {exc}')
+                    continue
+                s.reboots += 1
+                self.counters.reboots += 1
+                s.last_reboot_t = now
+                s.rebooting_until = now + 0.15
+                s.torque = False
+                self._event(f'{s.name} overloaded: rebooting ({s.reboots}/{self.config.max_reboots})')
+
+    # ---------------------------------------------------------------- bus I/O
+    def _write_goals(self, goal: np.ndarray):
+        goal = np.clip(np.asarray(goal, dtype=float), self.lower, self.upper)
+        if not np.all(np.isfinite(goal)):        # cannot happen; never let it reach a register
+            raise RuntimeError('non-finite goal computed')
+        self._goal = goal
+        if self.mode == 'torque_off':
+            return
+        ticks = self.joint_to_ticks(goal)
+        lo_t, hi_t = self.tick_limits()
+        ticks = np.clip(ticks, lo_t, hi_t)
+        data = {sid: P.le(int(t), 4) for sid, t, s in zip(self.ids, ticks, self.servos)
+                if s.torque and s.rebooting_until is None}
+        if data:
+            try:
+                self.bus.sync_write(GOAL.address, 4, data)
+            except CommError:
+                self.counters.write_failures += 1
+
+    def _read_state(self, now: float):
+        ids = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
+        use_fast = self.fast
+        if not use_fast and self._fast_capable and self.config.read_mode != 'slow' \
+                and self.counters.cycles % 100 == 0:
+            use_fast = True                 # re-measure a fast read now and then
+        got = self.bus.sync_read(STATE_ADDR, STATE_LEN, ids, use_fast)
+        missing = [sid for sid in ids if sid not in got]
+        if use_fast and ids:
+            self._fast_yield = 0.8 * self._fast_yield + 0.2 * (len(got) / len(ids)) \
+                if self.fast else len(got) / len(ids)
+        # Follow up with per-servo sync reads for those the first read lost, while the cycle has time
+        # (at most 3 rounds): one garbled byte then costs a few servos, not the whole cycle.
+        rounds = 0
+        while missing and rounds < 3:
+            elapsed_ms = (time.monotonic() - now) * 1000.0
+            need_ms = len(missing) * (11 + STATE_LEN) * self.bus.byte_time_ms + self.margin_ms
+            if elapsed_ms + need_ms > 0.8 * self.period_s * 1000.0 and not (rounds == 0 and self.rate_hz >= 1000):
+                break
+            rounds += 1
+            more = self.bus.sync_read(STATE_ADDR, STATE_LEN, missing, False)
+            got.update(more)
+            missing = [sid for sid in missing if sid not in got]
+        if self.config.read_mode == 'auto' and use_fast:
+            # Fast sync read loses every servo after a garbled byte, and old firmware ignores it:
+            # when it delivers under half the servos on average, sync read serves better.
+            if self.fast and self._fast_yield < 0.5:
+                self.fast = False
+                self.counters.mode_switches += 1
+                self._event(f'fast sync read delivers {self._fast_yield:.0%} of the servos; using sync read')
+            elif not self.fast and self._fast_yield >= 0.9:
+                self.fast = True
+                self.counters.mode_switches += 1
+                self._event('fast sync read works again; using it')
+        if ids and not got:
+            self.counters.full_read_failures += 1
+        self.counters.read_failures += len(missing)
+        for sid, (err, data) in got.items():
+            s = self.by_id[sid]
+            k = self.k_by_id[sid]
+            hw = data[0]
+            cur = P.from_le(data[1:3], True)
+            vel = P.from_le(data[3:7], True)
+            pos = P.from_le(data[7:11], True)
+            s.position_rad = float(self.direction[k] * ((pos - CENTER_TICK) * RAD_PER_TICK - self.offset[k]))
+            s.velocity_rad_s = float(self.direction[k] * vel * RAD_S_PER_VELOCITY_UNIT)
+            s.current_a = float(self.direction[k] * cur * (self.model.current_unit_ma or 0.0) / 1000.0)
+            if (hw or err & P.ERR_ALERT) and not s.alert:
+                self._event(f'{s.name} alert: {", ".join(P.decode_hardware_error(hw)) or "error byte alert"}')
+            s.hardware_error = hw
+            s.alert = bool(hw) or bool(err & P.ERR_ALERT)
+            if s.alert:
+                s.torque = s.torque and not hw      # shutdown errors cut torque in the servo
+            s.fresh, s.ever_read, s.stale_cycles = True, True, 0
+        for sid in missing:
+            s = self.by_id[sid]
+            s.fresh = False
+            s.stale_cycles += 1
+            s.stale_count += 1
+        # Servos that failed go last (a silent one then truncates no one else's fast-read block); ties
+        # rotate, so two servos behind one silent servo do not keep hiding behind each other.
+        c, n = self.counters.cycles, len(self.ids)
+        self._read_order = sorted(self.ids, key=lambda sid: (self.by_id[sid].stale_cycles,
+                                                             (self.k_by_id[sid] + c) % n))
+
+    def _read_health(self):
+        if self.config.health_every <= 0 or self.counters.cycles % self.config.health_every:
+            return
+        s = self.servos[self._health_next % len(self.servos)]
+        self._health_next += 1
+        if s.rebooting_until is not None:
+            return
+        try:
+            data, _ = self.bus.read(s.servo_id, HEALTH_ADDR, HEALTH_LEN)
+        except DxlError:
+            return
+        s.temperature_c = float(data[0])
+        s.voltage_v = P.from_le(data[1:3]) * 0.1
+
+    def _publish(self, now: float):
+        snap = JointStateSnapshot(
+            now, list(self.names),
+            np.array([s.position_rad for s in self.servos]),
+            np.array([s.velocity_rad_s for s in self.servos]),
+            np.array([s.current_a for s in self.servos]),
+            np.array([s.fresh for s in self.servos]))
+        with self._lock:
+            self._snapshot = snap

@@ -1,0 +1,200 @@
+"""driver_node: the Dynamixel bus as a ROS 2 node (a thin shell around snake_control.dynamixel.driver).
+
+Subscribes joint_commands (sensor_msgs/JointState, positions by joint name) and estop (std_msgs/Bool,
+transient local); publishes joint_states (position rad, velocity rad/s, effort = motor current A, last
+good values for stale servos) and /diagnostics (bus: mode, reasons, cycle rate, jitter, read failures,
+fast/slow read mode; per servo: hardware error bits decoded, temperature, voltage, stale count).
+The bus loop runs in the driver's own thread; callbacks here only hand over the latest message.
+
+Parameters (read-only ones need a restart: changing them live would reconfigure a powered bus):
+robot (YAML name or path), port, baud, rate, read_mode, watchdog_ms, clamp_out_of_limit (read-only);
+stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, auto_reboot (live).
+
+    ros2 run snake_control driver_node --ros-args -r __ns:=/snake -p robot:=pitch_yaw_32 \\
+        -p port:=/dev/ttyUSB0
+"""
+from __future__ import annotations
+
+import signal
+import sys
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType,
+                                SetParametersResult)
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+
+from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, StartupError
+from snake_control.robot import load_robot
+
+LIVE_POLICIES = ('stale_policy', 'alert_policy', 'estop_policy')
+
+
+def _desc(text, read_only=False, type_=None, lo=None, hi=None, step=0):
+    d = ParameterDescriptor(description=text, read_only=read_only)
+    if type_ is not None:
+        d.type = type_
+    if lo is not None and type_ == ParameterType.PARAMETER_DOUBLE:
+        d.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=float(step))]
+    elif lo is not None and type_ == ParameterType.PARAMETER_INTEGER:
+        d.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=int(step))]
+    return d
+
+
+class DriverNode(Node):
+    """The servo driver node; the bus starts in the constructor (StartupError if the bus is wrong)."""
+
+    def __init__(self, **kwargs):
+        super().__init__('driver', **kwargs)
+        P = ParameterType
+        self.declare_parameter('robot', 'pitch_yaw_32', _desc('robot YAML name or path', True, P.PARAMETER_STRING))
+        self.declare_parameter('port', '', _desc('serial device; empty: the robot YAML bus.port', True,
+                                                 P.PARAMETER_STRING))
+        self.declare_parameter('baud', 0, _desc('baud rate; 0: the robot YAML bus.baud', True, P.PARAMETER_INTEGER,
+                                                0, 4_500_000))
+        self.declare_parameter('rate', 0.0, _desc('bus loop rate in Hz; 0: the robot YAML control_rate_hz', True,
+                                                  P.PARAMETER_DOUBLE, 0.0, 1000.0))
+        self.declare_parameter('read_mode', 'auto', _desc('auto | fast | slow (sync read)', True, P.PARAMETER_STRING))
+        self.declare_parameter('watchdog_ms', 0, _desc('servo bus watchdog in ms (0 off, units of 20 ms)', True,
+                                                       P.PARAMETER_INTEGER, 0, 2540))
+        self.declare_parameter('clamp_out_of_limit', True, _desc(
+            'true: clamp out-of-limit commands to the joint limits; false: reject them', True, P.PARAMETER_BOOL))
+        self.declare_parameter('stale_limit', 5, _desc('stale cycles of a servo before stale_policy', False,
+                                                       P.PARAMETER_INTEGER, 1, 1000))
+        for name, text in (('stale_policy', 'after stale_limit stale cycles'), ('alert_policy', 'on a hardware error'),
+                           ('estop_policy', 'on estop')):
+            self.declare_parameter(name, 'hold', _desc(f'{text}: hold | torque_off', False, P.PARAMETER_STRING))
+        self.declare_parameter('command_timeout', 0.5, _desc('s; an older command means hold', False,
+                                                             P.PARAMETER_DOUBLE, 0.01, 10.0))
+        self.declare_parameter('auto_reboot', False, _desc('reboot an overloaded servo (rate-limited)', False,
+                                                           P.PARAMETER_BOOL))
+        self.declare_parameter('diagnostics_period', 1.0, _desc('s between /diagnostics messages', True,
+                                                                P.PARAMETER_DOUBLE, 0.05, 60.0))
+        g = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.robot = load_robot(g('robot'))
+        config = DriverConfig(rate_hz=g('rate') or None, stale_limit=g('stale_limit'),
+                              stale_policy=g('stale_policy'), alert_policy=g('alert_policy'),
+                              estop_policy=g('estop_policy'), command_timeout_s=g('command_timeout'),
+                              clamp_out_of_limit=g('clamp_out_of_limit'), auto_reboot=g('auto_reboot'),
+                              read_mode=g('read_mode'), watchdog_ms=g('watchdog_ms'))
+        self.driver = Driver(self.robot, g('port') or None, g('baud') or None, config)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.driver.start()
+        for w in self.driver.warnings:
+            self.get_logger().warning(w)
+        self.get_logger().info(f'{len(self.driver.ids)} servos on {self.driver.port} at {self.driver.baud} baud, '
+                               f'{self.driver.rate_hz:g} Hz, {"fast " if self.driver.fast else ""}sync read')
+        self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        estop_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                               durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.create_subscription(Bool, 'estop', self._on_estop, estop_qos)
+        self.create_subscription(JointState, 'joint_commands', self._on_command, 10)
+        self._last_stamp = None
+        self.create_timer(1.0 / self.driver.rate_hz, self._publish_state)
+        self.create_timer(g('diagnostics_period'), self._publish_diagnostics)
+
+    def _on_set_parameters(self, params):
+        cfg = self.driver.config
+        for p in params:
+            if p.name in LIVE_POLICIES and p.value not in POLICIES:
+                return SetParametersResult(successful=False, reason=f'{p.name} must be one of {POLICIES}')
+        for p in params:
+            if p.name in LIVE_POLICIES:
+                setattr(cfg, p.name, p.value)
+            elif p.name == 'stale_limit':
+                cfg.stale_limit = int(p.value)
+            elif p.name == 'command_timeout':
+                cfg.command_timeout_s = float(p.value)
+            elif p.name == 'auto_reboot':
+                cfg.auto_reboot = bool(p.value)
+        return SetParametersResult(successful=True)
+
+    def _on_command(self, msg: JointState):
+        if not self.driver.set_command(msg.name, msg.position):
+            self.get_logger().warning('joint command rejected (see /diagnostics)', throttle_duration_sec=1.0)
+
+    def _on_estop(self, msg: Bool):
+        self.driver.set_estop(msg.data)
+
+    def _publish_state(self):
+        snap = self.driver.state()
+        if snap is None or snap.stamp_s == self._last_stamp:
+            return
+        self._last_stamp = snap.stamp_s
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = snap.names
+        msg.position = snap.position_rad.tolist()
+        msg.velocity = snap.velocity_rad_s.tolist()
+        msg.effort = snap.effort.tolist()
+        self.state_pub.publish(msg)
+
+    def _publish_diagnostics(self):
+        d = self.driver.diagnostics()
+        arr = DiagnosticArray()
+        arr.header.stamp = self.get_clock().now().to_msg()
+        kv = lambda k, v: KeyValue(key=k, value=str(v))  # noqa: E731
+        bus = DiagnosticStatus(name=f'{self.get_name()}: bus {d["port"]}', hardware_id=d['port'])
+        bus.level = {'running': DiagnosticStatus.OK, 'hold': DiagnosticStatus.WARN,
+                     'torque_off': DiagnosticStatus.WARN}.get(d['mode'], DiagnosticStatus.ERROR)
+        bus.message = d['mode'] + (': ' + '; '.join(d['reasons']) if d['reasons'] else '')
+        bus.values = [kv('mode', d['mode']), kv('cycle_rate_hz', f'{d["cycle_rate_hz"]:.1f}'),
+                      kv('rate_hz_target', d['rate_hz_target']), kv('jitter_p99_ms', f'{d["jitter_p99_ms"]:.3f}'),
+                      kv('read_mode', d['read_mode']), kv('baud', d['baud'])]
+        bus.values += [kv(k, v) for k, v in d['counters'].items()]
+        arr.status.append(bus)
+        for s in d['servos']:
+            st = DiagnosticStatus(name=f'{self.get_name()}: servo {s["name"]} (ID {s["id"]})',
+                                  hardware_id=f'dynamixel:{s["id"]}')
+            if s['hardware_error']:
+                st.level, st.message = DiagnosticStatus.ERROR, ', '.join(s['hardware_error_names'])
+            elif s['stale_cycles']:
+                st.level, st.message = DiagnosticStatus.WARN, f'stale for {s["stale_cycles"]} cycles'
+            else:
+                st.level, st.message = DiagnosticStatus.OK, 'ok'
+            st.values = [kv('hardware_error', s['hardware_error']),
+                         kv('hardware_error_names', ','.join(s['hardware_error_names'])),
+                         kv('temperature_c', s['temperature_c']), kv('voltage_v', s['voltage_v']),
+                         kv('stale_count', s['stale_count']), kv('stale_cycles', s['stale_cycles']),
+                         kv('torque', s['torque']), kv('reboots', s['reboots'])]
+            arr.status.append(st)
+        self.diag_pub.publish(arr)
+
+    def destroy_node(self):
+        self.driver.stop()              # torque off before the node goes
+        return super().destroy_node()
+
+
+def main(args=None):
+    from rclpy.signals import SignalHandlerOptions
+
+    # Our own SIGINT/SIGTERM handling: both leave spin() through the finally below, which turns
+    # torque off before the process exits.
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+    node = None
+    try:
+        node = DriverNode()
+        rclpy.spin(node)
+    except KeyboardInterrupt:
+        pass
+    except (StartupError, ValueError) as exc:     # bus or robot YAML not as expected: one clear line
+        print(f'driver_node: {exc}', file=sys.stderr)
+        return 1
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

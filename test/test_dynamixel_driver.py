@@ -1,0 +1,351 @@
+"""The driver against the emulated bus (real SDK, real pty, emulator in its own process), fault by fault.
+
+Every test ends by checking the emulator's record of goal writes: no goal was refused by a servo and
+every goal lies within that servo's position limits derived from the joint limits.
+"""
+import math
+import os
+import time
+
+import numpy as np
+import pytest
+
+from snake_control.dynamixel.bus import latency_timer_warning
+from snake_control.dynamixel.driver import Driver, DriverConfig, StartupError
+from snake_control.dynamixel.simproc import SimBusProcess
+from snake_control.robot import load_robot
+
+BAUD = 4_000_000
+ROBOT_YAML = """schema: 1
+name: test_snake_4
+kind: pitch_yaw
+description: four joints with offsets and flipped directions
+link: {length_m: 0.07, radius_m: 0.03, mass_kg: 0.14}
+bus: {servo_model: XM430-W350, port: /dev/null, baud: 4000000, control_rate_hz: 50}
+joint_defaults: {lower_rad: -1.0, upper_rad: 1.0, velocity_limit_rad_s: 4.0, acceleration_limit_rad_s2: 40.0,
+                 offset_rad: 0.0, direction: 1}
+joints:
+  - {name: j1, axis: pitch, id: 1}
+  - {name: j2, axis: yaw, id: 2, direction: -1, offset_rad: 0.3}
+  - {name: j3, axis: pitch, id: 3, lower_rad: -0.5, upper_rad: 0.8}
+  - {name: j4, axis: yaw, id: 4, direction: -1}
+"""
+
+
+@pytest.fixture(scope='module')
+def robot(tmp_path_factory):
+    path = tmp_path_factory.mktemp('robot') / 'test_snake_4.yaml'
+    path.write_text(ROBOT_YAML)
+    return load_robot(str(path))
+
+
+def config(**kw):
+    # Generous packet margins: the test machine is shared, and these tests are about behaviour.
+    base = dict(rate_hz=50, margin_ms=8.0, stale_limit=4, command_timeout_s=0.5)
+    base.update(kw)
+    return DriverConfig(**base)
+
+
+def sim_args(robot_path, faults='', extra=()):
+    return ['--robot', robot_path, '--baud', str(BAUD), '--spread', '0.3', *(['--faults', faults] if faults else []),
+            *extra]
+
+
+def wait_for(predicate, timeout_s=3.0, step_s=0.01):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step_s)
+    return predicate()
+
+
+def assert_goals_safe(sim, driver):
+    """No goal refused by a servo, none outside the tick limits, none written while NaN could be."""
+    lo, hi = driver.tick_limits()
+    limits = {sid: (int(lo[k]), int(hi[k])) for k, sid in enumerate(driver.ids)}
+    goals = sim.goals()
+    assert goals, 'the driver wrote no goals at all'
+    for t, sid, ticks, accepted in goals:
+        assert accepted, f'servo {sid} refused goal {ticks} at {t}'
+        assert limits[sid][0] <= ticks <= limits[sid][1], f'servo {sid} goal {ticks} outside {limits[sid]}'
+
+
+def torque_states(sim):
+    return {int(k): v['torque'] for k, v in sim.state()['servos'].items()}
+
+
+def stream(driver, robot, seconds, amplitude=0.4, rate=50, t0=0.0, extra=None):
+    """Publish a smooth command at ``rate`` for ``seconds``; return the last command."""
+    n = int(seconds * rate)
+    q = None
+    for k in range(n):
+        t = t0 + k / rate
+        q = amplitude * np.sin(2 * math.pi * 0.5 * t + np.arange(robot.n_joints))
+        driver.set_command(robot.joint_names, q)
+        if extra:
+            extra(k)
+        time.sleep(1.0 / rate)
+    return q
+
+
+def test_startup_configures_then_follows_commands_and_shutdown_turns_torque_off(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        before = {int(k): v['position'] for k, v in sim.state()['servos'].items()}
+        d = Driver(robot, sim.path, config=config())
+        d.start()
+        try:
+            st = sim.state()['servos']
+            assert all(v['return_delay'] == 0 and v['torque'] for v in st.values())
+            lo, hi = d.tick_limits()
+            assert [st[str(i)]['min_limit'] for i in d.ids] == lo.tolist()
+            assert [st[str(i)]['max_limit'] for i in d.ids] == hi.tolist()
+            # The first goal of every servo is where it stood: nothing jumps at torque on.
+            first = {}
+            for _, sid, ticks, _ in sim.goals():
+                first.setdefault(sid, ticks)
+            assert first == before
+            q = stream(d, robot, 1.0)
+            snap = d.state()
+            assert snap.fresh.all() and d.mode == 'running'
+            np.testing.assert_allclose(snap.position_rad, q, atol=0.25)
+            assert d.diagnostics()['read_mode'] == 'fast'
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
+def test_conversion_through_offset_and_direction(robot):
+    d = Driver(robot, '/dev/null', config=config())
+    q = np.array([0.5, 0.5, -0.25, 0.1])
+    ticks = d.joint_to_ticks(q)
+    rad_per_tick = 2 * math.pi / 4096
+    expected_servo = np.array([0.5, -0.5 + 0.3, -0.25, -0.1])
+    np.testing.assert_array_equal(ticks, np.rint(expected_servo / rad_per_tick).astype(int) + 2048)
+    np.testing.assert_allclose(d.ticks_to_joint(ticks), q, atol=rad_per_tick)
+
+
+def test_startup_refuses_missing_and_wrong_servos(robot, tmp_path):
+    with SimBusProcess(['--servos', '2', '--baud', str(BAUD)]) as sim:
+        d = Driver(robot, sim.path, config=config())
+        with pytest.raises(StartupError) as err:
+            d.start()
+        msg = str(err.value)
+        assert 'j3 (ID 3): no answer' in msg and 'j4 (ID 4): no answer' in msg and 'j1' not in msg
+        assert not any(torque_states(sim).values())
+    with SimBusProcess(['--servos', '4', '--baud', str(BAUD), '--model', 'XL430-W250']) as sim:
+        with pytest.raises(StartupError, match=r'j1 \(ID 1\): model number 1060, expected 1020'):
+            Driver(robot, sim.path, config=config()).start()
+    with pytest.raises(StartupError, match='no such device'):
+        Driver(robot, str(tmp_path / 'ttyUSB9'), config=config()).start()
+
+
+def test_bad_commands_rejected_or_clamped_never_reach_a_servo(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config())
+        d.start()
+        try:
+            names = robot.joint_names
+            assert not d.set_command(names, [0.1, math.nan, 0.0, 0.0])
+            assert not d.set_command(names, [0.1, math.inf, 0.0, 0.0])
+            assert not d.set_command(['j1', 'nope'], [0.1, 0.2])
+            assert not d.set_command(['j1'], [0.1, 0.2])
+            assert d.set_command(names, [5.0, -5.0, 0.9, 0.0])        # clamped to the limits
+            time.sleep(0.6)
+            c = d.diagnostics()['counters']
+            assert c['rejected_nonfinite'] == 2 and c['rejected_unknown_name'] == 1
+            assert c['rejected_malformed'] == 1 and c['clamped'] == 3
+            assert d.state().position_rad == pytest.approx([1.0, -1.0, 0.8, 0.0], abs=0.02)
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+    strict = Driver(robot, '/dev/null', config=config(clamp_out_of_limit=False))
+    assert not strict.set_command(['j1'], [1.5])
+    assert strict.counters.rejected_out_of_limit == 1
+
+
+def test_stale_command_holds_and_estop_policies(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(command_timeout_s=0.2, estop_policy='hold'))
+        d.start()
+        try:
+            stream(d, robot, 0.4)
+            assert d.mode == 'running'
+            assert wait_for(lambda: d.mode == 'hold', 1.0)
+            assert any('older than the timeout' in r for r in d.reasons)
+            # Estop (hold): goals stop changing although commands keep coming.
+            d.set_estop(True)
+            time.sleep(0.1)
+            n_before = len(sim.goals())
+            stream(d, robot, 0.3, t0=3.0)
+            later = [g for g in sim.goals()[n_before:]]
+            by_id = {}
+            for _, sid, ticks, _ in later:
+                by_id.setdefault(sid, set()).add(ticks)
+            assert later and all(len(v) == 1 for v in by_id.values())
+            assert d.mode == 'hold' and 'estop' in d.reasons
+            d.set_estop(False)
+            time.sleep(0.1)
+            stream(d, robot, 0.3, t0=5.0)
+            assert d.mode == 'running'
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
+def test_estop_torque_off_and_rearm(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(estop_policy='torque_off'))
+        d.start()
+        try:
+            stream(d, robot, 0.3)
+            d.set_estop(True)
+            assert wait_for(lambda: d.mode == 'torque_off', 1.0)
+            assert not any(torque_states(sim).values())
+            d.set_estop(False)
+            assert wait_for(lambda: all(torque_states(sim).values()), 2.0)
+            assert d.mode == 'hold'
+            stream(d, robot, 0.3, t0=2.0)
+            assert d.mode == 'running'
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
+def test_silent_servo_goes_stale_without_zeros_then_holds_and_recovers(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(stale_policy='hold'))
+        d.start()
+        try:
+            stream(d, robot, 0.4)
+            sim.command('silent 3 0.6')
+            snaps = []
+            stream(d, robot, 0.3, t0=1.0, extra=lambda k: snaps.append(d.state()))
+            snap = d.state()
+            assert not snap.fresh[2] and snap.fresh[[0, 1, 3]].all()
+            # While stale, j3 keeps its last good reading: never zero, never changing.
+            k_stale = next(k for k, s in enumerate(snaps) if not s.fresh[2])
+            last_good = snaps[k_stale - 1].position_rad[2] if k_stale else None
+            assert k_stale > 0 and last_good != 0.0
+            assert all(s.position_rad[2] == last_good for s in snaps[k_stale:])
+            assert d.mode == 'hold' and any('j3 stale' in r for r in d.reasons)
+            assert d.diagnostics()['servos'][2]['stale_count'] >= 4
+            time.sleep(0.5)
+            stream(d, robot, 0.4, t0=2.0)
+            assert d.state().fresh.all() and d.mode == 'running'
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
+def test_overload_alert_torque_off_policy_ends_with_torque_off(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(alert_policy='torque_off'))
+        d.start()
+        try:
+            stream(d, robot, 0.3)
+            sim.command('trip 2 overload')
+            assert wait_for(lambda: d.mode == 'torque_off', 1.0)
+            diag = d.diagnostics()
+            assert diag['servos'][1]['hardware_error_names'] == ['overload']
+            assert any('alert on j2: overload' in r for r in diag['reasons'])
+            stream(d, robot, 0.2, t0=1.0)
+            assert d.mode == 'torque_off'           # commands do not bring torque back
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
+def test_overload_auto_reboot_restores_torque(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(alert_policy='hold', auto_reboot=True))
+        d.start()
+        try:
+            stream(d, robot, 0.3)
+            sim.command('trip 4 overload')
+            assert wait_for(lambda: d.counters.reboots == 1, 1.0)
+            assert wait_for(lambda: sim.state()['servos']['4']['torque'] and
+                            sim.state()['servos']['4']['hw_error'] == 0, 2.0)
+            stream(d, robot, 0.4, t0=1.0)
+            assert d.mode == 'running' and d.state().fresh.all()
+            sim.command('trip 4 overload')                  # again: rate-limited, no second reboot
+            time.sleep(0.3)
+            assert d.counters.reboots == 1 and d.mode == 'hold'
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
+def test_unplug_detected_reported_and_resumed_holding(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(reconnect_interval_s=0.1))
+        d.start()
+        try:
+            stream(d, robot, 0.3)
+            sim.command('unplug 0.5')
+            assert wait_for(lambda: d.mode == 'disconnected', 1.0)
+            assert 'disconnected' in d.diagnostics()['reasons'][0]
+            assert wait_for(lambda: d.counters.reconnects == 1, 3.0)
+            assert d.mode == 'hold' and d.counters.disconnects == 1
+            stream(d, robot, 0.4, t0=3.0)
+            assert d.mode == 'running' and d.state().fresh.all()
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
+def test_dropped_replies_and_slow_firmware(robot):
+    with SimBusProcess(sim_args(robot.source, 'drop=0.05,seed=3', ['--firmware', '44'])) as sim:
+        d = Driver(robot, sim.path, config=config(stale_limit=10))
+        d.start()
+        try:
+            assert d.diagnostics()['read_mode'] == 'slow'
+            stream(d, robot, 1.0)
+            c = d.counters
+            assert c.read_failures > 0 and d.running and d.mode in ('running', 'hold')
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
+@pytest.mark.slow
+def test_32_servos_with_one_percent_corrupted_bytes_keeps_going():
+    robot = load_robot('pitch_yaw_32')
+    with SimBusProcess(['--robot', 'pitch_yaw_32', '--faults', 'corrupt=0.01,seed=11']) as sim:
+        d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=3.0, stale_limit=25))
+        d.start()
+        try:
+            stream(d, robot, 2.0, amplitude=0.3)
+            assert d.running and d.fatal_error is None
+            c = d.counters
+            assert c.cycles >= 50
+            # Most readings still arrive: the loop keeps going rather than giving up.
+            assert c.read_failures < 0.5 * c.cycles * 32
+            assert sim.state()['counters']['corrupted_bytes'] > 50
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
+def test_latency_timer_warning(tmp_path):
+    dev = tmp_path / 'ttyUSB0'
+    dev.write_text('')
+    sysfs = tmp_path / 'sys'
+    (sysfs / 'ttyUSB0').mkdir(parents=True)
+    (sysfs / 'ttyUSB0' / 'latency_timer').write_text('16\n')
+    msg = latency_timer_warning(str(dev), str(sysfs))
+    assert '16 ms' in msg and 'ATTR{latency_timer}="1"' in msg
+    (sysfs / 'ttyUSB0' / 'latency_timer').write_text('1\n')
+    assert latency_timer_warning(str(dev), str(sysfs)) is None
+    assert latency_timer_warning(os.devnull, str(sysfs)) is None
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match='stale_policy'):
+        DriverConfig(stale_policy='explode').validate()
+    with pytest.raises(ValueError, match='read_mode'):
+        DriverConfig(read_mode='telepathy').validate()

@@ -1,0 +1,360 @@
+"""Protocol 2.0 conformance of the servo emulator, through ROBOTIS's dynamixel_sdk over a real pty."""
+import math
+import os
+import select
+import threading
+import time
+
+import dynamixel_sdk as sdk
+import pytest
+from hypothesis import given, strategies as st
+
+from snake_control.dynamixel import protocol as P
+from snake_control.dynamixel.bus import ServoBus
+from snake_control.dynamixel.emulator import BusEmulator, FaultSpec, Servo
+from snake_control.dynamixel.models import SERVO_MODELS, register
+from snake_control.dynamixel.plant import MotorModel, Plant, make_plant, plant_names, register_plant
+from snake_control.dynamixel.simproc import SimBusProcess
+
+BAUD = 4_000_000
+
+
+# ------------------------------------------------------------------------------ pure framing
+
+def test_crc_check_value_and_manual_vectors():
+    assert P.crc16(b'123456789') == 0xFEE8
+    ping = P.build_instruction(1, P.PING)
+    assert ping == bytes.fromhex('ff ff fd 00 01 03 00 01 19 4e')
+    status = P.build_status(1, 0, bytes((0x06, 0x04, 0x26)))
+    assert status == bytes.fromhex('ff ff fd 00 01 07 00 55 00 06 04 26 65 5d')
+
+
+@given(st.binary(max_size=64))
+def test_stuffing_roundtrip_and_no_header_left(payload):
+    stuffed = P.stuff(payload)
+    assert P.unstuff(stuffed) == payload
+    # After stuffing, every FF FF FD is followed by FD: a receiver never sees a false header.
+    for i in range(len(stuffed) - 3):
+        if stuffed[i:i + 3] == b'\xff\xff\xfd':
+            assert stuffed[i + 3] == 0xFD
+
+
+def test_stuffed_packet_counts_the_extra_byte_in_length():
+    pkt = P.build_instruction(1, P.WRITE, bytes((116, 0, 0xFF, 0xFF, 0xFD, 0x00)))
+    assert pkt[5] == 3 + 6 + 1     # LEN includes the inserted FD
+    (parsed,) = P.PacketParser().feed(pkt)
+    assert parsed.crc_ok and parsed.params == bytes((116, 0, 0xFF, 0xFF, 0xFD, 0x00))
+
+
+def test_fast_reply_blocks_survive_truncation():
+    raw = P.build_fast_status([(0, 1, b'\x01\x02'), (0, 2, b'\x03\x04'), (0, 3, b'\x05\x06')])
+    assert len(raw) == 8 + 3 * (2 + 4)
+    assert [b[1] for b in P.parse_fast_blocks(raw, [2, 2, 2])] == [1, 2, 3]
+    assert [b[1] for b in P.parse_fast_blocks(raw[:-3], [2, 2, 2])] == [1, 2]
+    damaged = bytearray(raw)
+    damaged[8 + 6 + 3] ^= 0x55         # data of block 2
+    assert [b[1] for b in P.parse_fast_blocks(bytes(damaged), [2, 2, 2])] == [1]
+
+
+def test_fault_spec_parse_and_errors():
+    f = FaultSpec.parse('corrupt=0.01,drop=0.5,silent=3@2+1.5,silent=4,trip=5:overload@1,unplug=2+1,seed=7')
+    assert f.corrupt_rate == 0.01 and f.drop_rate == 0.5 and f.seed == 7
+    assert f.silent == {3: (2.0, 3.5), 4: (0.0, math.inf)}
+    assert f.trips == [(1.0, 5, 'overload')] and f.unplugs == [(2.0, 1.0)]
+    for bad in ('corrupt=2', 'bogus=1', 'trip=3:melt@1', 'silent'):
+        with pytest.raises(ValueError, match='--faults item'):
+            FaultSpec.parse(bad)
+
+
+# ------------------------------------------------------------------------------ motor model
+
+def test_motor_model_follows_goal_within_profile_limits():
+    m = MotorModel()
+    model = SERVO_MODELS['XM430-W350']
+    m.configure(1, model, 0.0)
+    m.set_profile(1, 2.0, 20.0)
+    dt, q_prev, v_prev = 0.002, 0.0, 0.0
+    for _ in range(1000):
+        q, v, _ = m.step(dt, {1: 1.0}, {1: True})[1]
+        assert abs(v) <= 2.0 + 1e-9
+        arrival = q == 1.0 and q_prev != 1.0
+        # Acceleration within the profile; the step that lands on the goal stops from at most 2 a dt.
+        assert abs(v - v_prev) <= (2 if arrival else 1) * 20.0 * dt + 1e-9
+        q_prev, v_prev = q, v
+    assert q_prev == pytest.approx(1.0, abs=1e-6) and v_prev == 0.0
+    # Torque off: the goal no longer pulls.
+    q_off, _, cur = m.step(0.5, {1: -1.0}, {1: False})[1]
+    assert q_off == pytest.approx(1.0, abs=1e-6) and cur == 0.0
+
+
+def test_temperature_rises_with_current_and_trips_overheating():
+    s = Servo(1, SERVO_MODELS['XM430-W350'], 3, 46)
+    s.set('torque_enable', 1)
+    s.current_a = 0.0
+    s.tick(0.0, 10.0)
+    assert s.temperature_c == pytest.approx(30.0)
+    s.current_a = 2.0
+    t = 0.0
+    for _ in range(100):
+        t += 1.0
+        s.tick(t, 1.0)
+    assert s.temperature_c > 60.0
+    s.set('temperature_limit', 50)
+    s.tick(t + 1, 1.0)
+    assert s.get('hardware_error_status') & P.HW_OVERHEATING
+    assert not s.torque_on        # Shutdown 0x34 includes overheating
+
+
+def test_plant_registry():
+    assert 'motor' in plant_names()
+    with pytest.raises(ValueError, match='unknown physics'):
+        make_plant('no_such_world', [1], {})
+
+
+# ------------------------------------------------------------------------------ over the pty
+
+@pytest.fixture(scope='module')
+def sim():
+    with SimBusProcess(['--servos', '4', '--baud', str(BAUD), '--model', 'XM430-W350']) as s:
+        yield s
+
+
+@pytest.fixture
+def sdk_port(sim):
+    port = sdk.PortHandler(sim.path)
+    assert port.openPort() and port.setBaudRate(BAUD)
+    yield port, sdk.PacketHandler(2.0)
+    port.closePort()
+
+
+def _raw_exchange(path, packet: bytes, wait_s=0.1) -> bytes:
+    """Write raw bytes to the device (at BAUD), collect what comes back."""
+    bus = ServoBus(path, BAUD).open()
+    try:
+        fd = bus.port.ser.fd
+        bus.port.clearPort()
+        os.write(fd, packet)
+        out = b''
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], deadline - time.monotonic())
+            if r:
+                out += os.read(fd, 4096)
+        return out
+    finally:
+        bus.close()
+
+
+def test_manual_ping_vector_on_the_wire():
+    with SimBusProcess(['--servos', '1', '--baud', str(BAUD), '--model', 'XM430-W210', '--firmware', '38']) as s:
+        reply = _raw_exchange(s.path, bytes.fromhex('ff ff fd 00 01 03 00 01 19 4e'))
+    assert reply == bytes.fromhex('ff ff fd 00 01 07 00 55 00 06 04 26 65 5d')
+
+
+def test_broadcast_ping_replies_in_id_order(sim):
+    reply = _raw_exchange(sim.path, P.build_instruction(P.BROADCAST_ID, P.PING))
+    packets = P.PacketParser().feed(reply)
+    assert [p.servo_id for p in packets] == [1, 2, 3, 4]
+    assert all(p.crc_ok and p.params[1:3] == P.le(1020, 2) for p in packets)
+
+
+def test_sdk_ping_read_write(sdk_port):
+    port, ph = sdk_port
+    model, res, err = ph.ping(port, 2)
+    assert (model, res, err) == (1020, sdk.COMM_SUCCESS, 0)
+    assert ph.ping(port, 9)[1] == sdk.COMM_RX_TIMEOUT
+    assert ph.write1ByteTxRx(port, 2, 65, 1) == (sdk.COMM_SUCCESS, 0)
+    assert ph.read1ByteTxRx(port, 2, 65) == (1, sdk.COMM_SUCCESS, 0)
+    assert ph.write1ByteTxRx(port, 2, 65, 0) == (sdk.COMM_SUCCESS, 0)
+
+
+def test_stuffing_both_ways_through_the_sdk(sim, sdk_port):
+    port, ph = sdk_port
+    value = 0x00FDFFFF                         # little-endian bytes FF FF FD 00
+    assert ph.write4ByteTxRx(port, 3, 20, value) == (sdk.COMM_SUCCESS, 0)   # homing offset
+    assert ph.read4ByteTxRx(port, 3, 20) == (value, sdk.COMM_SUCCESS, 0)
+    raw = _raw_exchange(sim.path, P.build_instruction(3, P.READ, bytes((20, 0, 4, 0))))
+    assert b'\xff\xff\xfd\xfd' in raw[7:]      # the status reply was stuffed on the wire
+    assert ph.write4ByteTxRx(port, 3, 20, 0) == (sdk.COMM_SUCCESS, 0)
+
+
+def test_error_replies(sim, sdk_port):
+    port, ph = sdk_port
+    assert ph.write1ByteTxRx(port, 1, 64, 1) == (sdk.COMM_SUCCESS, 0)
+    # EEPROM while torque is on, read-only register, goal beyond the position limit.
+    assert ph.write1ByteTxRx(port, 1, 9, 0)[1] == P.ERR_ACCESS
+    assert ph.write2ByteTxRx(port, 1, 0, 5)[1] == P.ERR_ACCESS
+    assert ph.write4ByteTxRx(port, 1, 52, 1000)[1] == P.ERR_ACCESS           # min limit is EEPROM
+    assert ph.write1ByteTxRx(port, 1, 64, 0) == (sdk.COMM_SUCCESS, 0)
+    assert ph.write4ByteTxRx(port, 1, 52, 1000) == (sdk.COMM_SUCCESS, 0)
+    assert ph.write4ByteTxRx(port, 1, 116, 500)[1] == P.ERR_DATA_LIMIT
+    assert ph.write4ByteTxRx(port, 1, 52, 0) == (sdk.COMM_SUCCESS, 0)
+    # Reading past the table, an unknown instruction, a bad CRC.
+    assert ph.readTxRx(port, 1, 250, 10)[2] == P.ERR_ACCESS
+    (status,) = P.PacketParser().feed(_raw_exchange(sim.path, P.build_instruction(1, 0x33)))
+    assert status.params[0] == P.ERR_INSTRUCTION
+    bad = bytearray(P.build_instruction(1, P.PING))
+    bad[-1] ^= 0xFF
+    (status,) = P.PacketParser().feed(_raw_exchange(sim.path, bytes(bad)))
+    assert status.params[0] == P.ERR_CRC
+    ids = [int(k) for k in sim.state()['servos']]
+    assert 1 in ids
+
+
+def test_status_return_level_and_reg_write_action(sdk_port):
+    port, ph = sdk_port
+    assert ph.write1ByteTxRx(port, 4, 68, 0) == (sdk.COMM_SUCCESS, 0)        # ping only
+    assert ph.read1ByteTxRx(port, 4, 68)[1] == sdk.COMM_RX_TIMEOUT
+    assert ph.ping(port, 4)[1] == sdk.COMM_SUCCESS
+    ph.write1ByteTxOnly(port, 4, 68, 2)
+    time.sleep(0.01)
+    assert ph.read1ByteTxRx(port, 4, 68) == (2, sdk.COMM_SUCCESS, 0)
+    # reg write takes effect only on action.
+    assert ph.regWriteTxRx(port, 4, 65, 1, [1]) == (sdk.COMM_SUCCESS, 0)
+    assert ph.read1ByteTxRx(port, 4, 69)[0] == 1
+    assert ph.read1ByteTxRx(port, 4, 65)[0] == 0
+    assert ph.action(port, sdk.BROADCAST_ID) == sdk.COMM_SUCCESS
+    time.sleep(0.01)
+    assert ph.read1ByteTxRx(port, 4, 65)[0] == 1 and ph.read1ByteTxRx(port, 4, 69)[0] == 0
+
+
+def test_group_instructions(sdk_port):
+    port, ph = sdk_port
+    ids = [1, 2, 3, 4]
+    sw = sdk.GroupSyncWrite(port, ph, 65, 1)
+    for i in ids:
+        sw.addParam(i, [i % 2])
+    assert sw.txPacket() == sdk.COMM_SUCCESS
+    for fast in (False, True):
+        sr = sdk.GroupSyncRead(port, ph, 65, 1)
+        for i in ids:
+            sr.addParam(i)
+        assert (sr.fastSyncRead() if fast else sr.txRxPacket()) == sdk.COMM_SUCCESS
+        assert [sr.getData(i, 65, 1) for i in ids] == [1, 0, 1, 0]
+    bw = sdk.GroupBulkWrite(port, ph)
+    bw.addParam(1, 65, 1, [0])
+    bw.addParam(2, 20, 4, list(P.le(77, 4)))
+    assert bw.txPacket() == sdk.COMM_SUCCESS
+    for fast in (False, True):
+        br = sdk.GroupBulkRead(port, ph)
+        br.addParam(1, 65, 1)
+        br.addParam(2, 20, 4)
+        br.addParam(3, 0, 2)
+        assert (br.fastBulkRead() if fast else br.txRxPacket()) == sdk.COMM_SUCCESS
+        assert br.getData(1, 65, 1) == 0 and br.getData(2, 20, 4) == 77 and br.getData(3, 0, 2) == 1020
+    bw = sdk.GroupBulkWrite(port, ph)
+    bw.addParam(2, 20, 4, [0, 0, 0, 0])
+    assert bw.txPacket() == sdk.COMM_SUCCESS
+
+
+def test_indirect_addresses(sdk_port):
+    port, ph = sdk_port
+    ph.write1ByteTxRx(port, 2, 64, 0)
+    for k, src in enumerate((132, 133, 134, 135)):
+        assert ph.write2ByteTxRx(port, 2, 168 + 2 * k, src) == (sdk.COMM_SUCCESS, 0)
+    direct = ph.read4ByteTxRx(port, 2, 132)[0]
+    assert ph.read4ByteTxRx(port, 2, 224)[0] == direct
+    # Writing through indirect data reaches the target (LED via indirect address 5).
+    assert ph.write2ByteTxRx(port, 2, 176, 65) == (sdk.COMM_SUCCESS, 0)
+    assert ph.write1ByteTxRx(port, 2, 228, 1) == (sdk.COMM_SUCCESS, 0)
+    assert ph.read1ByteTxRx(port, 2, 65)[0] == 1
+    ph.write1ByteTxRx(port, 2, 65, 0)
+
+
+def test_reboot_clears_alert_and_factory_reset_and_clear():
+    with SimBusProcess(['--servos', '2', '--baud', str(BAUD)]) as s:
+        port = sdk.PortHandler(s.path)
+        port.openPort(), port.setBaudRate(BAUD)
+        ph = sdk.PacketHandler(2.0)
+        assert ph.write1ByteTxRx(port, 1, 64, 1) == (sdk.COMM_SUCCESS, 0)
+        s.command('trip 1 overload')
+        value, res, err = ph.read1ByteTxRx(port, 1, 70)
+        assert (value, res) == (P.HW_OVERLOAD, sdk.COMM_SUCCESS) and err & P.ERR_ALERT
+        assert ph.read1ByteTxRx(port, 1, 64)[0] == 0            # shutdown cut torque
+        assert ph.write1ByteTxRx(port, 1, 64, 1)[1] == P.ERR_RESULT_FAIL | P.ERR_ALERT
+        assert ph.reboot(port, 1) == (sdk.COMM_SUCCESS, P.ERR_ALERT)
+        time.sleep(0.1)
+        assert ph.read1ByteTxRx(port, 1, 70) == (0, sdk.COMM_SUCCESS, 0)
+        # Factory reset keeping ID and baud: return delay back to 250.
+        ph.write1ByteTxRx(port, 2, 9, 0)
+        assert ph.factoryReset(port, 2, 0x02) == (sdk.COMM_SUCCESS, 0)
+        assert ph.read1ByteTxRx(port, 2, 9)[0] == 250 and ph.ping(port, 2)[1] == sdk.COMM_SUCCESS
+        assert ph.clearMultiTurn(port, 2) == (sdk.COMM_SUCCESS, 0)
+        port.closePort()
+
+
+def test_bus_watchdog_and_baud_register():
+    with SimBusProcess(['--servos', '2', '--baud', '1000000']) as s:
+        bus = ServoBus(s.path, 1_000_000).open()
+        bus.write_register(1, 'torque_enable', 1)
+        bus.write_register(1, 'bus_watchdog', 1)             # 20 ms
+        time.sleep(0.15)
+        assert bus.read_register(1, 'bus_watchdog') == -1
+        goal = bus.read_register(1, 'present_position')
+        with pytest.raises(Exception, match='data range'):
+            bus.write_register(1, 'goal_position', goal)
+        bus.write_register(1, 'bus_watchdog', 0)
+        bus.write_register(1, 'goal_position', goal)
+        bus.write_register(2, 'baud_rate', 6)                # reply still at the old baud
+        assert bus.ping(2) is None
+        bus.close()
+        fast = ServoBus(s.path, 4_000_000).open()
+        assert fast.ping(2) == (1020, 46) and fast.ping(1) is None
+        fast.close()
+
+
+def test_wrong_firmware_ignores_fast_sync_read():
+    with SimBusProcess(['--servos', '3', '--baud', str(BAUD), '--firmware', '44']) as s:
+        bus = ServoBus(s.path, BAUD, margin_ms=30).open()
+        assert bus.sync_read(132, 4, [1, 2, 3], fast=True) == {}
+        assert sorted(bus.sync_read(132, 4, [1, 2, 3], fast=False)) == [1, 2, 3]
+        bus.close()
+
+
+def test_silent_servo_costs_only_itself():
+    with SimBusProcess(['--servos', '4', '--baud', str(BAUD), '--faults', 'silent=2@0']) as s:
+        bus = ServoBus(s.path, BAUD, margin_ms=30).open()
+        assert sorted(bus.sync_read(132, 4, [1, 2, 3, 4], fast=False)) == [1, 3, 4]
+        assert sorted(bus.sync_read(132, 4, [1, 3, 4, 2], fast=True)) == [1, 3, 4]
+        assert sorted(bus.sync_read(132, 4, [1, 2, 3, 4], fast=True)) == [1]  # the chain stops at 2
+        bus.close()
+
+
+class _FixedPlant(Plant):
+    """A plant that pins every servo at 0.5 rad (the shape a physics world takes)."""
+
+    def __init__(self):
+        self.goals = {}
+
+    def step(self, dt_s, goals_rad_by_id, torque_on_by_id):
+        self.goals = dict(goals_rad_by_id)
+        return {i: (0.5, 0.0, 0.1) for i in goals_rad_by_id}
+
+
+def test_pluggable_plant_drives_present_position_in_process():
+    register_plant('fixed_test', lambda ids, models, robot=None: _FixedPlant())
+    plant = make_plant('fixed_test', [1, 2], {})
+    bus_emu = BusEmulator([1, 2], SERVO_MODELS['XM430-W350'], BAUD, plant=plant)
+    thread = threading.Thread(target=lambda: [bus_emu.poll(0.005) for _ in iter(lambda: bus_emu.stop_requested,
+                                                                              True)], daemon=True)
+    thread.start()
+    try:
+        bus = ServoBus(bus_emu.path, BAUD).open()
+        time.sleep(0.02)
+        ticks = bus.read_register(1, 'present_position')
+        assert ticks == 2048 + round(0.5 / (2 * math.pi / 4096))
+        bus.write_register(2, 'goal_position', 3072)
+        time.sleep(0.02)
+        assert plant.goals[2] == pytest.approx(math.pi / 2)
+        bus.close()
+    finally:
+        bus_emu.stop_requested = True
+        thread.join(1)
+        bus_emu.close()
+
+
+def test_register_lookup_names():
+    assert register('Present Position').address == 132
+    assert register('goal-position').size == 4
+    with pytest.raises(ValueError, match='unknown register'):
+        register('warp_drive')
