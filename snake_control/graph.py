@@ -202,7 +202,7 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
 
     specs = [
         NodeSpec(PACKAGE, 'driver_node', 'driver_node', ns,
-                 {'robot': robot_path, 'port': serial_port, 'baud': baud, 'rate_hz': rate},
+                 {'robot': robot_path, 'port': serial_port, 'baud': baud, 'rate': rate},
                  module='snake_control.nodes.driver_node', class_name='DriverNode'),
         NodeSpec(PACKAGE, 'gait_node', 'gait_node', ns,
                  {'robot': robot_path, 'rate_hz': rate, 'gait': gait},
