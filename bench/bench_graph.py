@@ -4,8 +4,8 @@
    gamepad's e-stop button pressed while the robot moves: the matching goal is the first goal write from
    which every servo's goal stays put (the hold). Joy send times come from the script player (this
    process's monotonic clock); goal-write times from the emulator's log (its monotonic clock minus its
-   start time t0). t0 is bracketed by control-channel `state` queries made during the run: a query
-   answered with c writes of servo 1 was processed after write c and before write c + 1.
+   start time t0). t0 is bracketed by control-channel `state` queries made before the robot moves: a
+   query answered with c writes of servo 1 was processed after write c and before write c + 1.
 2. CPU use of the whole graph at 100 Hz for 32 joints (pitch_yaw_32 on a 4 Mbit/s bus): this process
    (driver, gait, estimator, teleop, script player) and the emulator process, over a window of steady
    motion, as a percentage of one core; and the achieved joint_commands / joint_states rates.
@@ -26,6 +26,7 @@ import yaml
 ROBOT = 'pitch_yaw_32'
 RATE_HZ = 100.0
 CPU_WINDOW = (3.0, 13.0)        # script time (s) of steady forward motion measured for CPU
+SYNC_WINDOW = (0.1, 0.95)       # script time (s) of the clock-sync queries (robot still, logs short)
 CYCLES = 12                     # e-stop trials
 CYCLE_S = 3.0                   # each: 2 s moving, e-stop, release after 0.6 s
 FIRST_CYCLE_S = 14.0
@@ -87,12 +88,16 @@ class _Probe:
                     self.cpu[name] = (time.monotonic(), _cpu_s(os.getpid()), _cpu_s(run.sim.process.pid),
                                       dict(self.counts))
                     del marks[mark]
-            # Clock-sync queries, spread over the run at random phases of the bus cycle.
-            t_send = time.monotonic()
-            answer = run.sim.query('state')
-            t_recv = time.monotonic()
-            self.sync.append((t_send, t_recv, answer['servos']['1']['goal_writes']))
-            time.sleep(0.05 + 0.01 * rng.random())
+            # Clock-sync queries at random phases of the bus cycle, only before the robot moves: `state`
+            # scans every goal log, so later it would slow the emulator and disturb what is measured.
+            if SYNC_WINDOW[0] <= t <= SYNC_WINDOW[1]:
+                t_send = time.monotonic()
+                answer = run.sim.query('state')
+                t_recv = time.monotonic()
+                self.sync.append((t_send, t_recv, answer['servos']['1']['goal_writes']))
+                time.sleep(0.004 + 0.013 * rng.random())
+            else:
+                time.sleep(0.01)
 
     def before_stop(self, run):
         self.stop.set()
@@ -101,6 +106,7 @@ class _Probe:
         self.sent_log = list(run.nodes['script_player'].sent_log)
         self.script = run.nodes['script_player'].script
         self.player_start = run.nodes['script_player'].started_s
+        self.gait_estop_s = list(run.nodes['gait_node'].estop_received_s)
 
 
 def _t0_bracket(sync, servo1_times):
@@ -157,13 +163,16 @@ def main():
     for k in range(1, len(table)):
         missing = np.isnan(table[k])
         table[k, missing] = table[k - 1, missing]
-    estop_events = [i for i, e in enumerate(probe.script.events) if 1 in e.buttons]
-    latencies = []
+    estop_events = [i for i, e in enumerate(probe.script.events) if e.buttons[1] == 1]   # B held
+    latencies, to_gait = [], []
     for ev in estop_events:
         sends = [t for t, i in probe.sent_log if i == ev]
         if not sends:
             continue
         t_joy = sends[0] - t0                      # emulator time of the Joy message
+        received = [t for t in probe.gait_estop_s if t >= sends[0]]
+        if received:
+            to_gait.append(received[0] - sends[0])
         k = int(np.searchsorted(times, t_joy))
         # The first write from which the goals stay put for the next 10 writes is the hold.
         while k + 10 < len(times):
@@ -180,3 +189,8 @@ def main():
           f'{np.median(lat_ms):.1f} ms, p99 {np.percentile(lat_ms, 99):.1f} ms, max {lat_ms.max():.1f} ms '
           f'(aim: under two control periods = {2 * period_ms:.0f} ms)')
     print(f'  clock sync: emulator t0 known to +-{1000 * (high - low) / 2:.2f} ms from {len(probe.sync)} queries')
+    print(f'  every trial (ms): {" ".join(f"{x:.1f}" for x in lat_ms)}')
+    if to_gait:
+        g = 1000 * np.array(to_gait)
+        print(f'  of which Joy -> e-stop in gait_node (teleop and DDS, one process): median {np.median(g):.1f} ms, '
+              f'max {g.max():.1f} ms')

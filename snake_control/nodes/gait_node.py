@@ -139,6 +139,7 @@ class GaitNode(Node):
         self.commands = CommandFilter(self._limits(), self.get_parameter('cmd_timeout_s').value)
         self.estopped = False
         self.estop_stamps_ns = []   # when each e-stop reached this node (ROS time, ns): tests compare stamps
+        self.estop_received_s = []  # the same in monotonic time (benchmarks)
         self.hold_positions = None
         self.last_tick = None
         self.last_tick_s = None
@@ -234,6 +235,7 @@ class GaitNode(Node):
         with self.lock:
             if msg.data and not self.estopped:
                 self.estop_stamps_ns.append(self.get_clock().now().nanoseconds)
+                self.estop_received_s.append(time.monotonic())
                 self.estopped = True
                 self.commands.hold_zero()
                 self.hold_positions = None if self.last_tick is None else self.last_tick[0].copy()
