@@ -14,8 +14,11 @@ import sys
 COMMANDS = {
     'demo': 'demo',
     'urdf': 'urdf',
+    'gait': 'gait',
     'sim-bus': 'sim_bus',
     'dxl': 'dxl',
+    'odometry': 'odometry',
+    'connection-plot': 'connection_plot',
     'bringup': 'bringup',
 }
 

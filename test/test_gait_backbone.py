@@ -7,13 +7,15 @@ from snake_control.gaits.backbone import MCCCurve
 
 ALT = ['pitch', 'yaw'] * 16
 L0 = 0.07
-S_CRAWLER = MCCCurve(A1=4 * np.pi / (26 * L0), B1=4.8 * np.pi / (26 * L0), w1=4 * np.pi / (26 * L0), phi1=-np.pi / 2,
+S_CRAWLER = MCCCurve(A1=4 * np.pi / (26 * L0), B1=4.8 * np.pi / (26 * L0), w1=4 * np.pi / (26 * L0),
+                     phi1=-np.pi / 2,
                      B2=2.5 * np.pi / (26 * L0), w2=2 * np.pi / (26 * L0), psi0=0.2)
 
 
 def aeh(a=1.0, eta=0.95, ls=14 * L0, phi1=0.3, psi0=0.1):
     c = 2 * np.pi / ls / np.sqrt(1 + a * a)
-    return MCCCurve(A1=c, B1=c * eta, w1=4 * np.pi / ls, phi1=phi1, A2=a * c, B2=a * c * eta, w2=4 * np.pi / ls,
+    return MCCCurve(A1=c, B1=c * eta, w1=4 * np.pi / ls, phi1=phi1, A2=a * c, B2=a * c * eta,
+                    w2=4 * np.pi / ls,
                     phi2=phi1, psi0=psi0)
 
 
@@ -52,7 +54,8 @@ def test_helix_closed_form_equals_quadrature_and_math_md(r, p, psi0):
 
 
 @pytest.mark.parametrize('curve', [aeh(), aeh(a=-0.5, eta=0.3, phi1=-2.0, psi0=1.0),
-                                   MCCCurve(A1=3.0, A2=1.5, B1=2.0, B2=1.0, w1=5.0, w2=5.0, phi1=0.2, phi2=0.2)])
+                                   MCCCurve(A1=3.0, A2=1.5, B1=2.0, B2=1.0, w1=5.0, w2=5.0,
+                                            phi1=0.2, phi2=0.2)])
 def test_generalized_helix_closed_form_equals_quadrature(curve):
     assert curve.torsion_ratio is not None
     cf = bb.generalized_helix_joint_angles(curve, ALT, L0, 0.11)
@@ -140,3 +143,26 @@ def test_kabsch_is_rigid_only():
     assert bb.kabsch_rms(mirror, p) > 0.1
     with pytest.raises(ValueError, match='points_m'):
         bb.kabsch_rms(p[:, :2], p[:, :2])
+
+
+@pytest.mark.parametrize('s0', [0.0, 0.3, -1.7, 12.0])
+def test_shifted_quadrature_equals_quadrature(s0):
+    sq = bb.ShiftedQuadrature(S_CRAWLER, ALT, L0)
+    np.testing.assert_allclose(sq.angles(s0), bb.joint_angles_quadrature(S_CRAWLER, ALT, L0, s0), atol=1e-12)
+    flat = MCCCurve(A1=1.0, B1=2.0, w1=3.0, A2=0.5, B2=0.2, w2=0.0, phi2=0.4)
+    np.testing.assert_allclose(bb.ShiftedQuadrature(flat, ALT, L0).angles(s0),
+                               bb.joint_angles_quadrature(flat, ALT, L0, s0), atol=1e-12)
+
+
+def test_quadrature_matches_adaptive_integration_for_s_crawler():
+    from scipy.integrate import quad
+    s, lo, hi = bb.joint_windows(ALT, L0, 0.21)
+    th = bb.joint_angles_quadrature(S_CRAWLER, ALT, L0, 0.21)
+    for i in range(0, 32, 5):
+        if ALT[i] == 'yaw':
+            f = lambda x: S_CRAWLER.kappa(x) * np.cos(S_CRAWLER.psi(x))  # noqa: E731
+        else:
+            f = lambda x: -S_CRAWLER.kappa(x) * np.sin(S_CRAWLER.psi(x))  # noqa: E731
+        assert th[i] == pytest.approx(quad(f, lo[i], hi[i], epsabs=1e-13)[0], abs=1e-10)
+    # psi in closed form agrees with integrating tau
+    assert S_CRAWLER.psi(0.9) == pytest.approx(S_CRAWLER.psi0 + quad(S_CRAWLER.tau, 0, 0.9)[0], abs=1e-12)

@@ -105,8 +105,8 @@ def test_compound_serpenoid_uses_axes_from_the_robot(py32):
 def test_kinematic_snake_preset_is_seed_000(ks3):
     g = shape('kinematic_snake_preset', ks3)
     for t in (0.0, 0.5, 2.0):
-        np.testing.assert_allclose(g.angles(t), [math.radians(40) * math.sin(t),
-                                                 math.radians(40) * math.sin(t + math.radians(25))], atol=1e-15)
+        expect = [math.radians(40) * math.sin(t), math.radians(40) * math.sin(t + math.radians(25))]
+        np.testing.assert_allclose(g.angles(t), expect, atol=1e-15)
     assert g.angles(0.5, turn=0.2) == pytest.approx(g.angles(0.5) + 0.2)
 
 
@@ -140,3 +140,19 @@ def test_every_gait_documents_its_parameters():
             assert p.unit and p.meaning and p.describe_default()
         if spec.turn_param:
             assert spec.turn_param in spec.param_names
+
+
+@pytest.mark.parametrize('name,over', [
+    ('serpentine', {}), ('serpentine', {'A1': 0.5, 'psi0': 0.8, 'phi1': 0.3}), ('serpentine', {'w1': 0.0}),
+    ('rolling', {'psi0': 1.0}), ('helix_rolling', {'A2': -1.5, 'psi0': 0.4}), ('helix_rolling', {'A2': 0.0}),
+    ('s_crawler', {}), ('s_crawler', {'lam': 0.4, 'psi0': 1.0}),
+    ('aeh_sidewinding', {}), ('aeh_sidewinding', {'a': -0.7, 'eta': 0.3, 'phi1': 1.0, 'psi0': 0.5}),
+    ('aeh_sidewinding', {'a': 0.0}),
+])
+def test_tabulated_mcc_shapes_equal_the_backbone_fit(py32, name, over):
+    """GaitShape.angles (tabulated, per tick) equals backbone.joint_angles of GaitShape.curve."""
+    g = shape(name, py32, **over)
+    rng = np.random.default_rng(5)
+    for phase in rng.uniform(-20, 20, 6):
+        turn = rng.uniform(-1, 1) if g.spec.turn_param else 0.0
+        np.testing.assert_allclose(g.angles(phase, turn), g.reference_angles(phase, turn), atol=1e-11)

@@ -225,3 +225,27 @@ def test_many_overlapping_switches_stay_smooth(py32):
         assert s.state()['layers'] <= 8
     assert_smooth(py32, np.vstack(qs), np.vstack(vs), q0[-1], v0[-1])
     settle_and_check_target(s, names[19 % len(names)])
+
+
+def test_stop_during_a_switch_finishes_the_switch_and_holds(py32):
+    s = GaitScheduler(py32, 'serpentine')
+    s.set_command(0.1, 0.0, 0.0)
+    q0, v0, _ = run(s, 1.0)
+    s.select('sidewinding')
+    q1, v1, _ = run(s, 0.3)
+    s.stop()
+    q2, v2, _ = run(s, 4.0)
+    assert_smooth(py32, np.vstack([q1, q2]), np.vstack([v1, v2]), q0[-1], v0[-1])
+    st = s.state()
+    assert st['target_gait'] == st['active_gait'] == 'sidewinding' and st['phase_rate_rad_s'] == 0.0
+    np.testing.assert_allclose(q2[-1], target_shape(s), atol=1e-9)
+    np.testing.assert_allclose(q2[-1], q2[-10], atol=1e-12)
+
+
+def test_a_non_finite_shape_never_reaches_the_output(py32):
+    s = GaitScheduler(py32, 'serpentine')
+    s.set_command(0.1, 0.0, 0.0)
+    q0, v0, _ = run(s, 0.5)
+    s._layers[-1].shape.angles = lambda phase, turn: np.full(py32.n_joints, np.nan)
+    q, v, _ = run(s, 0.5)
+    assert_smooth(py32, q, v, q0[-1], v0[-1])

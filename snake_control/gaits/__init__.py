@@ -2,7 +2,7 @@
 
 Pure numpy; the ROS gait node is a thin shell around GaitScheduler.
 """
-from snake_control.gaits.backbone import (MCCCurve, chain_fit_error, joint_angles, joint_windows,  # noqa: F401
-                                          kabsch_rms)
+from snake_control.gaits.backbone import (  # noqa: F401
+    MCCCurve, chain_fit_error, joint_angles, joint_windows, kabsch_rms)
 from snake_control.gaits.catalog import GAITS, BACKBONE_GAITS, gait_spec, gaits_for  # noqa: F401
 from snake_control.gaits.scheduler import GaitScheduler, GaitTick  # noqa: F401

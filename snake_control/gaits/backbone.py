@@ -31,12 +31,15 @@ For alternating pitch-yaw chains this is MATH.md's [s_i - l, s_i + l]; for an al
 [s_i - l/2, s_i + l/2]. The staggered windows are a symmetric (Strang-like) splitting of the frame
 ODE, which is why the chain converges to the curve as O(l^2) (the end windows are made symmetric).
 
-Example: a serpenoid with A = 0, B = 5 1/m, omega = 2 pi rad/m on a 4-joint alternating chain
+Example: a serpenoid with A = 0, B = 5 1/m, omega = 2 pi rad/m on a 4-joint alternating chain,
+l = 0.07 m; yaw joint 1 at s = 0.07 takes (2 B / w) sin(w l) sin(w s) = 0.2885 rad:
     >>> c = MCCCurve(B1=5.0, w1=2 * np.pi)
-    >>> joint_angles(c, ['pitch', 'yaw', 'pitch', 'yaw'], 0.07)   # pitch joints are exactly 0
+    >>> np.round(joint_angles(c, ['pitch', 'yaw', 'pitch', 'yaw'], 0.07), 4)
+    array([0.    , 0.2885, 0.    , 0.6564])
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -159,6 +162,12 @@ def _axis_masks(axes):
 
 # --- joint angles ---------------------------------------------------------------------------------
 
+def _pitch_offsets(axes):
+    """pi/2 for pitch joints, 0 for yaw: kappa cos(psi + pi/2) = -kappa sin(psi) is the pitch integrand."""
+    yaw, _ = _axis_masks(axes)
+    return np.where(yaw, 0.0, 0.5 * np.pi)
+
+
 def joint_angles_quadrature(curve: MCCCurve, axes, spacing_m: float, s0_m: float = 0.0,
                             windows=None) -> np.ndarray:
     """Joint angles (n,) rad by 10-point Gauss-Legendre quadrature of the Bishop curvatures.
@@ -167,13 +176,42 @@ def joint_angles_quadrature(curve: MCCCurve, axes, spacing_m: float, s0_m: float
     module docstring for the pitch sign). Works for any MCC curve (S-crawler has no closed form).
     """
     _, lo, hi = windows if windows is not None else joint_windows(axes, spacing_m, s0_m)
-    yaw, _ = _axis_masks(axes)
     half = 0.5 * (hi - lo)
     s = 0.5 * (hi + lo)[:, None] + half[:, None] * _GL_NODES[None, :]
-    k = curve.kappa(s)
-    psi = curve.psi(s)
-    f = np.where(yaw[:, None], k * np.cos(psi), -k * np.sin(psi))
+    f = curve.kappa(s) * np.cos(curve.psi(s) + _pitch_offsets(axes)[:, None])
     return half * (f @ _GL_WEIGHTS)
+
+
+class ShiftedQuadrature:
+    """joint_angles_quadrature(curve, axes, spacing_m, s0) for many s0 (a body sliding along a curve).
+
+    The quadrature nodes are fixed relative to the body, so sin/cos of the node phases are tabulated
+    once and shifted by angle addition: per call only two scalar sines and one array cosine remain.
+    """
+
+    def __init__(self, curve: MCCCurve, axes, spacing_m: float):
+        _, lo, hi = joint_windows(axes, spacing_m, 0.0)
+        half = 0.5 * (hi - lo)
+        self.curve = curve
+        self.x = 0.5 * (hi + lo)[:, None] + half[:, None] * _GL_NODES[None, :]
+        self.weights = half[:, None] * _GL_WEIGHTS[None, :]
+        self.offset = _pitch_offsets(axes)[:, None]
+        c = curve
+        self.s1, self.c1 = np.sin(c.w1 * self.x + c.phi1), np.cos(c.w1 * self.x + c.phi1)
+        self.s2, self.c2 = np.sin(c.w2 * self.x + c.phi2), np.cos(c.w2 * self.x + c.phi2)
+
+    def angles(self, s0_m: float) -> np.ndarray:
+        c = self.curve
+        cw1, sw1 = math.cos(c.w1 * s0_m), math.sin(c.w1 * s0_m)
+        kappa = c.A1 + c.B1 * (self.s1 * cw1 + self.c1 * sw1)
+        if abs(c.w2) < _TINY:
+            psi = c.psi0 + (c.A2 + c.B2 * math.sin(c.phi2)) * (self.x + s0_m)
+        else:
+            cw2, sw2 = math.cos(c.w2 * s0_m), math.sin(c.w2 * s0_m)
+            cos_now = self.c2 * cw2 - self.s2 * sw2                 # cos(w2 (x + s0) + phi2)
+            r2 = c.B2 / c.w2
+            psi = (c.psi0 + c.A2 * s0_m + r2 * math.cos(c.phi2)) + c.A2 * self.x - r2 * cos_now
+        return (kappa * np.cos(psi + self.offset) * self.weights).sum(axis=1)
 
 
 def serpenoid_joint_angles(curve: MCCCurve, axes, spacing_m: float, s0_m: float = 0.0,
@@ -189,7 +227,7 @@ def serpenoid_joint_angles(curve: MCCCurve, axes, spacing_m: float, s0_m: float 
     _, lo, hi = windows if windows is not None else joint_windows(axes, spacing_m, s0_m)
     yaw, _ = _axis_masks(axes)
     total = curve.A1 * (hi - lo) + curve.B1 * _int_sin(curve.w1, curve.phi1, lo, hi)
-    return np.where(yaw, np.cos(curve.psi0), -np.sin(curve.psi0)) * total
+    return np.where(yaw, np.cos(curve.psi0), -np.sin(curve.psi0)) * total + 0.0     # + 0.0: no -0.0
 
 
 def helix_joint_angles(curve: MCCCurve, axes, spacing_m: float, s0_m: float = 0.0,
@@ -293,17 +331,27 @@ def _rodrigues(w):
     return np.eye(3) + a[:, None, None] * k + b[:, None, None] * (k @ k)
 
 
-def kabsch_rms(points_m, reference_m) -> float:
-    """RMS distance (m) between two (k, 3) point sets after the best proper rigid motion (no mirror)."""
+def kabsch_align(points_m, reference_m):
+    """Best proper rigid motion (r (3, 3), t (3,)) taking points onto reference: min sum |r p + t - q|^2.
+
+    Both (k, 3). Reflections are excluded (det r = +1), so a mirror image does not align.
+    """
     p = np.asarray(points_m, dtype=float)
     q = np.asarray(reference_m, dtype=float)
     if p.shape != q.shape or p.ndim != 2 or p.shape[1] != 3:
         raise ValueError(f'points_m and reference_m must both be (k, 3), got {p.shape} and {q.shape}')
-    pc, qc = p - p.mean(0), q - q.mean(0)
-    u, _, vt = np.linalg.svd(pc.T @ qc)
+    pm, qm = p.mean(0), q.mean(0)
+    u, _, vt = np.linalg.svd((p - pm).T @ (q - qm))
     d = np.sign(np.linalg.det(vt.T @ u.T)) or 1.0
     r = vt.T @ np.diag([1.0, 1.0, d]) @ u.T
-    return float(np.sqrt(np.mean(np.sum((pc @ r.T - qc) ** 2, axis=1))))
+    return r, qm - r @ pm
+
+
+def kabsch_rms(points_m, reference_m) -> float:
+    """RMS distance (m) between two (k, 3) point sets after the best proper rigid motion (no mirror)."""
+    r, t = kabsch_align(points_m, reference_m)
+    d = np.asarray(points_m, dtype=float) @ r.T + t - np.asarray(reference_m, dtype=float)
+    return float(np.sqrt(np.mean(np.sum(d * d, axis=1))))
 
 
 def chain_joint_positions(angles_rad, axes, spacing_m: float) -> np.ndarray:

@@ -20,7 +20,7 @@ Parameter defaults may depend on the robot (the paper gives lengths in units of 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -69,7 +69,6 @@ class GaitSpec:
     turn_param: str | None = None
     turn_gain: float = 0.0
     turn_max: float = 0.0
-    fixed: dict = field(default_factory=dict)
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -92,9 +91,26 @@ def _stride(unit='m', default=None, text=''):
     return Param('stride', unit, default, meaning, 1e-6, 1e6, text)
 
 
-_PSI0 = Param('psi0', 'rad', 0.0, 'Bishop angle at s = 0: rolls the whole shape about the body axis', -10 * PI, 10 * PI)
+_PSI0 = Param('psi0', 'rad', 0.0, 'Bishop angle at s = 0: rolls the whole shape about the body axis',
+              -10 * PI, 10 * PI)
 
 # --- MCC gaits (seed 004) ------------------------------------------------------------------------
+#
+# Where the seed's extracted text and our derivation disagree (derived and checked in the tests):
+# - Pitch sign: with our FK theta_pitch = -int kappa sin psi (backbone module docstring), so the
+#   seed's serpentine theta_p = 2 A1 L0 sin psi0 (+/-) (2 B1/w1) sin(w1 L0) sin psi0 sin(w1 s + phi1)
+#   becomes -sin(psi0) (2 A1 L0 + (2 B1/w1) sin(w1 L0) sin(w1 s + phi1)), both terms with one sign,
+#   and its helix theta_p = (2 A1/A2) sin(A2 L0) sin(A2 s + psi0) changes sign.
+# - S-crawler: the printed condition sin(w1 lambda L/4 + phi1) = 1 would put the curvature MAXIMUM in
+#   the middle of the straight part; the paper's own lambda = 0 result sin(4 pi s/L - pi/2) and its
+#   B1 = (4 pi/L) lambda pi / sin(lambda pi) both need = -1, i.e. phi1 = -pi/2 - lambda pi. With
+#   phi2 = -lambda pi/2 these satisfy the paper's integral conditions (test_gait_catalog).
+# - AEH: the lift of the plane curve (perimeter L) with dz/ds' = a has Ls = sqrt(1 + a^2) L, and a
+#   cylindrical generalised helix has kappa = kappa_plane / (1 + a^2), tau = a kappa; hence
+#   kappa = (2 pi/Ls)(1 + eta sin(4 pi s/Ls + phi1)) / sqrt(1 + a^2). The printed Frenet equations
+#   lost two minus signs (de2/ds = -kappa e1 + tau e3, de3/ds = -tau e2), and the special cases are
+#   a = 0: the plane approximate ellipse (a circle if eta = 0); eta = 0, a != 0: a circular helix;
+#   a -> infinity: a straight line.
 
 SERPENTINE = GaitSpec(
     'serpentine', 'mcc', ('pitch_yaw',), 'forward',
@@ -102,7 +118,8 @@ SERPENTINE = GaitSpec(
      Param('B1', '1/m', lambda r: 0.6 * 2 * PI / (16 * r.link_length_m),
            'curvature amplitude; Hirose serpenoid B1 = alpha b with winding angle alpha', -100, 100,
            '0.6 w1 (winding angle 0.6 rad)'),
-     Param('w1', 'rad/m', lambda r: 2 * PI / (16 * r.link_length_m), 'spatial frequency of the curvature wave',
+     Param('w1', 'rad/m', lambda r: 2 * PI / (16 * r.link_length_m),
+            'spatial frequency of the curvature wave',
            0, 1000, '2 pi / (16 l)'),
      Param('phi1', 'rad', 0.0, 'phase of the curvature wave (advanced by the gait phase)', -10 * PI, 10 * PI),
      _PSI0,
@@ -120,7 +137,8 @@ ROLLING = GaitSpec(
 
 HELIX_ROLLING = GaitSpec(
     'helix_rolling', 'mcc', ('pitch_yaw',), 'lateral',
-    (Param('A1', '1/m', 7.5, 'helix curvature r / (r^2 + p^2) (default: radius 0.12 m, pitch 0.04 m/rad)', -50, 50),
+    (Param('A1', '1/m', 7.5, 'helix curvature r / (r^2 + p^2) (default: radius 0.12 m, pitch 0.04 m/rad)',
+            -50, 50),
      Param('A2', '1/m', 2.5, 'helix torsion p / (r^2 + p^2)', -50, 50),
      _PSI0,
      _stride('m', lambda r: 2 * PI * (0.12 + r.module_radius_m), '2 pi (0.12 m + module radius)')),
@@ -129,13 +147,15 @@ HELIX_ROLLING = GaitSpec(
 S_CRAWLER = GaitSpec(
     's_crawler', 'mcc', ('pitch_yaw',), 'forward',
     (Param('L', 'm', _l(26.0), 'length of one crawler cycle of the curve', 1e-3, 1e3, '26 l'),
-     Param('B1_pi_per_L', 'pi/L', 4.8, 'curvature amplitude B1 in units of pi/L (used when lambda = 0)', -100, 100),
+     Param('B1_pi_per_L', 'pi/L', 4.8, 'curvature amplitude B1 in units of pi/L (used when lambda = 0)',
+            -100, 100),
      Param('B2_pi_per_L', 'pi/L', 2.5, 'torsion amplitude B2 in units of pi/L', -100, 100),
      Param('lam', '1', 0.0, 'share of the cycle that is (nearly) straight, 0 <= lambda < 1; lambda > 0 '
            'sets B1 = (4 pi / L) lambda pi / sin(lambda pi)', 0.0, 0.95),
      _PSI0,
      _stride('m', _l(13.0), '13 l (L / 2)')),
-    'seed 004 3.2: kappa = 4 pi/L + B1 sin(4 pi s/L - pi/2 - lambda pi), tau = B2 sin(2 pi s/L - lambda pi/2); '
+    'seed 004 3.2: kappa = 4 pi/L + B1 sin(4 pi s/L - pi/2 - lambda pi), '
+     'tau = B2 sin(2 pi s/L - lambda pi/2); '
     'moves by sliding the body along the curve (s0)')
 
 AEH_SIDEWINDING = GaitSpec(
@@ -155,11 +175,14 @@ AEH_SIDEWINDING = GaitSpec(
 def _serp_params(a_yaw, a_pitch, w_s, delta, taper=0.0, stride=None, stride_unit='m'):
     return (Param('A_yaw', 'rad', a_yaw, 'yaw joint amplitude', -PI / 2, PI / 2),
             Param('A_pitch', 'rad', a_pitch, 'pitch joint amplitude', -PI / 2, PI / 2),
-            Param('w_s', 'rad/joint', w_s, 'spatial frequency: phase step from one joint to the next', -PI, PI),
-            Param('delta', 'rad', delta, 'phase of the yaw wave relative to the pitch wave', -10 * PI, 10 * PI),
+            Param('w_s', 'rad/joint', w_s, 'spatial frequency: phase step from one joint to the next',
+                  -PI, PI),
+            Param('delta', 'rad', delta, 'phase of the yaw wave relative to the pitch wave',
+                  -10 * PI, 10 * PI),
             Param('beta_yaw', 'rad', 0.0, 'yaw offset (bends the body: turning)', -PI / 2, PI / 2),
             Param('beta_pitch', 'rad', 0.0, 'pitch offset', -PI / 2, PI / 2),
-            Param('taper', '1', taper, 'amplitude gradient along the body: A (1 + taper (x - 1/2)), x = 0 tail '
+            Param('taper', '1', taper,
+                  'amplitude gradient along the body: A (1 + taper (x - 1/2)), x = 0 tail '
                   '.. 1 head (conical sidewinding)', -2.0, 2.0),
             stride if stride is not None else _stride(stride_unit, _l(6.0), '6 l'))
 
@@ -272,7 +295,8 @@ def resolve_params(spec: GaitSpec, robot, overrides=None) -> dict:
         try:
             v = float(raw)
         except (TypeError, ValueError):
-            raise ValueError(f'parameter {key!r} of gait {spec.name!r} must be a number, got {raw!r}') from None
+            raise ValueError(f'parameter {key!r} of gait {spec.name!r} must be a number, '
+                             f'got {raw!r}') from None
         if not math.isfinite(v):
             raise ValueError(f'parameter {key!r} of gait {spec.name!r} must be finite, got {raw!r}')
         if not p.lower <= v <= p.upper:
@@ -306,10 +330,19 @@ class GaitShape:
         self._x = self._idx / max(self.n - 1, 1)
         self._windows = backbone.joint_windows(self.axes, self.l, 0.0)
         fam = spec.family
+        self._fast = None
+        if fam == 'mcc':
+            self._fast = self._tabulate_mcc()
         if fam == 'serpenoid':
+            # Everything but the phase and the turning offset is fixed: tabulate once per shape.
             p = self.params
-            self._delta = np.where(self._yaw, p['delta'], 0.0)
-            self._profile_pitch = -np.cos(PI * self._x) if spec.name == 'turn_in_place' else np.ones(self.n)
+            profile_pitch = -np.cos(PI * self._x) if spec.name == 'turn_in_place' else np.ones(self.n)
+            self._amp0 = np.where(self._yaw, p['A_yaw'], p['A_pitch'] * profile_pitch)
+            self._arg0 = p['w_s'] * self._idx + np.where(self._yaw, p['delta'], 0.0)
+            self._beta0 = np.where(self._yaw, p['beta_yaw'], p['beta_pitch'])
+            self._yawf = self._yaw.astype(float)
+        elif fam == 'wheeled':
+            self._arg0 = self._idx * self.params['delta']
 
     # the turn offset applied to the gait's turning parameter
     def _p(self, name, turn):
@@ -349,18 +382,84 @@ class GaitShape:
         fam = self.spec.family
         p = self.params
         if fam == 'mcc':
-            curve, s0 = self.curve(phase, turn)
-            s, lo, hi = self._windows
-            return backbone.joint_angles(curve, self.axes, self.l, s0, (s + s0, lo + s0, hi + s0))
+            return self._fast(phase, turn)
         if fam == 'serpenoid':
             taper = self._p('taper', turn)
-            gain = 1.0 + taper * (self._x - 0.5)
-            amp = np.where(self._yaw, p['A_yaw'], p['A_pitch'] * self._profile_pitch) * gain
-            beta = np.where(self._yaw, self._p('beta_yaw', turn), p['beta_pitch'])
-            return beta + amp * np.sin(p['w_s'] * self._idx + phase + self._delta)
+            amp = self._amp0 if taper == 0.0 else self._amp0 * (1.0 + taper * (self._x - 0.5))
+            q = amp * np.sin(self._arg0 + phase)
+            q += self._beta0
+            if self.spec.turn_param == 'beta_yaw' and turn != 0.0:
+                q += self._yawf * turn
+            return q
         if fam == 'wheeled':
-            return p['amplitude'] * np.sin(phase + self._idx * p['delta']) + self._p('turn_offset', turn)
+            q = p['amplitude'] * np.sin(self._arg0 + phase)
+            q += self._p('turn_offset', turn)
+            return q
         return self._pose.copy()
+
+    def reference_angles(self, phase: float, turn: float = 0.0) -> np.ndarray:
+        """MCC gaits: backbone.joint_angles of curve(phase, turn), the definition angles() tabulates."""
+        curve, s0 = self.curve(phase, turn)
+        s, lo, hi = self._windows
+        return backbone.joint_angles(curve, self.axes, self.l, s0, (s + s0, lo + s0, hi + s0))
+
+    def _tabulate_mcc(self):
+        """A fast angles(phase, turn) for this MCC gait: the window integrals of backbone's closed forms
+        (or its quadrature) with everything but the phase tabulated, shifted by angle addition."""
+        name, p = self.spec.name, self.params
+        _, lo, hi = self._windows
+        width = hi - lo
+        yaw = self._yaw
+        if name == 'serpentine':
+            # int kappa = A1 W + (B1/w)[cos(w lo + phi) - cos(w hi + phi)], phi = phi1 + phase
+            w, b1 = p['w1'], p['B1']
+            sgn = np.where(yaw, math.cos(p['psi0']), -math.sin(p['psi0']))
+            if abs(w) < 1e-9:
+                return lambda phase, turn: sgn * width * (self._p('A1', turn)
+                                                          + b1 * math.sin(p['phi1'] + phase))
+            dc = (np.cos(w * lo) - np.cos(w * hi)) * (b1 / w)
+            ds = (np.sin(w * lo) - np.sin(w * hi)) * (b1 / w)
+            sgn_w = sgn * width
+
+            def serpentine(phase, turn):
+                phi = p['phi1'] + phase
+                return sgn_w * self._p('A1', turn) + sgn * (dc * math.cos(phi) - ds * math.sin(phi))
+            return serpentine
+        if name == 'rolling':
+            total = p['A1'] * width
+            yawf = yaw.astype(float)
+            return lambda phase, turn: total * (yawf * math.cos(p['psi0'] + phase)
+                                                - (1.0 - yawf) * math.sin(p['psi0'] + phase))
+        if name == 'helix_rolling' and abs(p['A2']) >= 1e-9:
+            # psi = psi0 + phase + A2 s: theta_yaw = r (sin psi_hi - sin psi_lo), theta_pitch = r (cos - cos)
+            r, a2 = p['A1'] / p['A2'], p['A2']
+            d_sin = np.sin(a2 * hi) - np.sin(a2 * lo)
+            d_cos = np.cos(a2 * hi) - np.cos(a2 * lo)
+            cp = r * np.where(yaw, d_sin, d_cos)
+            sp = r * np.where(yaw, d_cos, -d_sin)
+            return lambda phase, turn: cp * math.cos(p['psi0'] + phase) + sp * math.sin(p['psi0'] + phase)
+        if name == 's_crawler':
+            shifted = backbone.ShiftedQuadrature(self.curve(0.0)[0], self.axes, self.l)
+            return lambda phase, turn: shifted.angles(phase * p['L'] / (2 * PI))
+        if name == 'aeh_sidewinding' and abs(p['a']) >= 1e-9:
+            # theta = [sin(psi_hi + o) - sin(psi_lo + o)] / a with o = pi/2 on pitch joints (cos), where
+            # psi(x + s0) = psi0 + a K(x + s0), K(s) = A1 s + (B1/w)(cos phi1 - cos(w s + phi1)).
+            curve, _ = self.curve(0.0)
+            a, w = p['a'], curve.w1
+            x = np.stack([lo, hi])
+            cx, sx = np.cos(w * x + curve.phi1), np.sin(w * x + curve.phi1)
+            off = np.where(yaw, 0.0, 0.5 * PI)
+            base = curve.psi0 + a * (curve.A1 * x + (curve.B1 / w) * math.cos(curve.phi1)) + off
+            kb = a * curve.B1 / w
+            ka = a * curve.A1
+
+            def aeh(phase, turn):
+                s0 = phase * p['Ls'] / (2 * PI)
+                cw, sw = math.cos(w * s0), math.sin(w * s0)
+                v = np.sin(base + ka * s0 - kb * (cx * cw - sx * sw))
+                return (v[1] - v[0]) / a
+            return aeh
+        return self.reference_angles
 
     def phase_derivative_bound(self, turn_max: float | None = None, samples: int = 24) -> np.ndarray:
         """(n,) max over phase of |dq_i/dphase| (rad/rad), sampled; used to cap the phase rate."""

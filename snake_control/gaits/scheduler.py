@@ -13,10 +13,12 @@ API (everything else is private):
     s.stop()                          speeds ramp to zero and the shape is held (turning offset frozen)
     tick = s.step(dt_s)               advance dt_s seconds; returns a GaitTick
     s.state()                         plain dict (see state())
+    s.positions_rad, s.curve()        last output (n,); target MCC curve and s0, or None
 
 GaitTick: t_s, positions_rad (n,), velocities_rad_s (n,), reference_rad (n,) (the blended gait before
 limits), saturated {joint name: rad the reference exceeded its joint limit by (signed)}, rate_limited
-(names of joints held back by the velocity/acceleration limits this tick).
+(names of joints held back by the velocity/acceleration limits this tick), phase_rad (the target
+gait's phase).
 
 How it stays smooth:
 
@@ -27,9 +29,12 @@ How it stays smooth:
 - Turning. angular.z sets an offset on the gait's turning parameter (turn_gain * angular.z, capped at
   turn_max: A1 for serpentine, beta_yaw, taper, turn_offset), ramped at turn_max per 0.5 s.
 - Switching. select() pushes a new layer whose phase is matched (the phase, among 48 samples, whose
-  shape is closest to the current output), then blends in shape (joint-angle) space with the quintic
-  smoothstep w(u) = 10u^3 - 15u^4 + 6u^5 (zero velocity and acceleration at both ends) over
-  max(transition_s, time that keeps the blend's own velocity under half the joint limits). A switch
+  shape is closest to the current output), then blends in shape (joint-angle) space. Between two
+  backbone gaits this is also a blend of curves: the fit is linear in the Bishop curvatures
+  (k_yaw, k_pitch) along the body, so every intermediate shape is the fit of the blended curvatures.
+  The weight is the quintic smoothstep w(u) = 10u^3 - 15u^4 + 6u^5 (zero velocity and acceleration at
+  both ends) over max(transition_s, time that keeps the blend's own velocity under half the joint
+  limits). A switch
   requested mid-switch adds another layer on top: the unfinished blend keeps running underneath, so
   the reference stays continuous in position and velocity. Layers whose blend finished are dropped.
 - Limits. The blended reference is clamped to the joint limits (reported in tick.saturated), then a
@@ -71,6 +76,7 @@ class GaitTick:
     reference_rad: np.ndarray
     saturated: dict = field(default_factory=dict)
     rate_limited: tuple = ()
+    phase_rad: float = 0.0          # the target gait's phase after this tick
 
 
 class _Layer:
@@ -136,6 +142,8 @@ class GaitScheduler:
         self._lower = robot.lower_rad.astype(float)
         self._upper = robot.upper_rad.astype(float)
         self._vmax = robot.velocity_limit_rad_s.astype(float)
+        self._nvmax = -self._vmax
+        self._dt_cache = None
         self._amax = robot.acceleration_limit_rad_s2.astype(float)
         self._command = (0.0, 0.0, 0.0)
         self._hold_turn = False
@@ -146,7 +154,8 @@ class GaitScheduler:
         if initial_positions_rad is not None:
             q0 = np.asarray(initial_positions_rad, dtype=float)
             if q0.shape != (self.n,) or not np.all(np.isfinite(q0)):
-                raise ValueError(f'initial_positions_rad must be {self.n} finite angles, got shape {q0.shape}')
+                raise ValueError(f'initial_positions_rad must be {self.n} finite angles, '
+                                 f'got shape {q0.shape}')
             q0 = np.clip(q0, self._lower, self._upper)
             self._layers.append(_Layer(catalog.GaitShape(catalog.HOLD, robot, {}, q0), robot, 0.0))
             self._q = q0.copy()
@@ -172,7 +181,12 @@ class GaitScheduler:
         return _Layer(catalog.GaitShape(spec, self.robot, values), self.robot, phase)
 
     def select(self, name: str, params: dict | None = None) -> None:
-        """Switch smoothly to gait `name` (with optional parameter overrides), phase-matched."""
+        """Switch smoothly to gait `name` (with optional parameter overrides), phase-matched.
+
+        Selecting the current target gait again without parameters changes nothing.
+        """
+        if params is None and name == self._layers[-1].spec.name:
+            return
         layer = self._make_layer(name, params, 0.0)
         self._push(layer)
 
@@ -213,7 +227,8 @@ class GaitScheduler:
     def set_command(self, forward_m_s: float, lateral_m_s: float, turn_rad_s: float) -> None:
         """cmd_vel: linear.x (m/s), linear.y (m/s), angular.z (rad/s). Non-finite values raise ValueError."""
         values = []
-        for name, v in (('forward_m_s', forward_m_s), ('lateral_m_s', lateral_m_s), ('turn_rad_s', turn_rad_s)):
+        named = (('forward_m_s', forward_m_s), ('lateral_m_s', lateral_m_s), ('turn_rad_s', turn_rad_s))
+        for name, v in named:
             try:
                 f = float(v)
             except (TypeError, ValueError):
@@ -255,38 +270,68 @@ class GaitScheduler:
                 break
 
         raw = self._reference()
-        if not np.all(np.isfinite(raw)):
+        if not math.isfinite(float(raw.sum())):
             raw = self._ref_prev.copy()
         ref = np.minimum(np.maximum(raw, self._lower), self._upper)
-        if np.any(raw != ref):
+        clamped = raw != ref
+        if clamped.any():
             names = self._names
-            self._saturated = {names[i]: float(raw[i] - ref[i]) for i in np.flatnonzero(raw != ref)}
+            self._saturated = {names[i]: float(raw[i] - ref[i]) for i in np.flatnonzero(clamped)}
         elif self._saturated:
             self._saturated = {}
-
-        # Tracker: reference velocity plus a correction that can always brake within the limits.
-        amax, vmax, q_old = self._amax, self._vmax, self._q
-        v_des = np.minimum(np.maximum((ref - self._ref_prev) / dt, -vmax), vmax)
-        err = self._ref_prev - q_old
-        abs_err = np.abs(err)
-        v_des += np.sign(err) * np.minimum(abs_err / dt, np.sqrt(amax * abs_err))
-        # Largest speed toward a limit from which, after this tick's move, braking still stops in time:
-        # v^2 / (2 a) <= d - v dt.
-        adt = amax * dt
-        adt2 = adt * adt
-        v_up = np.sqrt(adt2 + 2 * amax * np.maximum(self._upper - q_old, 0.0)) - adt
-        v_dn = np.sqrt(adt2 + 2 * amax * np.maximum(q_old - self._lower, 0.0)) - adt
-        v_des = np.minimum(np.maximum(v_des, -v_dn), v_up)
-        v = self._v + np.minimum(np.maximum(v_des - self._v, -adt), adt)
-        v = np.minimum(np.maximum(v, -vmax), vmax)
-        q = np.minimum(np.maximum(q_old + v * dt, self._lower), self._upper)
-        v = (q - q_old) / dt
+        q, v = self._track(ref, dt)
         off = np.abs(q - ref) > 1e-9
         self._rate_limited = tuple(self._names[i] for i in np.flatnonzero(off)) if off.any() else ()
+        return GaitTick(self._t, q, v, ref, dict(self._saturated), self._rate_limited,
+                        self._layers[-1].phase)
+
+    def _track(self, ref, dt):
+        """Per-joint tracker: reference velocity plus a correction that can always brake in time.
+
+        Returns new (positions, velocities) with |v| <= v_max, |v - v_old| <= a_max dt, inside the joint
+        limits, equal to ref whenever that is reachable within those bounds (deadbeat).
+        """
+        if dt != self._dt_cache:
+            self._dt_cache = dt
+            self._adt = self._amax * dt
+            self._adt2 = self._adt * self._adt
+            # Farther than this from a joint limit, braking can never bind (v_max^2 / 2a + v_max dt).
+            margin = self._vmax * self._vmax / (2 * self._amax) + self._vmax * dt
+            self._brake_hi, self._brake_lo = self._upper - margin, self._lower + margin
+        inv_dt = 1.0 / dt
+        q_old, v_old, ref_prev = self._q, self._v, self._ref_prev
+        v_des = (ref - ref_prev) * inv_dt
+        np.minimum(v_des, self._vmax, out=v_des)
+        np.maximum(v_des, self._nvmax, out=v_des)
+        err = ref_prev - q_old
+        abs_err = np.abs(err)
+        corr = np.minimum(abs_err * inv_dt, np.sqrt(self._amax * abs_err))    # sqrt law: brakes at a_max / 2
+        v_des += np.copysign(corr, err)
+        if (q_old > self._brake_hi).any() or (q_old < self._brake_lo).any():
+            # Largest speed toward a limit that, after this tick's move, can still brake: v^2/2a <= d - v dt.
+            two_a = 2.0 * self._amax
+            v_up = np.sqrt(self._adt2 + two_a * np.maximum(self._upper - q_old, 0.0)) - self._adt
+            v_dn = np.sqrt(self._adt2 + two_a * np.maximum(q_old - self._lower, 0.0)) - self._adt
+            v_des = np.minimum(np.maximum(v_des, -v_dn), v_up)
+        dv = v_des - v_old
+        np.minimum(dv, self._adt, out=dv)
+        np.maximum(dv, -self._adt, out=dv)
+        v = v_old + dv
+        np.minimum(v, self._vmax, out=v)
+        np.maximum(v, self._nvmax, out=v)
+        q = q_old + v * dt
+        np.maximum(q, self._lower, out=q)
+        np.minimum(q, self._upper, out=q)
+        v = (q - q_old) * inv_dt
         self._q, self._v, self._ref_prev = q, v, ref
-        return GaitTick(self._t, q.copy(), v.copy(), ref, dict(self._saturated), self._rate_limited)
+        return q, v
 
     # --- introspection ------------------------------------------------------------------------
+
+    @property
+    def positions_rad(self) -> np.ndarray:
+        """(n,) the last commanded joint positions (the starting pose before the first step)."""
+        return self._q.copy()
 
     def curve(self):
         """(MCCCurve, s0_m) of the target gait now, or None for joint-space gaits."""

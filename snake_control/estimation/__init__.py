@@ -1,0 +1,19 @@
+"""State estimation for snake robots (pure numpy; no ROS).
+
+- connection: the planar passive-wheel local connection (closed form for three links, weighted least
+  squares for N links), body frames, slip residual, regularisation near the singular set.
+- contact: pitch-yaw robots in 3D: fast chain poses, virtual chassis, contact selection, contact
+  no-slip least squares with the module radius.
+- estimator: the stateful ``Estimator`` (odometry with covariance) used by estimator_node and
+  ``snake odometry``; ``body_pose_from_links`` for ground-truth comparisons.
+- trajectory_io: joint-trajectory CSV / .mcap input, pose CSV output.
+"""
+from snake_control.estimation.connection import (planar_connection, planar_constraints, planar_frame_change,
+                                                 three_link_connection)
+from snake_control.estimation.contact import ContactSelector, chain_poses, contact_step, virtual_chassis
+from snake_control.estimation.estimator import (Estimator, EstimatorState, body_pose_from_links,
+                                                reorder_joints, run_offline)
+
+__all__ = ['Estimator', 'EstimatorState', 'ContactSelector', 'body_pose_from_links', 'chain_poses',
+           'contact_step', 'planar_connection', 'planar_constraints', 'planar_frame_change', 'reorder_joints',
+           'run_offline', 'three_link_connection', 'virtual_chassis']

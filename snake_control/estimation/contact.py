@@ -1,0 +1,311 @@
+"""3D body motion of pitch-yaw snakes from their ground contacts (MATH.md section 4), pure numpy.
+
+Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
+
+1. ``chain_poses``: every module's rotation and centre in the tail link's frame (fast forward
+   kinematics for fixed joint axes).
+2. ``virtual_chassis``: a body frame that does not depend on which module is the tail: origin at the
+   centroid of the module centres, x the first principal direction (toward the head), y the second,
+   z = x cross y. Axis signs are kept continuous from step to step; when the second and third singular
+   values are close (a helix or a straight body: y is undefined) y is held from the previous frame.
+3. ``ContactSelector``: the modules touching the ground are the lowest along gravity, with hysteresis
+   so that contacts do not flicker.
+4. ``contact_step``: the chassis displacement (v dt, w dt) (m, rad, chassis coordinates) that lets every
+   contact point c_i = q_i + rho d (d the unit down vector) roll without slipping. With Delta q_i the
+   change of module i's centre and delta_i its rotation increment (both relative to the chassis), the
+   contact's material point moves by  dv + dw x c_i + Delta q_i + delta_i x (c_i - q_i),  which must
+   vanish. The rho term is what makes
+   rolling gaits move: module centres barely move in the chassis while the modules spin about their
+   own axes. Stacked contacts are solved by (regularised, weighted) least squares; the residual is each
+   contact's slip.
+
+All positions in m, rotations as 3x3 matrices, twists (v, w) linear first as in snake_control.lie.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from snake_control.estimation.connection import DEFAULT_SINGULAR_THRESHOLD, regularised_normal_solve
+from snake_control.lie import so3_log
+
+_EYE3 = np.eye(3)
+
+
+def _hat(w):
+    return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
+
+
+_X, _Y, _Z = np.eye(3)
+_SKEW_I = np.array([2, 0, 1])
+_SKEW_J = np.array([1, 2, 0])
+_DIAG3 = (np.arange(3), np.arange(3))
+_LEVI_CIVITA = np.zeros((3, 3, 3))
+_LEVI_CIVITA[0, 1, 2] = _LEVI_CIVITA[1, 2, 0] = _LEVI_CIVITA[2, 0, 1] = 1.0
+_LEVI_CIVITA[0, 2, 1] = _LEVI_CIVITA[2, 1, 0] = _LEVI_CIVITA[1, 0, 2] = -1.0
+
+
+def _cross3(a, b):
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
+def _cross(a, b):
+    """Row-wise cross product of (m, 3) arrays (broadcasting), cheaper than np.cross for small arrays."""
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[:, 0] = a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1]
+    out[:, 1] = a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2]
+    out[:, 2] = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+    return out
+
+
+# Second/third singular value ratio above which the chassis y axis is held from the previous frame.
+DEFAULT_HOLD_RATIO = 0.9
+
+
+_AXIS_CACHE = {}
+
+
+def _axis_matrices(axes):
+    """hat(axis) and hat(axis)^2 for every joint axis (n, 3, 3), cached: a robot's axes never change."""
+    key = axes.tobytes()
+    cached = _AXIS_CACHE.get(key)
+    if cached is None:
+        k = np.zeros((axes.shape[0], 3, 3))
+        k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -axes[:, 2], axes[:, 1], -axes[:, 0]
+        k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = axes[:, 2], -axes[:, 1], axes[:, 0]
+        if len(_AXIS_CACHE) > 64:
+            _AXIS_CACHE.clear()
+        cached = _AXIS_CACHE[key] = (k, k @ k)
+    return cached
+
+
+def chain_poses(angles_rad, axes, link_lengths_m):
+    """Rotations (N, 3, 3) and centres (N, 3) (m) of every link of a chain, in the tail link's frame.
+
+    Same convention as snake_control.kinematics.chain.chain_frames (link frames at link centres, x toward
+    the head, joint j at the head end of link j), vectorised for speed: one Rodrigues formula for all
+    joints, then a running product.
+    Parameters: angles_rad (n,), axes (n, 3) unit joint axes, link_lengths_m (n + 1,).
+    """
+    angles = np.asarray(angles_rad, dtype=float)
+    axes = np.asarray(axes, dtype=float)
+    lengths = np.asarray(link_lengths_m, dtype=float)
+    n = angles.shape[0]
+    if angles.ndim != 1 or axes.shape != (n, 3) or lengths.shape != (n + 1,):
+        raise ValueError(f'angles_rad (n,), axes (n, 3) and link_lengths_m (n + 1,) expected, got '
+                         f'{angles.shape}, {axes.shape}, {lengths.shape}')
+    k, k2 = _axis_matrices(axes)
+    rel = _EYE3 + np.sin(angles)[:, None, None] * k + (1.0 - np.cos(angles))[:, None, None] * k2
+    # Running product R_k = rel_0 ... rel_{k-1} as a log-depth (Hillis-Steele) scan of batched 3x3
+    # products: six numpy calls for 33 links instead of 32.
+    rot = np.empty((n + 1, 3, 3))
+    rot[0] = np.eye(3)
+    rot[1:] = rel
+    offset = 1
+    while offset <= n:
+        upper = rot[:-offset] @ rot[offset:]
+        rot[offset:] = upper
+        offset *= 2
+    half = 0.5 * lengths[:, None] * rot[:, :, 0]
+    centres = np.zeros((n + 1, 3))
+    np.cumsum(half[:-1] + half[1:], axis=0, out=centres[1:])
+    return rot, centres
+
+
+def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAULT_HOLD_RATIO):
+    """Virtual chassis frame of a set of module centres.
+
+    Parameters: centres_m (N, 3) in any frame F; previous: the previous chassis rotation (3, 3) in the
+    same frame F (for continuous signs and holding y), or None; up: a unit vector in F used to fix the
+    sign of z (and y when it is undefined) when there is no previous frame (default F's z).
+    Returns (rotation (3, 3) columns x, y, z of the chassis in F, origin (3,), held: bool, singular
+    values (3,)).
+    """
+    p = np.asarray(centres_m, dtype=float)
+    if p.ndim != 2 or p.shape[1] != 3 or p.shape[0] < 2:
+        raise ValueError(f'centres_m must have shape (N >= 2, 3), got {p.shape}')
+    origin = p.mean(axis=0)
+    d = p - origin
+    # Principal directions from the 3x3 scatter matrix (cheaper than an SVD of the N x 3 cloud).
+    ev, vecs = np.linalg.eigh(d.T @ d)
+    sv = np.sqrt(np.maximum(ev[::-1], 0.0))
+    vt = vecs[:, ::-1].T
+    x = vt[0]
+    # x toward the head; with a previous frame keep its sign continuous instead (a U-shaped body can
+    # have its head behind its tail along the principal axis).
+    if (x @ np.asarray(previous)[:, 0] < 0) if previous is not None else (x @ (p[-1] - p[0]) < 0):
+        x = -x
+    sv3 = np.zeros(3)
+    sv3[:sv.size] = sv
+    close = sv3[1] < 1e-9 * max(sv3[0], 1e-12) or sv3[2] > hold_ratio * sv3[1]
+    ref = None
+    if previous is not None:
+        ref = np.asarray(previous)[:, 1]
+    if close or ref is None:
+        if ref is None:
+            up_v = _Z if up is None else np.asarray(up, dtype=float)
+            ref = _cross3(up_v, x)
+            if ref @ ref < 1e-18:
+                ref = _cross3(_Y if abs(x[1]) < 0.9 else _X, x)
+            if not close:
+                y = vt[1]
+                ref = y if y @ ref >= 0 else -y
+        y = ref - (ref @ x) * x
+        y /= math.sqrt(y @ y)
+    else:
+        y = vt[1]
+        if y @ ref < 0:
+            y = -y
+    rot = np.empty((3, 3))
+    rot[:, 0] = x
+    rot[:, 1] = y
+    rot[:, 2] = _cross3(x, y)
+    return rot, origin, bool(close), sv3
+
+
+class ContactSelector:
+    """Which modules touch the ground: the lowest along gravity, with hysteresis.
+
+    A module whose height above the lowest module is below enter_m becomes a contact; a contact stays
+    one until its height exceeds exit_m (> enter_m).
+    """
+
+    def __init__(self, enter_m: float, exit_m: float):
+        if not 0 <= enter_m <= exit_m:
+            raise ValueError(f'need 0 <= enter_m <= exit_m, got enter_m={enter_m}, exit_m={exit_m}')
+        self.enter_m = float(enter_m)
+        self.exit_m = float(exit_m)
+        self.mask = None
+
+    def reset(self):
+        self.mask = None
+
+    def update(self, heights_m) -> np.ndarray:
+        """Boolean contact mask (N,) from module heights (N,) (m, along 'up', any origin)."""
+        h = np.asarray(heights_m, dtype=float)
+        rel = h - h.min()
+        enter = rel <= self.enter_m
+        if self.mask is None or self.mask.shape != h.shape:
+            self.mask = enter
+        else:
+            self.mask = enter | (self.mask & (rel <= self.exit_m))
+        return self.mask.copy()
+
+
+@dataclass(frozen=True)
+class ContactStep:
+    """Result of ``contact_step``.
+
+    displacement (6,): chassis body displacement (dv (m), dw (rad)) in the chassis frame at the step's
+    start (apply as g1 = g0 se3_exp(displacement)). normal_inverse (6, 6): regularised inverse normal
+    matrix (per unit slip variance). residual (m, 3): each contact point's slip displacement (m).
+    rank of the contact constraints (6 needed, 3 with a known angular velocity). singular: a weak
+    direction was capped or held.
+    """
+
+    displacement: np.ndarray
+    normal_inverse: np.ndarray
+    residual: np.ndarray
+    rank: int
+    rank_needed: int
+    sigma_min: float
+    singular: bool
+
+
+def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=None,
+                 axial_weight: float = 1.0, rotation_increment=None, length_scale_m: float = 1.0,
+                 singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD, hold=None) -> ContactStep:
+    """Chassis displacement over one step from the no-slip contact constraints (mid-point rule).
+
+    Parameters: q0, q1 (N, 3) module centres (m) and rot0, rot1 (N, 3, 3) module rotations, each in its
+    own step's chassis frame; down (3,) unit gravity direction in the chassis frame; radius_m module
+    radius rho; contacts (N,) bool; weights (N,) per-module confidence; axial_weight in [0, 1]: weight
+    of the no-slip condition along each module's axis (0 lets modules slide lengthwise);
+    rotation_increment (3,) or None: a known chassis rotation (rad, e.g. gyro rate * dt), leaving only
+    the translation to estimate; length_scale_m: scale that makes rotation and translation comparable;
+    hold (6,) or None: the displacement to keep along unobservable directions (e.g. the previous twist
+    times dt), see snake_control.estimation.connection.regularised_normal_solve.
+    """
+    q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
+    down = np.asarray(down, dtype=float)
+    mask = np.asarray(contacts, dtype=bool)
+    all_contacts = bool(mask.all())
+    idx = slice(None) if all_contacts else np.flatnonzero(mask)
+    qm = 0.5 * (q0[idx] + q1[idx])
+    dq = q1[idx] - q0[idx]
+    r0, r1 = np.asarray(rot0)[idx], np.asarray(rot1)[idx]
+    rel = r1 @ r0.transpose(0, 2, 1)                        # rotation increment in chassis coordinates
+    skew = 0.5 * (rel[:, _SKEW_I, _SKEW_J] - rel[:, _SKEW_J, _SKEW_I])   # sin(angle) * axis
+    sin2 = np.einsum('ka,ka->k', skew, skew)
+    if sin2.max() < 0.0025 and np.trace(rel, axis1=1, axis2=2).min() > 1.0:
+        # Every increment under 0.05 rad (the usual case per message): angle / sin(angle) by its series
+        # arcsin(s) / s = 1 + s^2 / 6 + 3 s^4 / 40, relative error below 1e-7.
+        dtheta = skew * (1.0 + sin2 * (1.0 / 6.0 + 0.075 * sin2))[:, None]
+    else:
+        sin_t = np.sqrt(sin2)
+        ang = np.arctan2(sin_t, np.clip(0.5 * (np.trace(rel, axis1=1, axis2=2) - 1.0), -1.0, 1.0))
+        dtheta = skew * np.where(sin_t > 1e-12, ang / np.maximum(sin_t, 1e-300), 1.0)[:, None]
+        for i in np.flatnonzero(ang > 3.0):     # near pi the skew part loses the axis: use the robust log
+            dtheta[i] = so3_log(rel[i])
+    # The contact point lies one radius below the module centre: c = q + rho d with d pointing down.
+    # (MATH.md section 4 writes c = q - rho d; with d the *down* vector that point would be on top of the
+    # module and rolling would move the wrong way: a cylinder spinning by +w about x rolls toward -y.)
+    c = qm + radius_m * down
+    # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
+    # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d); row-wise a x d = a hat(d).
+    b = dtheta @ (-radius_m * _hat(down)) - dq
+    m = qm.shape[0]
+    w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)[idx]
+    gamma = 1.0 - axial_weight
+    # Normal equations written out: A_i^T A_i = [[I, -hat c], [hat c, |c|^2 I - c c^T]], A_i^T b = (b, c x b).
+    # An axial weight W_i = w_i (I - gamma a_i a_i^T) subtracts gamma w_i u_i u_i^T with
+    # u_i = (a_i, c_i x a_i), the Pluecker coordinates of the module axis through the contact.
+    cw = c * w[:, None]
+    normal = np.zeros((6, 6))
+    normal[_DIAG3] = w.sum()
+    hc = _hat(cw.sum(axis=0))
+    normal[:3, 3:] = -hc
+    normal[3:, :3] = hc
+    normal[3:, 3:] = _EYE3 * np.einsum('ka,ka->', cw, c) - cw.T @ c
+    atb = np.empty(6)
+    atb[:3] = w @ b
+    atb[3:] = np.einsum('ijk,nj,nk->i', _LEVI_CIVITA, cw, b)
+    if gamma > 0.0:
+        axis = r0[:, :, 0] + r1[:, :, 0]
+        axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]
+        u = np.concatenate([axis, _cross(c, axis)], axis=1)             # (m, 6)
+        gw = gamma * w
+        normal -= (u * gw[:, None]).T @ u
+        atb -= u.T @ (gw * np.einsum('ka,ka->k', axis, b))
+    scale = np.array([1.0, 1.0, 1.0, 1.0 / length_scale_m, 1.0 / length_scale_m, 1.0 / length_scale_m])
+    if m == 0:
+        disp = np.zeros(6)
+        if rotation_increment is not None:
+            disp[3:] = rotation_increment
+        ninv = np.diag(scale ** 2) / (1e-2 * singular_threshold) ** 2
+        return ContactStep(disp, ninv, np.zeros((q0.shape[0], 3)), 0, 6 if rotation_increment is None else 3,
+                           0.0, True)
+    if rotation_increment is not None:
+        dw = np.asarray(rotation_increment, dtype=float)
+        reg, ninv3, rank, smin, singular = regularised_normal_solve(normal[:3, :3], scale[:3],
+                                                                    singular_threshold)
+        dv = reg.solve(atb[:3] - normal[:3, 3:] @ dw, None if hold is None else hold[:3])
+        disp = np.concatenate([dv, dw])
+        ninv = np.zeros((6, 6))
+        ninv[:3, :3] = ninv3
+        needed = 3
+    else:
+        reg, ninv, rank, smin, singular = regularised_normal_solve(normal, scale, singular_threshold)
+        disp = reg.solve(atb, hold)
+        needed = 6
+    # Slip as weighted for the fit: axial slip counts only as much as axial_weight allows.
+    err = c @ _hat(disp[3:]).T + (disp[:3] - b)
+    if gamma > 0.0:
+        err = err - (1.0 - np.sqrt(axial_weight)) * np.einsum('ka,ka->k', axis, err)[:, None] * axis
+    if weights is not None:
+        err = err * np.sqrt(w)[:, None]
+    resid = np.zeros((q0.shape[0], 3))
+    resid[idx] = err
+    return ContactStep(disp, ninv, resid, rank, needed, smin, singular)

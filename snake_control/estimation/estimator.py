@@ -1,0 +1,562 @@
+"""The snake state estimator: joint angles (and optionally an IMU) in, odometry out.
+
+One stateful class serves the ROS node (snake_control/nodes/estimator_node.py) and offline runs
+(`snake odometry`, validation against MuJoCo). It picks its model from the robot's kind:
+
+- planar (passive wheels, MATH.md section 2): the weighted least-squares local connection
+  xi = -A(r) r_dot of ``snake_control.estimation.connection``, evaluated at the mid-point shape of each
+  step, integrated on SE(2) with the exponential map: g_{k+1} = g_k exp(-A(r_{k+1/2}) (r_{k+1} - r_k)).
+  The pose lies in the plane z = 0.
+- pitch_yaw (MATH.md section 4): the virtual chassis and the no-slip ground contacts of
+  ``snake_control.estimation.contact``, integrated on SE(3) the same way; gravity from the integrated
+  orientation, or from an IMU orientation when one is given; a gyro rate fixes the rotation.
+
+API
+---
+``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
+slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=1.0,
+singular_threshold=0.02, hold_time_s=1.0)``
+
+- robot: a snake_control.robot.Robot or a robot name / YAML path.
+- body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
+  (default for pitch-yaw robots: the virtual chassis) or an integer link index. The reported pose and
+  twist are those of this frame; the estimate itself does not depend on the choice.
+- weights: per-link confidence (n_links,) (planar wheels, or pitch-yaw contacts).
+- initial_pose: pose of the body frame in the odom frame at the first update: (x, y, theta) or a 4x4
+  matrix. Default: planar robots have the body frame at the origin with heading 0; pitch-yaw robots
+  have the tail link's z axis vertical, the chassis x axis heading along odom x above the origin, and
+  the lowest module resting on the floor z = 0 (module centres at z >= radius).
+- imu_link: link index carrying the IMU (its frame = the link frame).
+- slip_std_m_s, slip_correlation_s: the covariance model. Each wheel's / contact's slip velocity is
+  taken as noise of variance slip_std^2 + (weighted residual sum of squares) / (constraints - rank),
+  correlated over slip_correlation_s; the twist covariance is that variance times (C^T W C)^-1 and the
+  pose covariance grows by dt * max(dt, slip_correlation_s) * twist covariance per step, transported
+  along the path with the adjoint.
+- contact_enter_m, contact_exit_m: pitch-yaw contact hysteresis (height above the lowest module;
+  defaults radius / 2 and radius). axial_weight: weight of the no-slip condition along each module's
+  axis (1: no slip at all; 0: modules may slide lengthwise, like wheels).
+- singular_threshold: normalised singular value of the no-slip constraints below which a direction of
+  the twist counts as unobservable (near the singular set); along it the previous twist is held, decaying
+  with time constant hold_time_s (s), and the covariance is raised (``singular`` is set).
+
+``estimator.update(t_s, positions_rad, velocities_rad_s=None, imu_orientation_xyzw=None,
+imu_rate_rad_s=None) -> EstimatorState`` takes joint angles in the robot's joint order (use
+``reorder_joints`` for a JointState's order) at time t_s (s, strictly increasing; repeated or older
+stamps are ignored and counted in ``estimator.skipped``). The first call only initialises.
+
+Read-outs (also in the returned EstimatorState): ``pose`` (4x4, body frame in odom), ``pose_xyz_quat``
+(x, y, z, qx, qy, qz, qw), ``pose_se2`` (x, y, theta; the planar pose, or the projection of a 3D one),
+``twist`` (6,) body twist (vx, vy, vz, wx, wy, wz) in the body frame, ``pose_covariance`` (6, 6) in
+ROS order (x, y, z, rot x, rot y, rot z) about odom-aligned axes, ``twist_covariance`` (6, 6) in the
+body frame, ``slip_residual`` (n_links,) each wheel's lateral / each contact's slip speed (m/s; 0
+where not a contact), ``slip_rms_m_s``, ``rank`` and ``rank_needed`` of the constraints, ``singular``
+(near a singular shape: a weak direction held, the covariance raised), ``contacts`` (n_links,) bool.
+
+``body_pose_from_links(robot, link_poses, body_frame=None, previous=None)`` gives the same body frame
+from true link poses (n_links, 4, 4) in the world, e.g. MuJoCo ground truth, for comparisons; pass its
+first result as ``initial_pose`` to start the estimate at the truth.
+
+Example (lateral undulation on wheeled_8, the wave travelling toward the tail: the snake moves forward):
+    >>> est = Estimator('wheeled_8', body_frame='chassis')
+    >>> for k in range(201):
+    ...     t = 0.01 * k
+    ...     state = est.update(t, 0.6 * np.sin(2 * np.pi * t + 0.8 * np.arange(7)))
+    >>> state.pose_se2.round(3)          # two gait cycles: x, y (m), heading (rad)
+    array([ 1.727, -0.32 , -0.   ])
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, body_frame_index,
+                                                 planar_connection, planar_frame_offset)
+from snake_control.estimation.contact import ContactSelector, chain_poses, contact_step, virtual_chassis
+from snake_control.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix, se2_adjoint,
+                               se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse, se3_log,
+                               se3_matrix, so3_log, wrap_angle)
+
+_UP = np.array([0.0, 0.0, 1.0])
+
+
+@dataclass(frozen=True)
+class EstimatorState:
+    """A snapshot of the estimate after one update (see the module docstring for the fields)."""
+
+    t_s: float
+    pose: np.ndarray
+    twist: np.ndarray
+    pose_covariance: np.ndarray
+    twist_covariance: np.ndarray
+    slip_residual: np.ndarray
+    slip_rms_m_s: float
+    rank: int
+    rank_needed: int
+    singular: bool
+    contacts: np.ndarray
+
+    @property
+    def pose_xyz_quat(self) -> np.ndarray:
+        return np.concatenate([self.pose[:3, 3], quaternion_from_matrix(self.pose[:3, :3])])
+
+    @property
+    def pose_se2(self) -> np.ndarray:
+        return np.array([self.pose[0, 3], self.pose[1, 3], np.arctan2(self.pose[1, 0], self.pose[0, 0])])
+
+
+def reorder_joints(names, values, joint_names) -> np.ndarray:
+    """Values of a message (names, values) in the robot's joint order; ValueError names missing joints."""
+    if len(names) != len(values):
+        raise ValueError(f'joint names ({len(names)}) and values ({len(values)}) differ in length')
+    index = {n: i for i, n in enumerate(names)}
+    missing = [n for n in joint_names if n not in index]
+    if missing:
+        raise ValueError(f'joint_states lacks joints {missing}')
+    return np.array([values[index[n]] for n in joint_names], dtype=float)
+
+
+def _pose_matrix(pose) -> np.ndarray:
+    p = np.asarray(pose, dtype=float)
+    if p.shape == (3,):
+        c, s = np.cos(p[2]), np.sin(p[2])
+        return se3_matrix(np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), np.array([p[0], p[1], 0.0]))
+    if p.shape == (4, 4):
+        return p.copy()
+    raise ValueError(f'initial_pose must be (x, y, theta) or a 4x4 matrix, got shape {p.shape}')
+
+
+def _se2_to_matrix(x, y, theta) -> np.ndarray:
+    return _pose_matrix(np.array([x, y, theta]))
+
+
+class Estimator:
+    """Odometry of a snake robot from its joint angles (see the module docstring for the API)."""
+
+    def __init__(self, robot, body_frame=None, *, weights=None, initial_pose=None,
+                 slip_std_m_s: float = 0.01, slip_correlation_s: float = 0.1, imu_link: int = 0,
+                 contact_enter_m: float | None = None, contact_exit_m: float | None = None,
+                 axial_weight: float = 1.0, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
+                 hold_time_s: float = 1.0):
+        if isinstance(robot, str) or hasattr(robot, '__fspath__'):
+            from snake_control.robot import load_robot
+            robot = load_robot(robot)
+        self.robot = robot
+        self.planar = robot.kind == 'planar'
+        n_links = robot.n_links
+        if body_frame is None:
+            body_frame = 'middle' if self.planar else 'chassis'
+        self.body_link = body_frame_index(body_frame, n_links)     # None: virtual chassis
+        # Planar robots integrate a link frame; the planar virtual chassis is composed onto it.
+        self._int_link = self.body_link if self.body_link is not None else n_links // 2
+        self.body_frame = body_frame
+        if weights is not None:
+            weights = np.asarray(weights, dtype=float)
+            if weights.shape != (n_links,) or np.any(weights < 0) or not np.all(np.isfinite(weights)):
+                raise ValueError(f'weights must be ({n_links},) non-negative and finite, got {weights}')
+        self.weights = weights
+        if not 0.0 <= axial_weight <= 1.0:
+            raise ValueError(f'axial_weight must be in [0, 1], got {axial_weight}')
+        if not 0 <= int(imu_link) < n_links:
+            raise ValueError(f'imu_link must be in 0..{n_links - 1}, got {imu_link}')
+        if slip_std_m_s <= 0 or slip_correlation_s <= 0:
+            raise ValueError('slip_std_m_s and slip_correlation_s must be positive')
+        self.lengths = np.asarray(robot.link_lengths_m, dtype=float)
+        self.axes = np.asarray(robot.axis_vectors, dtype=float)
+        self.radius = float(robot.module_radius_m)
+        self.slip_std = float(slip_std_m_s)
+        self.tau = float(slip_correlation_s)
+        self.imu_link = int(imu_link)
+        self.axial_weight = float(axial_weight)
+        if not 0.0 < singular_threshold < 1.0 or hold_time_s <= 0:
+            raise ValueError('singular_threshold must be in (0, 1) and hold_time_s positive')
+        self.singular_threshold = float(singular_threshold)
+        self.hold_time = float(hold_time_s)
+        enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
+        exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
+        self.selector = ContactSelector(enter, exit_)
+        self.length_scale = float(np.mean(self.lengths))
+        self.initial_pose = None if initial_pose is None else _pose_matrix(initial_pose)
+        self.reset()
+
+    # --- state ---------------------------------------------------------------------------------------
+
+    def reset(self, pose=None):
+        """Forget the history; the next update re-initialises (at ``pose`` if given)."""
+        if pose is not None:
+            self.initial_pose = _pose_matrix(pose)
+        self._t = None
+        self._q = None
+        self._v = None
+        self.skipped = 0
+        self.updates = 0
+        self.selector.reset()
+        n = self.robot.n_links
+        self._state = EstimatorState(0.0, np.eye(4), np.zeros(6), np.zeros((6, 6)), np.zeros((6, 6)),
+                                     np.zeros(n), 0.0, 0, 3 if self.planar else 6, False, np.ones(n, bool))
+        # Planar: pose (x, y, theta) of the body frame and its 3x3 right-perturbation covariance.
+        self._g2 = np.zeros(3)
+        self._p2 = np.zeros((3, 3))
+        self._flip = False
+        self._chassis_heading = None
+        self._xi_last = np.zeros(3 if self.planar else 6)     # last twist, held near singular shapes
+        # 3D: chassis pose in odom (4x4), 6x6 right-perturbation covariance, chassis geometry.
+        self._gc = np.eye(4)
+        self._p3 = np.zeros((6, 6))
+        self._geom = None
+
+    @property
+    def state(self) -> EstimatorState:
+        """The latest EstimatorState."""
+        return self._state
+
+    pose = property(lambda self: self._state.pose, doc='4x4 pose of the body frame in odom.')
+    pose_xyz_quat = property(lambda self: self._state.pose_xyz_quat, doc='(x, y, z, qx, qy, qz, qw).')
+    pose_se2 = property(lambda self: self._state.pose_se2, doc='(x, y, theta) in the odom plane.')
+    twist = property(lambda self: self._state.twist, doc='(6,) body twist (v, w) in the body frame.')
+    pose_covariance = property(lambda self: self._state.pose_covariance, doc='(6, 6) ROS order, odom axes.')
+    twist_covariance = property(lambda self: self._state.twist_covariance, doc='(6, 6) body frame.')
+    slip_residual = property(lambda self: self._state.slip_residual, doc='(n_links,) slip speed, m/s.')
+    slip_rms_m_s = property(lambda self: self._state.slip_rms_m_s, doc='RMS slip speed over contacts.')
+    rank = property(lambda self: self._state.rank, doc='rank of the no-slip constraints.')
+    rank_needed = property(lambda self: self._state.rank_needed, doc='3 (planar) or 6 (3D; 3 with a gyro).')
+    singular = property(lambda self: self._state.singular, doc='near a singular shape (weak direction held).')
+    contacts = property(lambda self: self._state.contacts, doc='(n_links,) bool ground contacts.')
+
+    @property
+    def initialised(self) -> bool:
+        return self._t is not None
+
+    # --- update -------------------------------------------------------------------------------------
+
+    def update(self, t_s: float, positions_rad, velocities_rad_s=None, imu_orientation_xyzw=None,
+               imu_rate_rad_s=None) -> EstimatorState:
+        """Advance the estimate to time t_s with joint angles positions_rad (n_joints,), robot order."""
+        n = self.robot.n_joints
+        q = np.asarray(positions_rad, dtype=float)
+        if q.shape != (n,) or not np.all(np.isfinite(q)):
+            raise ValueError(f'positions_rad must be ({n},) finite joint angles, got {q}')
+        v = None
+        if velocities_rad_s is not None:
+            v = np.asarray(velocities_rad_s, dtype=float)
+            if v.shape != (n,) or not np.all(np.isfinite(v)):
+                v = None      # a driver that sends no (or bad) velocities: fall back to differences
+        quat = None
+        if imu_orientation_xyzw is not None:
+            quat = np.asarray(imu_orientation_xyzw, dtype=float)
+            if quat.shape != (4,) or not np.all(np.isfinite(quat)) or np.linalg.norm(quat) < 0.5:
+                raise ValueError(f'imu_orientation_xyzw must be a unit quaternion (qx, qy, qz, qw), '
+                                 f'got {quat}')
+        rate = None
+        if imu_rate_rad_s is not None:
+            rate = np.asarray(imu_rate_rad_s, dtype=float)
+            if rate.shape != (3,) or not np.all(np.isfinite(rate)):
+                raise ValueError(f'imu_rate_rad_s must be (3,) finite, got {rate}')
+        t_s = float(t_s)
+        if self._t is not None and not t_s > self._t:
+            self.skipped += 1
+            return self._state
+        if self.planar:
+            state = self._update_planar(t_s, q, v)
+        else:
+            state = self._update_3d(t_s, q, v, quat, rate)
+        self._t, self._q, self._v = t_s, q, v
+        self.updates += 1
+        self._state = state
+        return state
+
+    def _slip_variance(self, resid_speed, weights, dof: int) -> float:
+        w = np.ones(resid_speed.shape[0]) if weights is None else weights
+        return self.slip_std ** 2 + float(np.sum(w * resid_speed ** 2)) / max(dof, 1)
+
+    def _chassis_offset(self, q):
+        """Planar virtual chassis in the integrated link frame, with its heading kept continuous."""
+        h, ad, b = planar_frame_offset(q, self.lengths, self._int_link, 'chassis')
+        if self._flip:
+            h[2] += np.pi
+            ad[:2] *= -1.0
+            b[:2] *= -1.0
+        if self._chassis_heading is not None and abs(wrap_angle(h[2] - self._chassis_heading)) > np.pi / 2:
+            # The head crossed to the other side of the principal axis: keep the axis continuous.
+            self._flip = not self._flip
+            h[2] += np.pi
+            ad[:2] *= -1.0
+            b[:2] *= -1.0
+        self._chassis_heading = h[2]
+        return h, ad, b
+
+    def _planar_state(self, t_s, q, twist3, cov_xi, slip, rank, singular) -> EstimatorState:
+        n_links = self.robot.n_links
+        pose = self._g2
+        p_int = self._p2
+        tcov3 = cov_xi
+        if self.body_link is None:
+            h, ad, b = self._chassis_offset(q)
+            pose = se2_compose(self._g2, h)
+            p_int = ad @ self._p2 @ ad.T
+            if twist3 is not None:
+                twist3 = ad @ twist3[0] + b @ twist3[1]
+                tcov3 = ad @ cov_xi @ ad.T
+        elif twist3 is not None:
+            twist3 = twist3[0]
+        c, s = np.cos(pose[2]), np.sin(pose[2])
+        r = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        twist = np.zeros(6) if twist3 is None else np.array([twist3[0], twist3[1], 0.0, 0.0, 0.0, twist3[2]])
+        tcov = np.zeros((6, 6)) if tcov3 is None else _embed_planar(tcov3)
+        rms = float(np.sqrt(np.mean(slip ** 2)))
+        return EstimatorState(t_s, _se2_to_matrix(*pose), twist, _embed_planar(r @ p_int @ r.T), tcov, slip,
+                              rms, rank, 3, singular,
+                              np.ones(n_links, bool) if self.weights is None else self.weights > 0)
+
+    def _update_planar(self, t_s, q, v) -> EstimatorState:
+        n_links = self.robot.n_links
+        if self._t is None:
+            self._g2 = np.zeros(3)
+            if self.initial_pose is not None:
+                g = self.initial_pose
+                self._g2 = np.array([g[0, 3], g[1, 3], np.arctan2(g[1, 0], g[0, 0])])
+            if self.body_link is None:
+                # The pose given (or the origin) is the chassis pose: start the integrated link frame there.
+                h, _, _ = self._chassis_offset(q)
+                self._g2 = se2_compose(self._g2, se2_inverse(h))
+            res = planar_connection(q, self.lengths, self._int_link, self.weights, self.singular_threshold)
+            return self._planar_state(t_s, q, None, None, np.zeros(n_links), res.rank, res.singular)
+        dt = t_s - self._t
+        res = planar_connection(0.5 * (q + self._q), self.lengths, self._int_link, self.weights,
+                                self.singular_threshold)
+        dr = q - self._q
+        hold = self._xi_last * np.exp(-dt / self.hold_time)
+        delta = res.twist(dr, hold * dt)                      # body displacement (m, m, rad)
+        rate = 0.5 * (v + self._v) if (v is not None and self._v is not None) else dr / dt
+        xi = res.twist(rate, hold)
+        self._xi_last = delta / dt
+        slip = res.residual(rate, xi)                         # lateral slip speed per wheel (m/s)
+        sigma2 = self._slip_variance(slip, self.weights, n_links - res.rank)
+        cov_xi = sigma2 * res.normal_inverse
+        step = se2_exp(delta)
+        self._g2 = se2_compose(self._g2, step)
+        ad = se2_adjoint(se2_inverse(step))
+        self._p2 = ad @ self._p2 @ ad.T + dt * max(dt, self.tau) * cov_xi
+        return self._planar_state(t_s, q, (xi, rate), cov_xi, slip, res.rank, res.singular or res.rank < 3)
+
+    # --- 3D ------------------------------------------------------------------------------------------
+
+    def _geometry(self, q, previous_rot, up_tail):
+        rot_t, cen_t = chain_poses(q, self.axes, self.lengths)
+        r_tc, o_tc, held, _ = virtual_chassis(cen_t, previous_rot, up_tail)
+        qc = (cen_t - o_tc) @ r_tc                            # module centres in the chassis frame
+        rc = np.einsum('ba,kbc->kac', r_tc, rot_t)            # module rotations in the chassis frame
+        return {'r_tc': r_tc, 'o_tc': o_tc, 'q': qc, 'rot': rc, 'held': held}
+
+    def _body_offset(self, geom) -> np.ndarray:
+        """Pose (4x4) of the reported body frame in the chassis frame."""
+        if self.body_link is None:
+            return np.eye(4)
+        k = self.body_link
+        return se3_matrix(geom['rot'][k], geom['q'][k])
+
+    def _update_3d(self, t_s, q, v, quat, rate) -> EstimatorState:
+        n_links = self.robot.n_links
+        r_imu = None if quat is None else matrix_from_quaternion(quat)
+        if self._t is None:
+            up_tail = None
+            if r_imu is not None:
+                # The IMU link's frame in odom; the tail's up follows from the chain.
+                rot_t, _ = chain_poses(q, self.axes, self.lengths)
+                up_tail = rot_t[self.imu_link] @ (r_imu.T @ _UP)
+            geom = self._geometry(q, None, up_tail)
+            if r_imu is not None:
+                r_wc = r_imu @ geom['rot'][self.imu_link].T
+            else:
+                # Tail z up; turn about odom z so that the chassis x heads along odom x.
+                xc = geom['r_tc'][:, 0]
+                yaw = np.arctan2(xc[1], xc[0])
+                cz, sz = np.cos(-yaw), np.sin(-yaw)
+                r_wt = np.array([[cz, -sz, 0.0], [sz, cz, 0.0], [0.0, 0.0, 1.0]])
+                r_wc = r_wt @ geom['r_tc']
+            if self.initial_pose is not None:
+                self._gc = self.initial_pose @ se3_inverse(self._body_offset(geom))
+            else:
+                heights = geom['q'] @ r_wc[2]
+                self._gc = se3_matrix(r_wc, np.array([0.0, 0.0, self.radius - heights.min()]))
+            self._geom = geom
+            contacts = self.selector.update((geom['q'] @ self._gc[:3, :3].T)[:, 2])
+            return self._state_3d(t_s, np.zeros(6), np.zeros((6, 6)), np.zeros(n_links), 0, 6, False,
+                                  contacts)
+        dt = t_s - self._t
+        g0 = self._geom
+        geom = self._geometry(q, g0['r_tc'], None)
+        r_wc = self._gc[:3, :3]
+        down = r_wc.T @ -_UP
+        if r_imu is not None:
+            down = (r_imu @ g0['rot'][self.imu_link].T).T @ -_UP
+        heights = -(geom['q'] @ down)
+        contacts = self.selector.update(heights)
+        rot_inc = None
+        if rate is not None:
+            # Gyro: chassis rotation = IMU link rotation minus the link's rotation relative to the chassis.
+            rel = geom['rot'][self.imu_link] @ g0['rot'][self.imu_link].T
+            rot_inc = geom['rot'][self.imu_link] @ (rate * dt) - so3_log(rel)
+        step = contact_step(g0['q'], g0['rot'], geom['q'], geom['rot'], down, self.radius, contacts,
+                            self.weights, self.axial_weight, rot_inc, self.length_scale,
+                            self.singular_threshold, self._xi_last * (dt * np.exp(-dt / self.hold_time)))
+        self._xi_last = step.displacement / dt
+        exp_step = _se3_exp(step.displacement)
+        gc = self._gc @ exp_step
+        if r_imu is not None:
+            gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
+        elif self.updates % 50 == 0:
+            gc[:3, :3] = orthonormalize(gc[:3, :3])
+        self._gc = gc
+        slip = np.linalg.norm(step.residual, axis=1) / dt
+        w = None if self.weights is None else self.weights[contacts]
+        sigma2 = self._slip_variance(step.residual[contacts].ravel() / dt,
+                                     None if w is None else np.repeat(w, 3),
+                                     3 * int(contacts.sum()) - step.rank)
+        cov_xi = sigma2 * step.normal_inverse
+        if rot_inc is not None:
+            cov_xi[3:, 3:] = np.eye(3) * 1e-6
+        ad = _adjoint_of_inverse(exp_step)
+        self._p3 = ad @ self._p3 @ ad.T + dt * max(dt, self.tau) * cov_xi
+        prev_body = self._body_offset(g0)
+        body = self._body_offset(geom)
+        if self.body_link is None:
+            twist = step.displacement / dt
+            tcov = cov_xi
+        else:
+            twist = se3_log(se3_inverse(prev_body) @ exp_step @ body) / dt
+            adb = se3_adjoint(se3_inverse(body))
+            tcov = adb @ cov_xi @ adb.T
+        self._geom = geom
+        return self._state_3d(t_s, twist, tcov, slip, step.rank, step.rank_needed,
+                              step.singular or step.rank < step.rank_needed, contacts)
+
+    def _state_3d(self, t_s, twist, tcov, slip, rank, needed, singular, contacts) -> EstimatorState:
+        if self.body_link is None:
+            pose, p_body = self._gc.copy(), self._p3
+        else:
+            body = self._body_offset(self._geom)
+            pose = self._gc @ body
+            adb = se3_adjoint(se3_inverse(body))
+            p_body = adb @ self._p3 @ adb.T
+        r = pose[:3, :3]
+        rr = np.zeros((6, 6))
+        rr[:3, :3] = r
+        rr[3:, 3:] = r
+        pcov = rr @ p_body @ rr.T
+        rms = float(np.sqrt(np.mean(slip[contacts] ** 2))) if contacts.any() else 0.0
+        return EstimatorState(t_s, pose, twist, pcov, tcov, slip, rms, int(rank), int(needed), bool(singular),
+                              contacts)
+
+
+def _hat3(w):
+    return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
+
+
+def _se3_exp(twist) -> np.ndarray:
+    """se3_exp of snake_control.lie with fewer numpy calls (it runs on every message)."""
+    w = twist[3:]
+    th2 = float(w @ w)
+    if th2 < 1e-8:
+        a, b, c = 1.0 - th2 / 6.0, 0.5 - th2 / 24.0, 1.0 / 6.0 - th2 / 120.0
+    else:
+        th = math.sqrt(th2)
+        sin_th = math.sin(th)
+        a, b, c = sin_th / th, (1.0 - math.cos(th)) / th2, (th - sin_th) / (th2 * th)
+    k = _hat3(w)
+    k2 = k @ k
+    g = np.eye(4)
+    g[:3, :3] += a * k + b * k2
+    g[:3, 3] = twist[:3] + (b * k + c * k2) @ twist[:3]
+    return g
+
+
+def _adjoint_of_inverse(g) -> np.ndarray:
+    """Ad_{g^-1} = [[R^T, -R^T hat(p)], [0, R^T]] for twists (v, w)."""
+    rt = g[:3, :3].T
+    ad = np.zeros((6, 6))
+    ad[:3, :3] = rt
+    ad[3:, 3:] = rt
+    ad[:3, 3:] = -rt @ _hat3(g[:3, 3])
+    return ad
+
+
+_PLANAR_ROWS = np.array([0, 1, 5])[:, None]
+_PLANAR_COLS = np.array([0, 1, 5])[None, :]
+# Variance given to the off-plane components of a planar estimate (z, roll, pitch): known, not zero,
+# so that consumers inverting the matrix do not fail.
+_OFF_PLANE_VARIANCE = 1e-9
+
+
+def _embed_planar(cov3) -> np.ndarray:
+    """6x6 ROS-ordered covariance from a 3x3 (x, y, theta) one."""
+    out = np.zeros((6, 6))
+    out[_PLANAR_ROWS, _PLANAR_COLS] = cov3
+    out[2, 2] = out[3, 3] = out[4, 4] = _OFF_PLANE_VARIANCE
+    return out
+
+
+def body_pose_from_links(robot, link_poses, body_frame=None, previous=None) -> np.ndarray:
+    """Pose (4x4) of an Estimator body frame computed from the links' true poses (for validation).
+
+    Parameters: robot; link_poses (n_links, 4, 4) every link centre's frame in the world (e.g. from a
+    physics engine); body_frame as for Estimator (default: its default for the robot's kind);
+    previous: the previous result (4x4) to keep the virtual chassis axes continuous, or None.
+    Planar robots give a pose in the plane (x, y, yaw; z = 0), like the Estimator's.
+    """
+    if isinstance(robot, str) or hasattr(robot, '__fspath__'):
+        from snake_control.robot import load_robot
+        robot = load_robot(robot)
+    poses = np.asarray(link_poses, dtype=float)
+    n_links = robot.n_links
+    if poses.shape != (n_links, 4, 4):
+        raise ValueError(f'link_poses must have shape ({n_links}, 4, 4), got {poses.shape}')
+    planar = robot.kind == 'planar'
+    if body_frame is None:
+        body_frame = 'middle' if planar else 'chassis'
+    link = body_frame_index(body_frame, n_links)
+    if planar:
+        headings = np.arctan2(poses[:, 1, 0], poses[:, 0, 0])
+        centres = poses[:, :2, 3]
+        if link is not None:
+            return _pose_matrix(np.array([centres[link, 0], centres[link, 1], headings[link]]))
+        c = centres.mean(axis=0)
+        d = centres - c
+        sxx, syy, sxy = d[:, 0] @ d[:, 0], d[:, 1] @ d[:, 1], d[:, 0] @ d[:, 1]
+        psi = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
+        if previous is not None:
+            ref = np.arctan2(previous[1, 0], previous[0, 0])
+            if abs(wrap_angle(psi - ref)) > np.pi / 2:
+                psi += np.pi
+        elif np.array([np.cos(psi), np.sin(psi)]) @ (centres[-1] - centres[0]) < 0:
+            psi += np.pi     # x toward the head
+        return _pose_matrix(np.array([c[0], c[1], wrap_angle(psi)]))
+    if link is not None:
+        return poses[link].copy()
+    rot, origin, _, _ = virtual_chassis(poses[:, :3, 3], None if previous is None else previous[:3, :3],
+                                        up=poses[0, :3, 2])
+    return se3_matrix(rot, origin)
+
+
+def run_offline(robot, times_s, positions_rad, velocities_rad_s=None, **options):
+    """Run an Estimator over a recorded joint trajectory.
+
+    Parameters: robot; times_s (T,); positions_rad (T, n_joints); velocities_rad_s (T, n_joints) or None;
+    options: Estimator keyword arguments (body_frame, initial_pose, ...).
+    Returns a list of EstimatorState (one per accepted sample).
+    """
+    est = Estimator(robot, **options)
+    times = np.asarray(times_s, dtype=float)
+    pos = np.asarray(positions_rad, dtype=float)
+    if pos.ndim != 2 or pos.shape[0] != times.shape[0]:
+        raise ValueError(f'positions_rad must be (T, n) with T = len(times_s), got {pos.shape} and '
+                         f'{times.shape}')
+    out = []
+    for k in range(times.shape[0]):
+        vel = None if velocities_rad_s is None else velocities_rad_s[k]
+        before = est.skipped
+        state = est.update(times[k], pos[k], vel)
+        if est.skipped == before:
+            out.append(state)
+    return out

@@ -1,0 +1,249 @@
+"""estimator_node: odometry of a snake robot from its joint states (and optionally an IMU).
+
+A thin rclpy shell around snake_control.estimation.estimator.Estimator (all the mathematics lives there).
+
+Subscribes: joint_states (sensor_msgs/JointState, best effort: accepts reliable and best-effort
+publishers), imu (sensor_msgs/Imu, only with use_imu:=true).
+Publishes: odom (nav_msgs/Odometry, frame odom_frame -> base frame, with covariance), /diagnostics
+(diagnostic_msgs/DiagnosticArray: slip residual, rank, singularity, message counts), and the odom -> base
+transform on /tf where tf2_ros is installed.
+
+Parameters (read-only ones are fixed at start):
+  robot (str, read-only)            robot name or YAML path
+  body_frame (str, read-only)       middle | head | tail | chassis | link index; '' = robot default
+  odom_frame (str, read-only)       default 'odom'
+  base_frame (str, read-only)       child frame id; '' = link_<k> of the URDF, or 'virtual_chassis'
+  publish_rate_hz (float)           odometry publish rate limit; 0 = every joint_states message
+  diagnostics_rate_hz (float)       /diagnostics rate
+  use_imu (bool, read-only), imu_link (int, read-only)
+  axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1)
+  slip_warn_m_s (float)             slip rms above which diagnostics report WARN
+  publish_tf (bool)                 broadcast odom -> base (needs tf2_ros)
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from nav_msgs.msg import Odometry
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, qos_profile_sensor_data
+from sensor_msgs.msg import Imu, JointState
+
+from snake_control.estimation.estimator import Estimator, reorder_joints
+from snake_control.robot import load_robot
+
+
+def _desc(text, read_only=False, float_range=None, int_range=None):
+    d = ParameterDescriptor(description=text, read_only=read_only)
+    if float_range is not None:
+        d.floating_point_range = [FloatingPointRange(from_value=float(float_range[0]),
+                                                     to_value=float(float_range[1]), step=0.0)]
+    if int_range is not None:
+        d.integer_range = [IntegerRange(from_value=int(int_range[0]), to_value=int(int_range[1]), step=1)]
+    return d
+
+
+def _body_frame(text: str):
+    text = text.strip()
+    if not text:
+        return None
+    return int(text) if text.lstrip('-').isdigit() else text
+
+
+class EstimatorNode(Node):
+    """joint_states (+ imu) in, odom + /diagnostics (+ tf) out."""
+
+    def __init__(self, **kwargs):
+        super().__init__('estimator', **kwargs)
+        p = self.declare_parameter
+        p('robot', 'pitch_yaw_32', _desc('robot name (config/robots) or robot YAML path', read_only=True))
+        p('body_frame', '', _desc("reported body frame: middle, head, tail, chassis or a link index; '' = "
+                                  'middle for planar robots, chassis for pitch-yaw robots', read_only=True))
+        p('odom_frame', 'odom', _desc('fixed frame of the odometry', read_only=True))
+        p('base_frame', '', _desc("child frame id; '' = link_<k> of the URDF, or virtual_chassis",
+                                  read_only=True))
+        p('publish_rate_hz', 0.0, _desc('odometry rate limit; 0 publishes on every joint_states message',
+                                        float_range=(0.0, 1000.0)))
+        p('diagnostics_rate_hz', 1.0, _desc('rate of /diagnostics', float_range=(0.1, 100.0)))
+        p('use_imu', False, _desc('subscribe to imu (sensor_msgs/Imu) for orientation and rate',
+                                  read_only=True))
+        p('imu_link', 0, _desc('link index carrying the IMU', read_only=True, int_range=(0, 1000)))
+        p('axial_weight', 1.0, _desc('pitch-yaw robots: weight of no-slip along each module axis',
+                                     read_only=True, float_range=(0.0, 1.0)))
+        p('slip_warn_m_s', 0.05, _desc('slip residual rms that turns diagnostics to WARN',
+                                       float_range=(0.0, 10.0)))
+        p('publish_tf', True, _desc('broadcast odom -> base on /tf (needs tf2_ros)'))
+
+        gp = self.get_parameter
+        self.robot = load_robot(gp('robot').value)
+        self.estimator = Estimator(self.robot, _body_frame(gp('body_frame').value),
+                                   imu_link=gp('imu_link').value, axial_weight=gp('axial_weight').value)
+        self.odom_frame = gp('odom_frame').value
+        base = gp('base_frame').value
+        link = self.estimator.body_link
+        self.base_frame = base or ('virtual_chassis' if link is None else f'link_{link}')
+        self.publish_period = self._period(gp('publish_rate_hz').value)
+        self.slip_warn = gp('slip_warn_m_s').value
+        self.use_imu = bool(gp('use_imu').value)
+        self.add_on_set_parameters_callback(self._on_parameters)
+
+        self.received = 0
+        self.rejected = 0
+        self.last_error = ''
+        self.last_publish = -math.inf
+        self.last_receive_wall = None
+        self._imu = (None, None)
+
+        self.odom_pub = self.create_publisher(Odometry, 'odom', QoSProfile(depth=10))
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', QoSProfile(depth=10))
+        self.tf_broadcaster = None
+        if gp('publish_tf').value:
+            try:
+                from tf2_ros import TransformBroadcaster   # not on PyPI: only on a ROS install
+                self.tf_broadcaster = TransformBroadcaster(self)
+            except ImportError:
+                self.get_logger().info('tf2_ros not installed: odom -> base transform not broadcast')
+        period = 1.0 / gp('diagnostics_rate_hz').value
+        self.diag_timer = self.create_timer(period, self.publish_diagnostics)
+        if self.use_imu:
+            self.create_subscription(Imu, 'imu', self._on_imu, qos_profile_sensor_data)
+        # Subscribe last, once everything the callback touches exists.
+        self.create_subscription(JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data)
+        self.get_logger().info(f'estimating {self.robot.name} ({self.robot.kind}) in {self.odom_frame} -> '
+                               f'{self.base_frame}')
+
+    @staticmethod
+    def _period(rate_hz):
+        return 0.0 if rate_hz <= 0 else 1.0 / rate_hz
+
+    def _on_parameters(self, params):
+        for param in params:
+            if param.name == 'publish_rate_hz':
+                self.publish_period = self._period(param.value)
+            elif param.name == 'slip_warn_m_s':
+                self.slip_warn = param.value
+        return SetParametersResult(successful=True)
+
+    def _on_imu(self, msg: Imu):
+        q = msg.orientation
+        quat = np.array([q.x, q.y, q.z, q.w])
+        # sensor_msgs/Imu: covariance[0] == -1 means "no orientation estimate".
+        orientation = None if msg.orientation_covariance[0] == -1.0 or np.linalg.norm(quat) < 0.5 else quat
+        w = msg.angular_velocity
+        rate = None if msg.angular_velocity_covariance[0] == -1.0 else np.array([w.x, w.y, w.z])
+        self._imu = (orientation, rate)
+
+    def _on_joint_states(self, msg: JointState):
+        self.received += 1
+        self.last_receive_wall = time.monotonic()
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if stamp <= 0.0:
+            stamp = self.get_clock().now().nanoseconds * 1e-9
+        try:
+            names = list(msg.name)
+            q = reorder_joints(names, list(msg.position), self.robot.joint_names)
+            v = None
+            if len(msg.velocity) == len(names):
+                v = reorder_joints(names, list(msg.velocity), self.robot.joint_names)
+            orientation, rate = self._imu if self.use_imu else (None, None)
+            state = self.estimator.update(stamp, q, v, orientation, rate)
+        except ValueError as exc:
+            self.rejected += 1
+            self.last_error = str(exc)
+            self.get_logger().warning(f'joint_states rejected: {exc}', throttle_duration_sec=5.0)
+            return
+        if stamp - self.last_publish < self.publish_period:
+            return
+        self.last_publish = stamp
+        sec = math.floor(stamp)
+        header_stamp = msg.header.stamp
+        header_stamp.sec, header_stamp.nanosec = int(sec), int(round((stamp - sec) * 1e9)) % 1_000_000_000
+        self._publish(state, header_stamp)
+
+    def _publish(self, state, stamp):
+        odom = Odometry()
+        odom.header.stamp = stamp
+        odom.header.frame_id = self.odom_frame
+        odom.child_frame_id = self.base_frame
+        x, y, z, qx, qy, qz, qw = (float(v) for v in state.pose_xyz_quat)
+        pose = odom.pose.pose
+        pose.position.x, pose.position.y, pose.position.z = x, y, z
+        pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = qx, qy, qz, qw
+        odom.pose.covariance = [float(c) for c in state.pose_covariance.ravel()]
+        tw = odom.twist.twist
+        tw.linear.x, tw.linear.y, tw.linear.z = (float(c) for c in state.twist[:3])
+        tw.angular.x, tw.angular.y, tw.angular.z = (float(c) for c in state.twist[3:])
+        odom.twist.covariance = [float(c) for c in state.twist_covariance.ravel()]
+        self.odom_pub.publish(odom)
+        if self.tf_broadcaster is not None:
+            from geometry_msgs.msg import TransformStamped
+            t = TransformStamped()
+            t.header = odom.header
+            t.child_frame_id = self.base_frame
+            t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = x, y, z
+            t.transform.rotation = pose.orientation
+            self.tf_broadcaster.sendTransform(t)
+
+    def publish_diagnostics(self):
+        state = self.estimator.state
+        status = DiagnosticStatus()
+        status.name = f'{self.get_name()}: odometry'
+        status.hardware_id = self.robot.name
+        stale = self.last_receive_wall is None or time.monotonic() - self.last_receive_wall > 2.0
+        if stale:
+            status.level = DiagnosticStatus.ERROR if self.received else DiagnosticStatus.WARN
+            status.message = 'no joint_states for 2 s' if self.received else 'waiting for joint_states'
+        elif self.rejected and self.last_error and self.estimator.updates == 0:
+            status.level = DiagnosticStatus.ERROR
+            status.message = f'joint_states rejected: {self.last_error}'
+        elif state.singular:
+            status.level = DiagnosticStatus.WARN
+            status.message = 'near a singular shape: motion partly unobservable, covariance raised'
+        elif state.slip_rms_m_s > self.slip_warn:
+            status.level = DiagnosticStatus.WARN
+            status.message = f'slip residual {state.slip_rms_m_s:.3f} m/s above {self.slip_warn:.3f} m/s'
+        else:
+            status.level = DiagnosticStatus.OK
+            status.message = 'ok'
+        values = {
+            'slip_rms_m_s': f'{state.slip_rms_m_s:.6g}',
+            'slip_max_m_s': f'{float(np.max(np.abs(state.slip_residual), initial=0.0)):.6g}',
+            'rank': str(state.rank),
+            'rank_needed': str(state.rank_needed),
+            'singular': str(bool(state.singular)).lower(),
+            'contacts': str(int(np.count_nonzero(state.contacts))),
+            'received': str(self.received),
+            'rejected': str(self.rejected),
+            'stale_stamps': str(self.estimator.skipped),
+            'x_m': f'{state.pose[0, 3]:.4f}',
+            'y_m': f'{state.pose[1, 3]:.4f}',
+            'position_sd_m': f'{math.sqrt(max(float(np.trace(state.pose_covariance[:2, :2])), 0.0)):.4g}',
+        }
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        msg = DiagnosticArray()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.status = [status]
+        self.diag_pub.publish(msg)
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = EstimatorNode()
+        rclpy.spin(node)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    main()
