@@ -115,7 +115,9 @@ def start_sim_bus(robot: str, baud: int, physics: str | None = None, extra: tupl
             break
         path = _device_path(line)
         if path and Path(path).exists():
-            return SimBus(proc, path, output, stdout_lines)
+            sim = SimBus(proc, path, output, stdout_lines)
+            sim.query('state', timeout_s=max(1.0, deadline - time.monotonic()))   # serving: answers
+            return sim
     if proc.poll() is None:
         proc.kill()
     proc.wait()

@@ -219,6 +219,7 @@ def test_starts_from_measured_pose():
         names = list(node.robot.joint_names)
         states_pub.publish(JointState(name=names[:-1], position=[0.1] * (len(names) - 1)))  # incomplete
         states_pub.publish(JointState(name=names, position=[math.nan] * len(names)))       # not finite
+        states_pub.publish(JointState(name=names, position=[3.0] * len(names)))            # beyond the limits
         time.sleep(0.3)
         assert not joints
         pose = [0.3 * (-1) ** i for i in range(len(names))]

@@ -1,5 +1,6 @@
 """The node graph: specs from launch arguments, console scripts, launch files (where launch_ros exists)."""
 import ast
+import importlib
 import importlib.util
 from dataclasses import fields
 from pathlib import Path
@@ -35,6 +36,9 @@ def test_every_executable_is_a_console_script(robot):
     for spec in ours:
         assert spec.executable in scripts, f'{spec.executable} is not a console script in setup.py'
         assert scripts[spec.executable] == f'{spec.module}:main', spec
+        # The class bringup instantiates is in the module the console script runs.
+        module = importlib.import_module(spec.module)
+        assert hasattr(module, spec.class_name) and hasattr(module, 'main'), spec
     assert {s.executable for s in specs} >= {'robot_state_publisher', 'joy_node', 'rviz2'}
 
 

@@ -14,8 +14,6 @@ import pytest
 import yaml
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
-pytest.importorskip('snake_control.nodes.driver_node', reason='driver_node not merged yet')
-pytest.importorskip('snake_control.nodes.estimator_node', reason='estimator_node not merged yet')
 
 ROBOT = 'wheeled_8'
 
@@ -54,8 +52,10 @@ class Session:
         probe.create_subscription(Odometry, 'odom', lambda m: self.odom.append((
             time.monotonic(), m.pose.pose.position.x, m.pose.pose.position.y,
             2 * math.atan2(m.pose.pose.orientation.z, m.pose.pose.orientation.w))), 50)
+        # gait_node stamps its commands; the garbage publisher below does not (stamp 0): keep gait_node's.
         probe.create_subscription(JointState, 'joint_commands', lambda m: self.commands.append((
-            m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, np.array(m.position), np.array(m.velocity))), 50)
+            m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, np.array(m.position), np.array(m.velocity)))
+            if m.header.stamp.sec else None, 50)
         run.executor.add_node(probe)
         self.probe = probe
         if self.garbage:
@@ -95,7 +95,7 @@ class Session:
             js.publish(joint_msgs[(k + 3) % len(joint_msgs)])
             joy.publish(Joy(axes=[nan, inf, -1e9][: 1 + k % 3], buttons=[1] * (k % 40)))
             k += 1
-            time.sleep(0.01)
+            time.sleep(0.05)    # 20 Hz of garbage on each of five topics: bad content, not a flood
         self.garbage_sent = k
 
     def _before_stop(self, run):
@@ -189,11 +189,12 @@ def test_scripted_session_forward_turn_stop_estop(tmp_path):
 def test_garbage_on_every_input_never_reaches_the_servos(tmp_path):
     events = [{'t': 0.0}, {'t': 1.0, 'hold': ['LB'], 'axes': {'left_y': 1.0, 'right_x': -0.5}}]
     s = Session(tmp_path, events, duration_s=8.0, garbage=True).run()
-    assert s.garbage_sent > 200
+    assert s.garbage_sent > 100
     assert s.result.torque_off is True
     _assert_goals_within_limits(s)
     # Still alive: odometry kept coming, finite, to the end.
     late = [o for o in s.odom if o[0] > s.player_start + 6.0]
     assert len(late) > 20 and np.all(np.isfinite(np.array([o[1:] for o in late])))
+    assert len(s.commands) > 200
     for stamp, q, v in s.commands:
         assert np.all(np.isfinite(q)) and np.all(np.isfinite(v))

@@ -64,6 +64,7 @@ COMMAND_PARAMETERS = {
     'accel_turn_rad_s2': (2.0, 0.001, 1000.0, 'turn command changes at most this fast (rad/s^2)'),
 }
 MAX_DT_PERIODS = 3.0   # a late tick advances the gait by at most this many periods
+POSE_TOLERANCE_RAD = 0.05   # a measured start pose may exceed the joint limits by this much (calibration)
 # Gait at start when the `gait` parameter is not given, by robot kind.
 DEFAULT_GAITS = {'pitch_yaw': 'serpentine', 'planar': 'wheeled_undulation'}
 
@@ -182,6 +183,10 @@ class GaitNode(Node):
         q = np.array([msg.position[index[n]] for n in self.joint_names], dtype=float)
         if not np.all(np.isfinite(q)):
             self._warn('joint_states', 'waiting for finite joint_states')
+            return
+        if np.any(q < self.lower - POSE_TOLERANCE_RAD) or np.any(q > self.upper + POSE_TOLERANCE_RAD):
+            # Not a pose this robot can be in: a wrong robot YAML or a bogus publisher. Never start from it.
+            self._warn('joint_states', 'joint_states outside the joint limits: waiting for a plausible pose')
             return
         with self.lock:
             self._start_scheduler(np.clip(q, self.lower, self.upper))
