@@ -121,6 +121,9 @@ def _t0_bracket(sync, servo1_times):
 
 
 def main():
+    # Our own DDS domain on localhost, so other runs on this machine neither hear nor disturb this one.
+    os.environ.setdefault('ROS_DOMAIN_ID', str(np.random.default_rng().integers(1, 102)))
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     from snake_control.bringup import run_bringup
     from snake_control.graph import GraphArgs
 
@@ -164,22 +167,26 @@ def main():
         missing = np.isnan(table[k])
         table[k, missing] = table[k - 1, missing]
     estop_events = [i for i, e in enumerate(probe.script.events) if e.buttons[1] == 1]   # B held
-    latencies, to_gait = [], []
+    latencies, to_gait, no_hold = [], [], 0
     for ev in estop_events:
         sends = [t for t, i in probe.sent_log if i == ev]
         if not sends:
             continue
         t_joy = sends[0] - t0                      # emulator time of the Joy message
+        releases = [t for t, i in probe.sent_log if i == ev + 1]
+        t_release = (releases[0] - t0) if releases else times[-1]
         received = [t for t in probe.gait_estop_s if t >= sends[0]]
         if received:
             to_gait.append(received[0] - sends[0])
-        k = int(np.searchsorted(times, t_joy))
-        # The first write from which the goals stay put for the next 10 writes is the hold.
-        while k + 10 < len(times):
-            if np.all(table[k:k + 11] == table[k]):
+        k, end = int(np.searchsorted(times, t_joy)), int(np.searchsorted(times, t_release))
+        # The hold: the first write from which every goal stays put until the release is sent.
+        while k + 3 <= end:
+            if np.all(table[k:end] == table[k]):
                 latencies.append(times[k] - t_joy)
                 break
             k += 1
+        else:
+            no_hold += 1
     if not latencies:
         print('no e-stop latency measured')
         return
@@ -189,7 +196,8 @@ def main():
           f'{np.median(lat_ms):.1f} ms, p99 {np.percentile(lat_ms, 99):.1f} ms, max {lat_ms.max():.1f} ms '
           f'(aim: under two control periods = {2 * period_ms:.0f} ms)')
     print(f'  clock sync: emulator t0 known to +-{1000 * (high - low) / 2:.2f} ms from {len(probe.sync)} queries')
-    print(f'  every trial (ms): {" ".join(f"{x:.1f}" for x in lat_ms)}')
+    print(f'  every trial (ms): {" ".join(f"{x:.1f}" for x in lat_ms)}' +
+          (f'; {no_hold} trials without a steady hold before the release' if no_hold else ''))
     if to_gait:
         g = 1000 * np.array(to_gait)
         print(f'  of which Joy -> e-stop in gait_node (teleop and DDS, one process): median {np.median(g):.1f} ms, '
