@@ -19,6 +19,7 @@ COMMANDS = {
     'dxl': 'dxl',
     'odometry': 'odometry',
     'connection-plot': 'connection_plot',
+    'validate': 'validate',
     'bringup': 'bringup',
 }
 

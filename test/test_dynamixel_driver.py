@@ -349,3 +349,23 @@ def test_config_validation():
         DriverConfig(stale_policy='explode').validate()
     with pytest.raises(ValueError, match='read_mode'):
         DriverConfig(read_mode='telepathy').validate()
+
+
+def test_fatal_error_in_the_loop_turns_torque_off(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config())
+        d.start()
+        try:
+            stream(d, robot, 0.3)
+            assert all(torque_states(sim).values())
+
+            def broken(*args):
+                raise ZeroDivisionError('a bug in the loop')
+            d._decide = broken
+            assert wait_for(lambda: d.mode == 'fatal', 1.0)
+            assert 'ZeroDivisionError' in d.diagnostics()['fatal_error']
+            assert not d.running
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)

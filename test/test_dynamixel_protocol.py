@@ -129,7 +129,7 @@ def sdk_port(sim):
 
 def _raw_exchange(path, packet: bytes, wait_s=0.1) -> bytes:
     """Write raw bytes to the device (at BAUD), collect what comes back."""
-    bus = ServoBus(path, BAUD).open()
+    bus = ServoBus(path, BAUD, margin_ms=30).open()
     try:
         fd = bus.port.ser.fd
         bus.port.clearPort()
@@ -285,7 +285,7 @@ def test_reboot_clears_alert_and_factory_reset_and_clear():
 
 def test_bus_watchdog_and_baud_register():
     with SimBusProcess(['--servos', '2', '--baud', '1000000']) as s:
-        bus = ServoBus(s.path, 1_000_000).open()
+        bus = ServoBus(s.path, 1_000_000, margin_ms=30).open()
         bus.write_register(1, 'torque_enable', 1)
         bus.write_register(1, 'bus_watchdog', 1)             # 20 ms
         time.sleep(0.15)
@@ -298,7 +298,7 @@ def test_bus_watchdog_and_baud_register():
         bus.write_register(2, 'baud_rate', 6)                # reply still at the old baud
         assert bus.ping(2) is None
         bus.close()
-        fast = ServoBus(s.path, 4_000_000).open()
+        fast = ServoBus(s.path, 4_000_000, margin_ms=30).open()
         assert fast.ping(2) == (1020, 46) and fast.ping(1) is None
         fast.close()
 
@@ -339,7 +339,7 @@ def test_pluggable_plant_drives_present_position_in_process():
                                                                               True)], daemon=True)
     thread.start()
     try:
-        bus = ServoBus(bus_emu.path, BAUD).open()
+        bus = ServoBus(bus_emu.path, BAUD, margin_ms=30).open()
         time.sleep(0.02)
         ticks = bus.read_register(1, 'present_position')
         assert ticks == 2048 + round(0.5 / (2 * math.pi / 4096))

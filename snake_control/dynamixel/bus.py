@@ -158,7 +158,7 @@ def latency_timer_warning(port: str, sysfs_root: str = '/sys/bus/usb-serial/devi
 class ServoBus:
     """One open port and the Protocol 2.0 packet handler; every call names the servo on failure."""
 
-    def __init__(self, port: str, baud: int, margin_ms: float = 5.0):
+    def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
         if baud not in SUPPORTED_BAUDS:
             raise ValueError(f'baud {baud} is not a Dynamixel baud rate ({", ".join(map(str, SUPPORTED_BAUDS))})')
         self.port_name, self.baud = port, baud

@@ -171,7 +171,7 @@ class Driver:
         self.period_s = 1.0 / self.rate_hz
         margin = self.config.margin_ms
         if margin is None:
-            margin = min(8.0, max(1.5, 0.2 * self.period_s * 1000.0))
+            margin = min(8.0, max(3.0, 0.2 * self.period_s * 1000.0))
         self.margin_ms = margin
         self.bus = ServoBus(self.port, self.baud, margin)
         self.joints = list(robot.joints)
@@ -183,6 +183,7 @@ class Driver:
         self.direction = np.array([j.direction for j in self.joints], dtype=float)
         self.offset = np.array([j.offset_rad for j in self.joints])
         self.model = robot.bus.servo
+        self._tick_limits = None
         self.servos = [ServoState(j.name, j.servo_id) for j in self.joints]
         self.by_id = {s.servo_id: s for s in self.servos}
         self.k_by_id = {sid: k for k, sid in enumerate(self.ids)}
@@ -224,8 +225,11 @@ class Driver:
         return self.direction * (servo - self.offset)
 
     def tick_limits(self) -> tuple[np.ndarray, np.ndarray]:
-        a, b = self.joint_to_ticks(self.lower), self.joint_to_ticks(self.upper)
-        return np.minimum(a, b), np.maximum(a, b)
+        """(min, max) goal ticks of each servo: its joint limits through offset and direction."""
+        if self._tick_limits is None:
+            a, b = self.joint_to_ticks(self.lower), self.joint_to_ticks(self.upper)
+            self._tick_limits = (np.minimum(a, b), np.maximum(a, b))
+        return self._tick_limits
 
     # ================================================================ public API
     def start(self) -> None:
@@ -662,10 +666,9 @@ class Driver:
         self._goal = goal
         if self.mode == 'torque_off':
             return
-        ticks = self.joint_to_ticks(goal)
         lo_t, hi_t = self.tick_limits()
-        ticks = np.clip(ticks, lo_t, hi_t)
-        data = {sid: P.le(int(t), 4) for sid, t, s in zip(self.ids, ticks, self.servos)
+        ticks = np.clip(self.joint_to_ticks(goal), lo_t, hi_t).tolist()
+        data = {sid: t.to_bytes(4, 'little', signed=True) for sid, t, s in zip(self.ids, ticks, self.servos)
                 if s.torque and s.rebooting_until is None}
         if data:
             try:

@@ -27,6 +27,8 @@ Control channel: one command per line on stdin, one JSON line back on stdout:
 """
 from __future__ import annotations
 
+import collections
+import gc
 import json
 import math
 import os
@@ -62,6 +64,7 @@ AMBIENT_C = 30.0
 THERMAL_TAU_S = 60.0
 HEATING_C_PER_A2_S = 0.19          # ~60 C steady rise at a 2.3 A stall current
 OVERLOAD_TIME_S = 1.0
+GOAL_LOG_SIZE = 200_000
 
 
 # ------------------------------------------------------------------------------------------- faults
@@ -151,7 +154,9 @@ class Servo:
         self.silent_until = 0.0            # reboot in progress
         self.overload_since: float | None = None
         self.last_instruction_t = time.monotonic()
-        self.goal_log: list = []           # (t_s, ticks, accepted)
+        # Every goal write (t_s, ticks, accepted): the latest GOAL_LOG_SIZE, plus whole-run statistics.
+        self.goal_log: collections.deque = collections.deque(maxlen=GOAL_LOG_SIZE)
+        self.goal_stats = [0, None, None, 0]   # writes, min ticks, max ticks, refused
 
     def _factory_defaults(self, keep_id=False, keep_baud=False):
         sid, baud, fw = self.table[7], self.table[8], self.table[6]
@@ -254,7 +259,7 @@ class Servo:
         goal = P.from_le(new[ADDR_GOAL:ADDR_GOAL + 4], True)
         err = self._validate(new, touched)
         if goal_written:
-            self.goal_log.append((now, goal, err == 0))
+            self._record_goal(now, goal, err == 0)
         if err:
             return err
         was_on = self.torque_on
@@ -268,6 +273,14 @@ class Servo:
             self._profile_changed = True
         return 0
 
+    def _record_goal(self, now: float, goal: int, accepted: bool) -> None:
+        self.goal_log.append((now, goal, accepted))
+        st = self.goal_stats
+        st[0] += 1
+        st[1] = goal if st[1] is None else min(st[1], goal)
+        st[2] = goal if st[2] is None else max(st[2], goal)
+        st[3] += not accepted
+
     def _write_goal(self, goal: int, data: bytes, now: float) -> int:
         """Goal Position alone (every cycle of a driver): the same checks as write(), without copies."""
         t = self.table
@@ -276,7 +289,7 @@ class Servo:
             err = P.ERR_DATA_RANGE
         elif t[11] in (3, 5) and not (P.from_le(t[52:56]) <= goal <= P.from_le(t[48:52])):
             err = P.ERR_DATA_LIMIT
-        self.goal_log.append((now, goal, err == 0))
+        self._record_goal(now, goal, err == 0)
         if not err:
             t[ADDR_GOAL:ADDR_GOAL + 4] = data
         return err
@@ -689,16 +702,13 @@ class BusEmulator:
                 out = {}
                 for i, s in self.servos.items():
                     s.refresh_present(now)
-                    log = s.goal_log
                     out[str(i)] = {'torque': s.torque_on, 'goal': s.get('goal_position'),
                                    'position': s.get('present_position'), 'hw_error': s.table[ADDR_HW_ERROR],
                                    'return_delay': s.table[9], 'status_return_level': s.table[68],
                                    'min_limit': s.get('min_position_limit'),
                                    'max_limit': s.get('max_position_limit'),
-                                   'goal_writes': len(log),
-                                   'goal_min': min((g for _, g, _ in log), default=None),
-                                   'goal_max': max((g for _, g, _ in log), default=None),
-                                   'goal_refused': sum(1 for _, _, ok in log if not ok),
+                                   'goal_writes': s.goal_stats[0], 'goal_min': s.goal_stats[1],
+                                   'goal_max': s.goal_stats[2], 'goal_refused': s.goal_stats[3],
                                    'temperature': s.temperature_c}
                 return {'servos': out, 'counters': self.counters, 'plugged': self.master >= 0}
             if cmd == 'goals':
@@ -745,12 +755,13 @@ class BusEmulator:
             except (BlockingIOError, OSError):
                 data = b''
             if data:
-                # A packet never pauses mid-way (writers send whole packets): bytes left waiting from
-                # an earlier burst are a garbled header (a corrupted LEN) and must not swallow this one.
-                if self.parser.buffer and now - self._last_rx > 0.001:
+                data = self._corrupt(data)
+                # FF FF FD 00 only ever starts a packet (stuffing keeps it out of bodies): when new bytes
+                # begin with it, what still waits in the buffer was a garbled packet (say, a corrupted
+                # LEN) and must not swallow this one.
+                if self.parser.buffer and data.startswith(P.HEADER):
                     self.parser.buffer.clear()
-                self._last_rx = now
-                self._serve(self._corrupt(data), now)
+                self._serve(data, now)
         return [fd for fd in ready if fd in extra_fds]
 
     def _serve(self, data: bytes, now: float):
@@ -760,11 +771,12 @@ class BusEmulator:
             if not baud:
                 continue
             for t_end, raw in self.handle(pkt, now, baud):
+                # Sleep (never spin: the driver under test needs the CPU) until the reply's last byte
+                # would have left; a reply may leave late, never early.
                 wait = t_end - time.monotonic()
-                if wait > 0.0003:
-                    time.sleep(wait - 0.0002)
-                while time.monotonic() < t_end:
-                    pass
+                while wait > 0:
+                    time.sleep(wait)
+                    wait = t_end - time.monotonic()
                 self._write(raw)
             # The mechanics move while the bus is busy.
             self.tick(time.monotonic())
@@ -800,8 +812,14 @@ def run(ids, models, baud, faults=None, physics='motor', link=None, firmware=46,
         bus.stop_requested = True
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    # Replies are timed to the microsecond: no cycle-collector pauses (the emulator makes no cycles).
+    gc.collect()
+    gc.freeze()
+    gc.disable()
     out.write(bus.path + '\n')
     out.flush()
+    print(f'sim-bus: {len(bus.servos)} servo(s) at {baud} baud on {bus.path} -> {os.ttyname(bus.slave)}; '
+          f'Ctrl-C to stop', file=sys.stderr, flush=True)
     try:
         bus.serve_forever(sys.stdin if not sys.stdin.isatty() else None, out)
     finally:

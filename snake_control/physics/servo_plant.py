@@ -1,0 +1,163 @@
+"""The MuJoCo world as the plant behind the emulated servo bus (`snake sim-bus --physics mujoco`).
+
+The bus emulator (snake_control.dynamixel.emulator) owns the control tables and the wire; every tick it
+hands this plant the servos' goals and torque states and takes back what the servos measure. Goals are
+servo angles (rad from the centre tick): each is turned into a joint angle through the joint's offset
+and direction (robot.Joint.joint_angle_rad), limited by the servo's profile velocity and acceleration
+like the servo's own trajectory generator, and given to that joint's position actuator. Present
+position and velocity are the physics' joint angle and rate turned back into servo angles; present
+current is the actuator torque over the torque constant (stall torque / stall current), with the
+servo's sign. A servo with torque off exerts nothing (its actuator gain is zeroed), only the motor's
+back-EMF damping remains.
+
+Time: the emulator's ticks follow the wall clock. The plant steps the physics by whole timesteps,
+carrying the remainder to the next tick; a tick longer than MAX_CATCH_UP_S (the host stalled) is cut
+there rather than stepped through in one burst.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from snake_control.dynamixel.models import ServoModel
+from snake_control.dynamixel.plant import MotorModel, Plant, register_plant
+from snake_control.physics.world import SnakeWorld
+from snake_control.robot import Robot, load_robot
+
+MAX_CATCH_UP_S = 0.1
+
+
+class MujocoPlant(Plant):
+    """A SnakeWorld driven by servo goals; ``world`` is reachable for ground truth.
+
+    Parameters: robot (Robot or name); ids: the servo IDs the bus emulates (each must be a joint of the
+    robot; default all); world: an existing SnakeWorld of that robot (default a new one).
+    """
+
+    def __init__(self, robot: Robot | str, ids=None, world: SnakeWorld | None = None):
+        self.robot = load_robot(robot) if isinstance(robot, str) else robot
+        self.world = world or SnakeWorld(self.robot)
+        by_id = {j.servo_id: k for k, j in enumerate(self.robot.joints)}
+        ids = list(by_id) if ids is None else [int(i) for i in ids]
+        unknown = sorted(set(ids) - set(by_id))
+        if unknown:
+            raise ValueError(f'servo IDs {unknown} are not joints of robot {self.robot.name} '
+                             f'(its IDs: {sorted(by_id)})')
+        self.ids = ids
+        self._index = by_id
+        n = self.robot.n_joints
+        self._direction = np.array([j.direction for j in self.robot.joints], dtype=float)
+        self._offset = np.array([j.offset_rad for j in self.robot.joints])
+        self._vmax = np.full(n, math.inf)
+        self._amax = np.full(n, math.inf)
+        self._setpoint = np.zeros(n)           # joint-space goal after the profile
+        self._setpoint_vel = np.zeros(n)
+        self._initial = np.zeros(n)
+        self._configured: set[int] = set()
+        self._started = False
+        self._carry_s = 0.0
+        self._on = np.ones(n, dtype=bool)
+        servo = self.robot.bus.servo
+        self._kt_nm_a = servo.stall_torque_nm / MotorModel.STALL_CURRENT_A
+        m = self.world.model
+        act = self.world.actuator_ids
+        self._gain = m.actuator_gainprm[act, 0].copy()
+        self._bias = m.actuator_biasprm[act, 1].copy()
+
+    # --- Plant interface ---------------------------------------------------------------------------
+
+    def configure(self, servo_id: int, model: ServoModel, position_rad: float) -> None:
+        k = self._joint(servo_id)
+        joint = self.robot.joints[k]
+        angle = joint.joint_angle_rad(float(position_rad))
+        self._initial[k] = np.clip(angle, joint.lower_rad, joint.upper_rad)
+        self._configured.add(servo_id)
+        self._started = False
+
+    def set_profile(self, servo_id: int, velocity_rad_s: float, acceleration_rad_s2: float) -> None:
+        k = self._joint(servo_id)
+        self._vmax[k] = velocity_rad_s if velocity_rad_s > 0 else math.inf
+        self._amax[k] = acceleration_rad_s2 if acceleration_rad_s2 > 0 else math.inf
+
+    def step(self, dt_s: float, goals_rad_by_id: dict[int, float],
+             torque_on_by_id: dict[int, bool]) -> dict[int, tuple[float, float, float]]:
+        if not self._started:
+            self.world.reset(self._initial)
+            self._setpoint[:] = self._initial
+            self._setpoint_vel[:] = 0.0
+            self._started = True
+        on = self._on.copy()
+        for sid, flag in torque_on_by_id.items():
+            on[self._joint(sid)] = bool(flag)
+        if np.any(on != self._on):
+            self._set_torque(on)
+        target = self._setpoint.copy()
+        for sid, goal in goals_rad_by_id.items():
+            k = self._joint(sid)
+            if math.isfinite(goal):
+                target[k] = self._direction[k] * (goal - self._offset[k])
+        # A limp joint's setpoint follows the joint, so torque comes back on without a jump.
+        target = np.where(on, target, self.world.joint_positions_rad())
+        self._carry_s += min(max(float(dt_s), 0.0), MAX_CATCH_UP_S)
+        steps = int(self._carry_s / self.world.timestep_s + 1e-9)
+        if steps:
+            self._carry_s -= steps * self.world.timestep_s
+            self._profile(target, steps * self.world.timestep_s, on)
+            self.world.set_goals(self._setpoint)
+            self.world.step(steps)
+        return self.read()
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    def read(self) -> dict[int, tuple[float, float, float]]:
+        """{id: (servo angle rad, servo velocity rad/s, current A)} of every emulated servo."""
+        q = self.world.joint_positions_rad()
+        dq = self.world.joint_velocities_rad_s()
+        tau = self.world.actuator_torques_nm()
+        out = {}
+        for sid in self.ids:
+            k = self._index[sid]
+            d = self._direction[k]
+            out[sid] = (d * q[k] + self._offset[k], d * dq[k], d * tau[k] / self._kt_nm_a)
+        return out
+
+    def _joint(self, servo_id: int) -> int:
+        try:
+            return self._index[int(servo_id)]
+        except KeyError:
+            raise ValueError(f'servo ID {servo_id} is not a joint of robot {self.robot.name}') from None
+
+    def _set_torque(self, on: np.ndarray) -> None:
+        m = self.world.model
+        act = self.world.actuator_ids
+        m.actuator_gainprm[act, 0] = np.where(on, self._gain, 0.0)
+        m.actuator_biasprm[act, 1] = np.where(on, self._bias, 0.0)
+        self._on = on
+
+    def _profile(self, target: np.ndarray, dt: float, on: np.ndarray) -> None:
+        """Move the setpoint toward the target within the profile velocity and acceleration."""
+        sp, v = self._setpoint, self._setpoint_vel
+        err = target - sp
+        vmax, amax = self._vmax, self._amax
+        finite_a = np.isfinite(amax)
+        # Speed that still stops on the target under the acceleration limit, capped by vmax.
+        v_stop = np.where(finite_a, np.sqrt(2.0 * np.where(finite_a, amax, 0.0) * np.abs(err)), np.inf)
+        speed = np.minimum(vmax, v_stop)
+        limited = np.isfinite(speed)
+        v_des = np.where(limited, np.copysign(np.where(limited, speed, 0.0), err), 0.0)
+        dv = np.where(finite_a, np.clip(v_des - v, -amax * dt, amax * dt), v_des - v)
+        v_new = np.where(limited, v + dv, 0.0)
+        step = np.where(limited, v_new * dt, err)
+        overshoot = np.abs(step) >= np.abs(err)
+        sp[:] = np.where(overshoot | ~on, target, sp + step)
+        v[:] = np.where(overshoot | ~on | ~limited, 0.0, v_new)
+
+
+def _factory(ids, models_by_id, robot=None) -> MujocoPlant:
+    if robot is None:
+        raise ValueError('--physics mujoco needs the robot (give --robot): the world is built from its YAML')
+    return MujocoPlant(robot, ids)
+
+
+register_plant('mujoco', _factory)

@@ -1,0 +1,215 @@
+"""The MuJoCo plant behind the emulated servo bus: goals in, physics out, through offsets and directions."""
+import dataclasses
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from snake_control.dynamixel.models import CENTER_TICK, RAD_PER_TICK
+from snake_control.dynamixel.plant import make_plant, plant_names
+from snake_control.physics import PhysicsOptions, SnakeWorld
+from snake_control.physics.servo_plant import MujocoPlant
+from snake_control.robot import load_robot
+
+
+def offset_robot():
+    """wheeled_8 with a zero offset and a reversed servo, so the servo/joint mapping is not trivial."""
+    robot = load_robot('wheeled_8')
+    joints = list(robot.joints)
+    joints[1] = dataclasses.replace(joints[1], offset_rad=0.3)
+    joints[2] = dataclasses.replace(joints[2], direction=-1, offset_rad=-0.2)
+    return dataclasses.replace(robot, joints=tuple(joints))
+
+
+def configured(robot, servo_angles=None, world=None):
+    plant = MujocoPlant(robot, world=world)
+    for k, joint in enumerate(robot.joints):
+        angle = joint.offset_rad if servo_angles is None else servo_angles[k]
+        plant.configure(joint.servo_id, robot.bus.servo, angle)
+    return plant
+
+
+def test_registered_as_mujoco_physics():
+    robot = load_robot('kinematic_snake_3')
+    assert 'mujoco' in plant_names()
+    plant = make_plant('mujoco', robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
+    assert isinstance(plant, MujocoPlant)
+    with pytest.raises(ValueError, match='--robot'):
+        make_plant('mujoco', [1, 2], {}, None)
+    with pytest.raises(ValueError, match=r'\[9\]'):
+        MujocoPlant(robot, ids=[1, 9])
+
+
+def test_goals_drive_joints_through_offset_and_direction():
+    robot = offset_robot()
+    # Weightless, so wheel friction cannot hold a joint off its goal: this checks the mapping alone.
+    plant = configured(robot, world=SnakeWorld(robot, options=PhysicsOptions(gravity_m_s2=0.0)))
+    joint_goals = np.array([0.3, -0.4, 0.5, 0.0, -0.2, 0.25, -0.1])
+    servo_goals = {j.servo_id: j.servo_angle_rad(g) for j, g in zip(robot.joints, joint_goals)}
+    torque = {j.servo_id: True for j in robot.joints}
+    for _ in range(150):                  # 1.5 s in ragged emulator ticks
+        state = plant.step(0.0103, servo_goals, torque)
+    # The physics' joints follow the joint-space goals ...
+    np.testing.assert_allclose(plant.world.joint_positions_rad(), joint_goals, atol=1e-3)
+    # ... and the servos report servo angles, velocities and currents with their own sign.
+    q, dq, tau = (plant.world.joint_positions_rad(), plant.world.joint_velocities_rad_s(),
+                  plant.world.actuator_torques_nm())
+    kt = robot.bus.servo.stall_torque_nm / 2.3
+    for k, joint in enumerate(robot.joints):
+        pos, vel, cur = state[joint.servo_id]
+        assert pos == pytest.approx(joint.servo_angle_rad(q[k]), abs=1e-12)
+        assert vel == pytest.approx(joint.direction * dq[k], abs=1e-12)
+        assert cur == pytest.approx(joint.direction * tau[k] / kt, abs=1e-12)
+    assert plant.world.time_s == pytest.approx(150 * 0.0103, abs=plant.world.timestep_s)
+
+
+def test_starts_in_the_configured_shape():
+    robot = offset_robot()
+    joint_start = np.linspace(-0.3, 0.3, robot.n_joints)
+    plant = configured(robot, [j.servo_angle_rad(a) for j, a in zip(robot.joints, joint_start)])
+    state = plant.step(0.01, {}, {j.servo_id: True for j in robot.joints})
+    for k, joint in enumerate(robot.joints):
+        assert joint.joint_angle_rad(state[joint.servo_id][0]) == pytest.approx(joint_start[k], abs=0.01)
+
+
+def test_torque_off_goes_limp_and_back_on_without_a_jump():
+    robot = load_robot('pitch_yaw_32')
+    plant = configured(robot)
+    pitch = robot.servo_ids[0]
+    goals = {pitch: 0.5}
+    plant.step(0.5, goals, {i: True for i in robot.servo_ids})
+    state = plant.step(0.1, goals, {i: True for i in robot.servo_ids})
+    assert state[pitch][0] == pytest.approx(0.5, abs=0.05)
+    off = {i: i != pitch for i in robot.servo_ids}
+    state = plant.step(0.01, goals, off)
+    assert plant.world.actuator_torques_nm()[0] == 0.0
+    for _ in range(30):
+        state = plant.step(0.02, goals, off)
+    assert state[pitch][2] == 0.0                      # no current without torque
+    assert state[pitch][0] < 0.4                       # gravity and the floor bent it back
+    limp = state[pitch][0]
+    state = plant.step(0.01, {pitch: limp}, {i: True for i in robot.servo_ids})
+    assert abs(state[pitch][0] - limp) < 0.02
+
+
+def test_profile_velocity_limits_the_motion():
+    robot = load_robot('kinematic_snake_3')
+    plant = configured(robot)
+    plant.set_profile(1, 0.5, math.inf)
+    speeds = []
+    for _ in range(100):
+        state = plant.step(0.01, {1: 1.0, 2: 0.0}, {1: True, 2: True})
+        speeds.append(abs(state[1][1]))
+    assert max(speeds) < 0.6
+    assert state[1][0] == pytest.approx(0.5, abs=0.05)  # 1 s at 0.5 rad/s
+    fast = configured(robot)
+    for _ in range(20):
+        state = fast.step(0.01, {1: 1.0, 2: 0.0}, {1: True, 2: True})
+    assert max(abs(state[1][1]), 0.0) > 0.6 or state[1][0] > 0.6   # unlimited is much faster
+
+
+def test_long_stall_is_not_stepped_in_one_burst():
+    robot = load_robot('kinematic_snake_3')
+    plant = configured(robot)
+    plant.step(5.0, {}, {1: True, 2: True})
+    assert plant.world.time_s == pytest.approx(0.1, abs=plant.world.timestep_s)
+
+
+def test_sdk_reads_physics_through_the_emulated_bus():
+    """A real Protocol 2.0 client writes goals and reads present positions that come from MuJoCo."""
+    dynamixel_sdk = pytest.importorskip('dynamixel_sdk')
+    from snake_control.dynamixel.emulator import BusEmulator
+
+    robot = load_robot('kinematic_snake_3')
+    plant = make_plant('mujoco', robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
+    bus = BusEmulator(robot.servo_ids, robot.bus.servo, 1_000_000, plant=plant, robot=robot)
+    thread = threading.Thread(target=bus.serve_forever, daemon=True)
+    thread.start()
+    port = dynamixel_sdk.PortHandler(bus.path)
+    ok = dynamixel_sdk.COMM_SUCCESS
+
+    def retry(call, *args):
+        # The emulator shares this interpreter's lock here; a loaded machine can time a packet out.
+        for _ in range(5):
+            out = call(port, *args)
+            if (out[1] if len(out) == 3 else out[0]) == ok:
+                return out
+        raise AssertionError(f'{call.__name__}{args} failed 5 times')
+
+    try:
+        assert port.openPort() and port.setBaudRate(1_000_000)
+        packets = dynamixel_sdk.PacketHandler(2.0)
+        goal = 0.6
+        for sid in robot.servo_ids:
+            retry(packets.write1ByteTxRx, sid, 64, 1)
+        retry(packets.write4ByteTxRx, 1, 116, int(round(CENTER_TICK + goal / RAD_PER_TICK)))
+        deadline = time.monotonic() + 10.0
+        present = math.nan
+        while time.monotonic() < deadline and not abs(present - goal) < 0.05:
+            time.sleep(0.1)
+            value = retry(packets.read4ByteTxRx, 1, 132)[0]
+            present = (value - CENTER_TICK) * RAD_PER_TICK
+        assert present == pytest.approx(goal, abs=0.05)
+        assert plant.world.joint_positions_rad()[0] == pytest.approx(present, abs=0.05)
+        assert plant.world.time_s > 0.2                 # the physics ran with the wall clock
+    finally:
+        port.closePort()
+        bus.stop_requested = True
+        thread.join(timeout=5)
+        bus.close()
+
+
+def test_sim_bus_with_mujoco_physics_in_its_own_process():
+    """`snake sim-bus --physics mujoco`: a lifted head falls under gravity when its servo lets go."""
+    import signal
+    import subprocess
+    import sys
+
+    dynamixel_sdk = pytest.importorskip('dynamixel_sdk')
+    proc = subprocess.Popen([sys.executable, '-m', 'snake_control.cli', 'sim-bus', '--robot', 'pitch_yaw_32',
+                             '--physics', 'mujoco', '--spread', '0', '--baud', '1000000'],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    port = None
+    try:
+        path = proc.stdout.readline().strip()
+        assert path.endswith('ttyDXL')
+        port = dynamixel_sdk.PortHandler(path)
+        assert port.openPort() and port.setBaudRate(1_000_000)
+        packets = dynamixel_sdk.PacketHandler(2.0)
+
+        def call(fn, *args):
+            for _ in range(5):
+                out = fn(port, *args)
+                if (out[1] if len(out) == 3 else out[0]) == dynamixel_sdk.COMM_SUCCESS:
+                    return out
+            raise AssertionError(f'{fn.__name__}{args} failed 5 times')
+
+        def present(sid):
+            return (call(packets.read4ByteTxRx, sid, 132)[0] - CENTER_TICK) * RAD_PER_TICK
+
+        neck = 31                                     # pitch joint carrying the last two modules
+        for sid in range(1, 33):
+            call(packets.write1ByteTxRx, sid, 64, 1)
+        # Negative pitch lifts the head off the floor (pitch is about the link's y, x tilts toward -z).
+        call(packets.write4ByteTxRx, neck, 116, int(round(CENTER_TICK - 0.8 / RAD_PER_TICK)))
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not abs(present(neck) + 0.8) < 0.05:
+            time.sleep(0.1)
+        assert present(neck) == pytest.approx(-0.8, abs=0.05)
+        call(packets.write1ByteTxRx, neck, 64, 0)     # torque off: only gravity and the floor act
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not abs(present(neck)) < 0.2:
+            time.sleep(0.1)
+        assert abs(present(neck)) < 0.2               # the head fell back onto the floor
+    finally:
+        if port is not None:
+            port.closePort()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

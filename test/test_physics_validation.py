@@ -1,0 +1,163 @@
+"""The estimator against MuJoCo ground truth: the harness, and bounds that catch a broken estimator.
+
+The bounds here are looser than the issue's aims (planar 3 % and 2 deg/m, pitch-yaw 15 %; `snake
+validate` prints those) but far tighter than what a sign error or a missing contact term gives (100 %
+and more), and every run must actually move the robot.
+"""
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from snake_control import cli
+from snake_control.physics import SnakeWorld
+from snake_control.physics import validation as V
+from snake_control.robot import load_robot
+
+
+def case(robot, gait):
+    return next(c for c in V.CASES if c.robot == robot and c.gait == gait)
+
+
+def recording(robot_name, gait, duration_s, warmup_s=V.WARMUP_S):
+    c = case(robot_name, gait)
+    robot = load_robot(robot_name)
+    goal = V.gait_goal_fn(robot, c.gait, c.command, c.params)
+    return V.simulate(SnakeWorld(robot), goal, duration_s, warmup_s=warmup_s), c
+
+
+def test_pitch_yaw_runs_weight_axial_slip_by_the_friction_ratio():
+    from snake_control.physics import PhysicsOptions
+    assert V.matching_axial_weight(PhysicsOptions(axial_friction=0.2, lateral_friction=0.8)) == 0.0625
+    assert V.case_estimator_options(case('pitch_yaw_32', 'rolling')) == {
+        'axial_weight': pytest.approx((0.15 / 0.9) ** 2)}
+    assert V.case_estimator_options(case('wheeled_8', 'lateral_undulation')) == {}
+
+
+def test_the_issue_validation_set_is_covered():
+    runs = {(c.robot, c.gait) for c in V.CASES}
+    assert runs == {('wheeled_8', 'lateral_undulation'), ('kinematic_snake_3', 'lateral_undulation'),
+                    ('pitch_yaw_32', 'serpentine'), ('pitch_yaw_32', 'sidewinding'),
+                    ('pitch_yaw_32', 'rolling')}
+
+
+def test_recording_samples_the_run_at_the_control_rate():
+    robot = load_robot('kinematic_snake_3')
+    goals = lambda t: np.array([0.3 * math.sin(2 * t), 0.3 * math.cos(2 * t)])     # noqa: E731
+    rec = V.simulate(SnakeWorld(robot), goals, 1.0, rate_hz=50.0, warmup_s=0.2)
+    assert rec.times_s.shape == (51,) and rec.times_s[-1] == pytest.approx(1.0)
+    assert rec.link_poses.shape == (51, 3, 4, 4)
+    assert rec.contacts.shape == (51, 3) and rec.contacts.all()       # wheels stay on the floor
+    # Goals are the function's at (time since settling), the warm-up first.
+    np.testing.assert_allclose(rec.goals_rad[0], goals(0.2))
+    np.testing.assert_allclose(rec.goals_rad[-1], goals(1.2))
+    # Measured angles trail the goals by the servo's lag but follow them.
+    assert np.max(np.abs(rec.positions_rad - rec.goals_rad)) < 0.1
+    truth = V.true_body_poses(robot, rec.link_poses)
+    np.testing.assert_array_equal(truth, rec.link_poses[:, 1])       # the middle link of three
+    with pytest.raises(ValueError, match='whole number of physics timesteps'):
+        V.simulate(SnakeWorld(robot), goals, 1.0, rate_hz=300.0)
+
+
+def test_true_chassis_is_the_virtual_chassis_of_the_true_links():
+    rec, _ = recording('pitch_yaw_32', 'sidewinding', 0.5, warmup_s=1.0)
+    truth = V.true_body_poses(rec.robot, rec.link_poses)
+    centres = rec.link_poses[:, :, :3, 3]
+    np.testing.assert_allclose(truth[:, :3, 3], centres.mean(axis=1), atol=1e-12)
+    for pose, c in zip(truth, centres):
+        np.testing.assert_allclose(pose[:3, :3].T @ pose[:3, :3], np.eye(3), atol=1e-9)
+        # x is the principal direction, pointing from tail to head.
+        spread = (c - c.mean(axis=0)) @ pose[:3, :3]
+        assert np.var(spread[:, 0]) >= np.var(spread[:, 1]) >= np.var(spread[:, 2]) - 1e-12
+        assert spread[-1, 0] > spread[0, 0]
+    # Axis signs are continuous from sample to sample.
+    assert np.min(np.einsum('tij,tij->t', truth[1:, :3, :3], truth[:-1, :3, :3])) > 2.5
+
+
+def test_a_sign_error_is_caught():
+    """Mirrored joint angles (a sign convention broken somewhere) must fail the planar bound."""
+    rec, c = recording('wheeled_8', 'lateral_undulation', 6.0)
+    good = V.evaluate(rec, c.gait, **V.case_estimator_options(c))
+    mirrored = dataclasses.replace(rec, positions_rad=-rec.positions_rad)
+    bad = V.evaluate(mirrored, c.gait, **V.case_estimator_options(c))
+    assert good.distance_m > 1.0
+    assert good.position_error_pct < 12.0 and good.heading_error_deg_per_m < 4.0
+    assert bad.position_error_pct > 50.0
+
+
+@pytest.fixture(scope='module')
+def rolling():
+    return recording('pitch_yaw_32', 'rolling', 6.0)
+
+
+def test_a_missing_contact_radius_term_is_caught(rolling):
+    """Rolling moves only through the module radius: an estimator without it sees no motion."""
+    rec, c = rolling
+    good = V.evaluate(rec, c.gait, **V.case_estimator_options(c))
+    no_radius = dataclasses.replace(rec, robot=dataclasses.replace(rec.robot, module_radius_m=1e-6))
+    bad = V.evaluate(no_radius, c.gait, **V.case_estimator_options(c))
+    assert good.distance_m > 0.4
+    assert good.position_error_pct < 50.0
+    assert 0.5 < good.contact_agreement <= 1.0        # a rolling arc lies on most of its modules
+    assert bad.position_error_pct > 70.0
+
+
+def test_true_imu_orientation_removes_the_heading_error(rolling):
+    rec, c = rolling
+    result = V.evaluate(rec, c.gait, imu=True, **V.case_estimator_options(c))
+    assert result.gait == 'rolling +imu'
+    assert abs(result.heading_error_deg) < 0.01
+    np.testing.assert_allclose(result.estimated_heading_rad, result.true_heading_rad, atol=1e-6)
+
+
+def test_format_table_and_plot(tmp_path):
+    rec, c = recording('kinematic_snake_3', 'lateral_undulation', 2.0, warmup_s=1.0)
+    result = V.evaluate(rec, c.gait)
+    table = V.format_table([result])
+    assert 'kinematic_snake_3' in table and '< 3 %, < 2 deg/m' in table
+    assert f'{result.position_error_pct:.2f}' in table
+    assert result.contact_agreement == 1.0
+    path = tmp_path / 'paths.png'
+    V.plot_paths([result, result], path)
+    assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_validate_command_rejects_unknown_runs(capsys):
+    assert cli.main(['validate', '--robot', 'pitch_yaw_32', '--gait', 'lateral_undulation']) == 2
+    assert 'no validation run matches' in capsys.readouterr().err
+    assert cli.main(['validate', '--duration', '-1']) == 2
+
+
+# Looser than the aims, far tighter than a broken estimator: (position % of distance, deg/m, minimum
+# distance travelled in m). Sidewinding is far from its aim (see `snake validate`); its bound still
+# catches an estimate that does not move (100 %) or moves the wrong way (200 %).
+BOUNDS = {
+    ('wheeled_8', 'lateral_undulation'): (10.0, 4.0, 3.0),
+    ('kinematic_snake_3', 'lateral_undulation'): (10.0, 4.0, 0.8),
+    ('pitch_yaw_32', 'serpentine'): (40.0, 3.0, 3.0),
+    ('pitch_yaw_32', 'rolling'): (40.0, 15.0, 1.0),
+    ('pitch_yaw_32', 'sidewinding'): (95.0, 20.0, 2.0),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('robot,gait', list(BOUNDS))
+def test_twenty_second_runs(robot, gait):
+    pct, dpm, distance = BOUNDS[(robot, gait)]
+    result = V.run_case(case(robot, gait), 20.0)
+    print(V.format_table([result]))
+    assert result.distance_m > distance
+    assert np.all(np.isfinite(result.estimated_xy_m))
+    assert result.position_error_pct < pct
+    assert result.heading_error_deg_per_m < dpm
+
+
+@pytest.mark.slow
+def test_validate_command_prints_the_table(tmp_path, capsys):
+    plot = tmp_path / 'p.png'
+    args = ['validate', '--robot', 'kinematic_snake_3', '--duration', '20', '--plot', str(plot)]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert 'kinematic_snake_3' in out and 'lateral_undulation' in out and 'met' in out
+    assert plot.stat().st_size > 10_000
