@@ -50,6 +50,7 @@ class BringupNode(Node):
                 self.odom_xy_yaw[0], self.odom_xy_yaw[1], math.degrees(self.odom_xy_yaw[2]))
         g = self.gait
         gait = g.get('_message', 'gait: no state yet')
-        cmd = f"cmd {float(g.get('command_forward_m_s', 0)):+.3f} m/s {float(g.get('command_turn_rad_s', 0)):+.2f} rad/s" \
-            if g else ''
+        cmd = 'cmd x {:+.3f} y {:+.3f} m/s turn {:+.2f} rad/s'.format(
+            float(g.get('command_forward_m_s', 0)), float(g.get('command_sideways_m_s', 0)),
+            float(g.get('command_turn_rad_s', 0))) if g else ''
         return f'[{t_s:6.1f} s] {gait} | {cmd} | {odom} | joint_states {self.joint_states}'
