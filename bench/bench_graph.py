@@ -48,7 +48,8 @@ def _script(path: Path) -> float:
                    {'t': t + 0.6, 'hold': ['View', 'Menu']},                     # release combination
                    {'t': t + 0.9, 'hold': ['LB'], 'axes': {'left_y': 1.0}}]      # moving again
         t += CYCLE_S
-    path.write_text(yaml.safe_dump({'gamepad': 'xbox', 'rate_hz': 20, 'duration_s': t + 0.5, 'events': events}))
+    path.write_text(yaml.safe_dump({'gamepad': 'xbox', 'rate_hz': 20, 'duration_s': t + 0.5,
+                                    'events': events}))
     return t + 0.5
 
 
@@ -131,7 +132,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / 'bench.yaml'
         duration = _script(script)
-        print(f'{ROBOT}, {RATE_HZ:g} Hz, emulated bus at 4 Mbit/s; {duration:.0f} s scripted session', flush=True)
+        print(f'{ROBOT}, {RATE_HZ:g} Hz, emulated bus at 4 Mbit/s; {duration:.0f} s scripted session',
+              flush=True)
         result = run_bringup(GraphArgs(robot=ROBOT, bus='sim', rate=RATE_HZ, joy=False), script=str(script),
                              log=lambda line: None, on_ready=probe.on_ready, before_stop=probe.before_stop)
     print(f'run ended: {result.stop_reason}; torque off at the end: {result.torque_off}')
@@ -140,7 +142,8 @@ def main():
     if {'start', 'end'} <= set(probe.cpu):
         (w0, g0, s0, c0), (w1, g1, s1, c1) = probe.cpu['start'], probe.cpu['end']
         wall = w1 - w0
-        print(f'CPU over {wall:.1f} s of steady motion (% of one core): graph process {100 * (g1 - g0) / wall:.1f} %, '
+        print(f'CPU over {wall:.1f} s of steady motion (% of one core): '
+              f'graph process {100 * (g1 - g0) / wall:.1f} %, '
               f'emulated bus {100 * (s1 - s0) / wall:.1f} %, total {100 * (g1 - g0 + s1 - s0) / wall:.1f} %')
         for topic in ('joint_commands', 'joint_states'):
             print(f'  {topic}: {(c1[topic] - c0[topic]) / wall:.1f} Hz (target {RATE_HZ:g} Hz)')
@@ -195,10 +198,12 @@ def main():
     print(f'Joy (e-stop button) -> held goal on the servos\' wire, {len(lat_ms)} trials: median '
           f'{np.median(lat_ms):.1f} ms, p99 {np.percentile(lat_ms, 99):.1f} ms, max {lat_ms.max():.1f} ms '
           f'(aim: under two control periods = {2 * period_ms:.0f} ms)')
-    print(f'  clock sync: emulator t0 known to +-{1000 * (high - low) / 2:.2f} ms from {len(probe.sync)} queries')
+    print(f'  clock sync: emulator t0 known to +-{1000 * (high - low) / 2:.2f} ms '
+          f'from {len(probe.sync)} queries')
     print(f'  every trial (ms): {" ".join(f"{x:.1f}" for x in lat_ms)}' +
           (f'; {no_hold} trials without a steady hold before the release' if no_hold else ''))
     if to_gait:
         g = 1000 * np.array(to_gait)
-        print(f'  of which Joy -> e-stop in gait_node (teleop and DDS, one process): median {np.median(g):.1f} ms, '
+        print(f'  of which Joy -> e-stop in gait_node (teleop and DDS, one process): '
+              f'median {np.median(g):.1f} ms, '
               f'max {g.max():.1f} ms')

@@ -145,7 +145,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 spec = by_name[name]
                 log(f'starting {spec.fqn}')
                 # The graph's node name, whatever name the class gives itself.
-                node = node_class(spec)(context=context, cli_args=['--ros-args', '-r', f'__node:={spec.name}'])
+                node = node_class(spec)(context=context, cli_args=['--ros-args', '-r',
+                                                                   f'__node:={spec.name}'])
                 nodes[name] = node
                 executor.add_node(node)
             bringup = BringupNode(args.robot, context=context)
@@ -201,7 +202,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
         finally:
             stop.set()
             # Stop the producers of motion first, the driver (torque off) last, then the bus.
-            for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'bringup', 'driver_node'):
+            for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'bringup',
+                         'driver_node'):
                 if name in nodes:
                     try:
                         _destroy(nodes.pop(name))

@@ -1,8 +1,9 @@
 """Start the emulated servo bus (`snake sim-bus`) as a child process and learn its device path.
 
 The emulator runs in its own process so it never shares the controller's interpreter lock. It prints
-the pseudo-terminal it serves (a path such as /tmp/snake-sim-bus-XXXX/ttyDXL) on a line of its own; the driver opens that path like a
-USB adapter. Used by `snake bringup --bus sim`, by gait.launch.py with bus:=sim, and by tests.
+the pseudo-terminal it serves (a path such as /tmp/snake-sim-bus-XXXX/ttyDXL) on a line of its own;
+the driver opens that path like a USB adapter. Used by `snake bringup --bus sim`, by gait.launch.py
+with bus:=sim, and by tests.
 """
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ def start_sim_bus(robot: str, baud: int, physics: str | None = None, extra: tupl
         cmd += ['--physics', physics]
     cmd += list(extra)
     env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True,
                             env=env)
     output: collections.deque = collections.deque(maxlen=200)
     stdout_lines: queue.Queue = queue.Queue()

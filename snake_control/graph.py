@@ -123,7 +123,8 @@ class GraphArgs:
         if self.bus not in BUS_CHOICES:
             raise ValueError(f'launch argument bus: expected one of {BUS_CHOICES}, got {self.bus!r}')
         if self.physics not in PHYSICS_CHOICES:
-            raise ValueError(f'launch argument physics: expected one of {PHYSICS_CHOICES}, got {self.physics!r}')
+            raise ValueError(f'launch argument physics: expected one of {PHYSICS_CHOICES}, '
+                             f'got {self.physics!r}')
         if self.physics != 'none' and self.bus != 'sim':
             raise ValueError('launch argument physics: a physics world needs bus:=sim')
         if self.baud < 0:
@@ -241,7 +242,8 @@ def ros_arguments(spec: NodeSpec) -> list[str]:
     if spec.namespace:
         out += ['-r', f'__ns:=/{spec.namespace}']
     for key, value in spec.parameters.items():
-        out += ['-p', f'{key}:={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()}']
+        text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()
+        out += ['-p', f'{key}:={text}']
     for src, dst in spec.remappings:
         out += ['-r', f'{src}:={dst}']
     return out

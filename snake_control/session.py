@@ -135,7 +135,8 @@ def plot_session(s: Session, path: str | Path, title: str = '', true_xy=None):
     ax_dt = fig.add_subplot(grid[1, 1], sharex=ax_heat)
     if len(s.states_t_s) > 1:
         ax_dt.plot(s.states_t_s[1:], 1000 * np.diff(s.states_t_s), lw=0.6)
-    ax_dt.set(xlabel='time (s)', ylabel='period (ms)', title=f'joint_states period (mean {s.rate_hz():.1f} Hz)')
+    ax_dt.set(xlabel='time (s)', ylabel='period (ms)',
+              title=f'joint_states period (mean {s.rate_hz():.1f} Hz)')
     fig.suptitle(title or 'session')
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)

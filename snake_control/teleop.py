@@ -118,7 +118,8 @@ class TeleopConfig:
 
 def _require(mapping: Any, key: str, where: str, source: str):
     if not isinstance(mapping, dict):
-        raise TeleopConfigError(source, where or '(top level)', f'expected a mapping, got {type(mapping).__name__}')
+        raise TeleopConfigError(source, where or '(top level)',
+                                f'expected a mapping, got {type(mapping).__name__}')
     if key not in mapping:
         raise TeleopConfigError(source, f'{where}.{key}' if where else key, 'missing')
     return mapping[key]
@@ -145,7 +146,8 @@ def _index(value: Any, key: str, source: str) -> int:
 
 def _button(value: Any, key: str, source: str) -> ButtonSpec:
     if not isinstance(value, dict):
-        raise TeleopConfigError(source, key, f'expected {{button: i}} or {{axis: i, direction: ±1}}, got {value!r}')
+        raise TeleopConfigError(source, key,
+                                f'expected {{button: i}} or {{axis: i, direction: ±1}}, got {value!r}')
     unknown = set(value) - {'button', 'axis', 'direction'}
     if unknown:
         raise TeleopConfigError(source, key, f'unknown keys {sorted(unknown)}')
@@ -167,10 +169,12 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
              'speed_scales', 'initial_speed_scale', 'buttons', 'gaits'}
     unknown = set(data) - known
     if unknown:
-        raise TeleopConfigError(source, sorted(unknown)[0], f'unknown key (known: {", ".join(sorted(known))})')
+        raise TeleopConfigError(source, sorted(unknown)[0],
+                                f'unknown key (known: {", ".join(sorted(known))})')
     schema = _require(data, 'schema', '', source)
     if schema != SCHEMA_VERSION:
-        raise TeleopConfigError(source, 'schema', f'unsupported version {schema!r} (this build reads {SCHEMA_VERSION})')
+        raise TeleopConfigError(source, 'schema',
+                                f'unsupported version {schema!r} (this build reads {SCHEMA_VERSION})')
     name = _require(data, 'name', '', source)
     if not isinstance(name, str) or not name:
         raise TeleopConfigError(source, 'name', f'expected a non-empty string, got {name!r}')
@@ -193,7 +197,8 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
                                                  low=-10.0, high=10.0))
     unknown = set(axes_raw) - set(AXIS_NAMES)
     if unknown:
-        raise TeleopConfigError(source, f'axes.{sorted(unknown)[0]}', f'unknown axis (known: {", ".join(AXIS_NAMES)})')
+        raise TeleopConfigError(source, f'axes.{sorted(unknown)[0]}',
+                                f'unknown axis (known: {", ".join(AXIS_NAMES)})')
 
     limits_raw = _require(data, 'limits', '', source)
     limits = {k: _number(_require(limits_raw, k, 'limits', source), f'limits.{k}', source, low=0.0, high=10.0)
@@ -208,7 +213,8 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
         raise TeleopConfigError(source, 'speed_scales', 'must be in increasing order')
     initial = data.get('initial_speed_scale', len(scales) - 1)
     if isinstance(initial, bool) or not isinstance(initial, int) or not 0 <= initial < len(scales):
-        raise TeleopConfigError(source, 'initial_speed_scale', f'expected an index into speed_scales, got {initial!r}')
+        raise TeleopConfigError(source, 'initial_speed_scale',
+                                f'expected an index into speed_scales, got {initial!r}')
 
     buttons_raw = _require(data, 'buttons', '', source)
     if not isinstance(buttons_raw, dict):
@@ -216,13 +222,15 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
     unknown = set(buttons_raw) - set(BUTTON_NAMES) - {'estop_release'}
     if unknown:
         raise TeleopConfigError(source, f'buttons.{sorted(unknown)[0]}',
-                                f'unknown button action (known: {", ".join(BUTTON_NAMES + ("estop_release",))})')
+                                'unknown button action (known: '
+                                f'{", ".join(BUTTON_NAMES + ("estop_release",))})')
     buttons = {k: _button(_require(buttons_raw, k, 'buttons', source), f'buttons.{k}', source)
                for k in BUTTON_NAMES}
     release_raw = _require(buttons_raw, 'estop_release', 'buttons', source)
     if not isinstance(release_raw, list) or len(release_raw) < 2:
         raise TeleopConfigError(source, 'buttons.estop_release',
-                                'expected a list of at least two buttons held together (a deliberate combination)')
+                                'expected a list of at least two buttons held together '
+                                '(a deliberate combination)')
     release = tuple(_button(b, f'buttons.estop_release[{i}]', source) for i, b in enumerate(release_raw))
     if buttons['estop'] in release:
         raise TeleopConfigError(source, 'buttons.estop_release', 'must not include the estop button itself')
@@ -230,7 +238,8 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
     gaits_raw = _require(data, 'gaits', '', source)
     cycle = _require(gaits_raw, 'cycle', 'gaits', source)
     if not isinstance(cycle, list) or not cycle or not all(isinstance(g, str) and g for g in cycle):
-        raise TeleopConfigError(source, 'gaits.cycle', f'expected a non-empty list of gait names, got {cycle!r}')
+        raise TeleopConfigError(source, 'gaits.cycle',
+                                f'expected a non-empty list of gait names, got {cycle!r}')
     pick_raw = gaits_raw.get('pick', {}) or {}
     if not isinstance(pick_raw, dict):
         raise TeleopConfigError(source, 'gaits.pick', 'expected a mapping gait name -> button')
@@ -269,7 +278,8 @@ def resolve_teleop(name_or_path: str | Path) -> Path:
         return candidate
     path = teleop_config_dir() / f'{name_or_path}.yaml'
     if not path.is_file():
-        raise FileNotFoundError(f'no gamepad map named {name_or_path!r}; shipped: {", ".join(teleop_names())} '
+        raise FileNotFoundError(f'no gamepad map named {name_or_path!r}; '
+                                f'shipped: {", ".join(teleop_names())} '
                                 f'(or pass a path to a teleop YAML)')
     return path
 

@@ -66,7 +66,8 @@ def parse_script(data, source: str = '<script>') -> TeleopScript:
         raise ScriptError(source, '', 'expected a mapping at the top level')
     unknown = set(data) - {'gamepad', 'rate_hz', 'duration_s', 'events', 'description'}
     if unknown:
-        raise ScriptError(source, sorted(unknown)[0], 'unknown key (known: gamepad, rate_hz, duration_s, events)')
+        raise ScriptError(source, sorted(unknown)[0],
+                          'unknown key (known: gamepad, rate_hz, duration_s, events)')
     try:
         pad = load_teleop_config(data.get('gamepad', 'xbox'))
     except (FileNotFoundError, ValueError) as exc:
@@ -84,7 +85,8 @@ def parse_script(data, source: str = '<script>') -> TeleopScript:
             raise ScriptError(source, key, f'expected a mapping, got {e!r}')
         unknown = set(e) - {'t', 'hold', 'axes', 'tap', 'silent', 'note'}
         if unknown:
-            raise ScriptError(source, f'{key}.{sorted(unknown)[0]}', 'unknown key (known: t, hold, axes, tap, silent, note)')
+            raise ScriptError(source, f'{key}.{sorted(unknown)[0]}',
+                              'unknown key (known: t, hold, axes, tap, silent, note)')
         t = e.get('t')
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
             raise ScriptError(source, f'{key}.t', f'expected a time >= 0 in s, got {t!r}')
@@ -104,16 +106,19 @@ def parse_script(data, source: str = '<script>') -> TeleopScript:
         for field_name in ('hold', 'tap'):
             names = e.get(field_name) or []
             if not isinstance(names, list):
-                raise ScriptError(source, f'{key}.{field_name}', f'expected a list of button names, got {names!r}')
+                raise ScriptError(source, f'{key}.{field_name}',
+                                  f'expected a list of button names, got {names!r}')
             for name in names:
                 if name not in pad.button_names:
                     raise ScriptError(source, f'{key}.{field_name}',
-                                      f'no button named {name!r} on {pad.name}; known: {", ".join(pad.button_names)}')
+                                      f'no button named {name!r} on {pad.name}; '
+                                      f'known: {", ".join(pad.button_names)}')
                 if field_name == 'hold':
                     buttons[pad.button_names[name]] = 1
                 else:
                     taps.append(pad.button_names[name])
-        events.append(ScriptEvent(float(t), tuple(axes), tuple(buttons), tuple(taps), bool(e.get('silent', False))))
+        events.append(ScriptEvent(float(t), tuple(axes), tuple(buttons), tuple(taps), bool(e.get('silent',
+                                                                                                 False))))
     duration = data.get('duration_s', events[-1].t_s + 1.0)
     if isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration <= 0:
         raise ScriptError(source, 'duration_s', f'expected a time > 0 in s, got {duration!r}')

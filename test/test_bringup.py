@@ -1,7 +1,4 @@
 """snake bringup: parameters reach each node by its full name, command-line errors, the emulated bus."""
-import subprocess
-import sys
-
 import pytest
 import yaml
 
@@ -11,10 +8,12 @@ from snake_control.graph import GraphArgs, NodeSpec, build_graph
 
 
 def test_parameters_file_sections_by_full_name(tmp_path):
-    specs = [s for s in build_graph(GraphArgs(robot='wheeled_8', bus='sim', namespace='lab/s1'), port='/dev/pts/4')
+    specs = [s for s in build_graph(GraphArgs(robot='wheeled_8', bus='sim', namespace='lab/s1'),
+                                    port='/dev/pts/4')
              if s.in_process]
     doc = yaml.safe_load(parameters_file(specs, tmp_path).read_text())
-    assert set(doc) == {'/lab/s1/driver_node', '/lab/s1/gait_node', '/lab/s1/estimator_node', '/lab/s1/teleop_node'}
+    assert set(doc) == {'/lab/s1/driver_node', '/lab/s1/gait_node', '/lab/s1/estimator_node',
+                        '/lab/s1/teleop_node'}
     assert doc['/lab/s1/driver_node']['ros__parameters']['port'] == '/dev/pts/4'
     args = context_arguments(specs, 'lab/s1', tmp_path / 'p.yaml')
     assert args[:3] == ['--ros-args', '--params-file', str(tmp_path / 'p.yaml')]
@@ -22,8 +21,10 @@ def test_parameters_file_sections_by_full_name(tmp_path):
 
 
 def test_remappings_are_per_node(tmp_path):
-    spec = NodeSpec('snake_control', 'gait_node', 'gait_node', 'snake', {}, remappings=(('cmd_vel', '/nav/cmd_vel'),))
-    assert context_arguments([spec], 'snake', tmp_path / 'p.yaml')[-2:] == ['-r', 'gait_node:cmd_vel:=/nav/cmd_vel']
+    spec = NodeSpec('snake_control', 'gait_node', 'gait_node', 'snake', {}, remappings=(('cmd_vel',
+                                                                                         '/nav/cmd_vel'),))
+    assert context_arguments([spec], 'snake', tmp_path / 'p.yaml')[-2:] == ['-r',
+                                                                            'gait_node:cmd_vel:=/nav/cmd_vel']
 
 
 @pytest.mark.ros

@@ -35,7 +35,8 @@ def _publishers(h):
     from std_msgs.msg import Bool, String
 
     from snake_control.nodes.qos import ESTOP_QOS
-    return (h.publisher(Twist, 'cmd_vel'), h.publisher(String, 'gait/select'), h.publisher(Bool, 'estop', ESTOP_QOS))
+    return (h.publisher(Twist, 'cmd_vel'), h.publisher(String, 'gait/select'), h.publisher(Bool, 'estop',
+                                                                                           ESTOP_QOS))
 
 
 def twist(vx=0.0, vy=0.0, wz=0.0):
@@ -182,7 +183,8 @@ def test_garbage_never_crashes_or_leaks_nan(graph):
                twist(-float('inf'), 0.0, float('nan')), twist(0.05, 0.0, 1e9)]
     for k in range(60):
         cmd.publish(garbage[k % len(garbage)])
-        select.publish(String(data=['', '\x00' * 10, 'x' * 5000, 'rolling', 'serpentine', 'SERPENTINE'][k % 6]))
+        select.publish(String(data=['', '\x00' * 10, 'x' * 5000, 'rolling', 'serpentine',
+                                    'SERPENTINE'][k % 6]))
         if k == 30:
             estop.publish(Bool(data=True))
         if k == 40:

@@ -44,7 +44,8 @@ def test_every_executable_is_a_console_script(robot):
 
 def test_graph_follows_arguments():
     specs = {s.name: s for s in build_graph(GraphArgs(robot='wheeled_8', bus='real', port='/dev/ttyACM3',
-                                                      baud=1000000, rate=50, namespace='lab/snake2', joy=False))}
+                                                      baud=1000000, rate=50, namespace='lab/snake2',
+                                                      joy=False))}
     assert 'joy_node' not in specs and 'rviz2' not in specs
     driver = specs['driver_node']
     assert driver.parameters['port'] == '/dev/ttyACM3' and driver.parameters['baud'] == 1000000

@@ -110,7 +110,8 @@ class Session:
         from snake_control.bringup import run_bringup
         from snake_control.graph import GraphArgs
         self.result = run_bringup(GraphArgs(robot=self.robot, bus='sim', joy=False), script=str(self.script),
-                                  log=lambda line: None, on_ready=self._on_ready, before_stop=self._before_stop)
+                                  log=lambda line: None, on_ready=self._on_ready,
+                                  before_stop=self._before_stop)
         return self
 
     # -- views -------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ def test_record_read_and_plot(tmp_path):
         odom = h.publisher(Odometry, 'odom')
         states = h.publisher(JointState, 'joint_states')
         gait = h.publisher(DiagnosticStatus, 'gait/state')
-        assert wait_until(lambda: {'/snake/odom', '/snake/joint_states', '/snake/gait/state'} <= set(rec.counts))
+        assert wait_until(lambda: {'/snake/odom', '/snake/joint_states',
+                                   '/snake/gait/state'} <= set(rec.counts))
         for k in range(40):
             o = Odometry()
             o.pose.pose.position.x = 0.01 * k

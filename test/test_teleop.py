@@ -4,8 +4,7 @@ import math
 import pytest
 import yaml
 
-from snake_control.teleop import (TeleopConfigError, TeleopMapper, load_teleop_config, parse_teleop_config,
-                                  teleop_names)
+from snake_control.teleop import TeleopConfigError, TeleopMapper, load_teleop_config, teleop_names
 
 XBOX_AXES, XBOX_BUTTONS = 8, 11
 
@@ -41,7 +40,8 @@ def test_deadman_gates_motion_and_release_gives_zero(mapper):
     assert out.twist is None, 'no deadman: nothing published'
     out = mapper.update(*joy(lb=1, ly=1.0, lx=0.5, rx=-0.5), now_s=0.1)
     s = cfg.speed_scales[cfg.initial_speed_scale]
-    assert out.twist == pytest.approx((cfg.limits['max_forward_m_s'] * s, 0.5 * cfg.limits['max_sideways_m_s'] * s,
+    assert out.twist == pytest.approx((cfg.limits['max_forward_m_s'] * s,
+                                       0.5 * cfg.limits['max_sideways_m_s'] * s,
                                        -0.5 * cfg.limits['max_turn_rad_s'] * s))
     out = mapper.update(*joy(ly=1.0), now_s=0.2)
     assert out.twist == (0.0, 0.0, 0.0)

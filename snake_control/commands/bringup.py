@@ -16,20 +16,24 @@ of the script, or on Ctrl-C).
 
 def add_arguments(parser):
     parser.add_argument('--robot', default='pitch_yaw_32',
-                        help='shipped robot name (pitch_yaw_32, wheeled_8, kinematic_snake_3) or a robot YAML path')
+                        help='shipped robot name (pitch_yaw_32, wheeled_8, kinematic_snake_3) or a robot '
+                             'YAML path')
     parser.add_argument('--bus', choices=('sim', 'real'), required=True,
                         help='sim: start the emulated bus; real: a USB adapter on --port')
     parser.add_argument('--port', default='', help='serial device (default: the robot YAML\'s bus.port)')
     parser.add_argument('--baud', type=int, default=0, help='bus baud rate (default: the robot YAML\'s)')
-    parser.add_argument('--rate', type=float, default=0.0, help='control rate in Hz (default: the robot YAML\'s)')
+    parser.add_argument('--rate', type=float, default=0.0,
+                        help='control rate in Hz (default: the robot YAML\'s)')
     parser.add_argument('--physics', choices=('mujoco',), default=None,
                         help='with --bus sim: couple the emulated servos to a MuJoCo world')
     parser.add_argument('--script', default=None, help='scripted teleop session YAML (see config/scripts)')
-    parser.add_argument('--record', default=None, metavar='F.mcap', help='write every topic to this MCAP file')
+    parser.add_argument('--record', default=None, metavar='F.mcap',
+                        help='write every topic to this MCAP file')
     parser.add_argument('--duration', type=float, default=None, metavar='S',
                         help='stop after S seconds (default: the script\'s duration, else run until Ctrl-C)')
     parser.add_argument('--namespace', default='snake', help='ROS namespace (default snake)')
-    parser.add_argument('--teleop', default='xbox', help='gamepad map: xbox, playstation or a teleop YAML path')
+    parser.add_argument('--teleop', default='xbox',
+                        help='gamepad map: xbox, playstation or a teleop YAML path')
     parser.add_argument('--gait', default='', help='gait at start (default: the first for the robot)')
 
 

@@ -63,6 +63,9 @@ COMMAND_PARAMETERS = {
     'accel_sideways_m_s2': (0.3, 0.001, 100.0, 'sideways command changes at most this fast (m/s^2)'),
     'accel_turn_rad_s2': (2.0, 0.001, 1000.0, 'turn command changes at most this fast (rad/s^2)'),
 }
+# CommandLimits' fields, in order.
+LIMIT_PARAMETERS = ('max_forward_m_s', 'max_sideways_m_s', 'max_turn_rad_s', 'accel_forward_m_s2',
+                    'accel_sideways_m_s2', 'accel_turn_rad_s2')
 MAX_DT_PERIODS = 3.0   # a late tick advances the gait by at most this many periods
 POSE_TOLERANCE_RAD = 0.05   # a measured start pose may exceed the joint limits by this much (calibration)
 # Gait at start when the `gait` parameter is not given, by robot kind.
@@ -161,7 +164,8 @@ class GaitNode(Node):
         self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS)
         self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_QOS)
         if self.scheduler is None:
-            self._joint_states_sub = self.create_subscription(JointState, 'joint_states', self._on_joint_states,
+            self._joint_states_sub = self.create_subscription(JointState, 'joint_states',
+                                                              self._on_joint_states,
                                                               STATE_QOS)
         self.get_logger().info(f'{self.robot.name}: {len(self.joint_names)} joints at {self.rate_hz:g} Hz, '
                                f'gait {initial}; gaits: {", ".join(self.gait_names)}')
@@ -202,9 +206,7 @@ class GaitNode(Node):
             self.get_logger().warn(text)
 
     def _limits(self) -> CommandLimits:
-        g = lambda n: float(self.get_parameter(n).value)  # noqa: E731
-        return CommandLimits(g('max_forward_m_s'), g('max_sideways_m_s'), g('max_turn_rad_s'),
-                             g('accel_forward_m_s2'), g('accel_sideways_m_s2'), g('accel_turn_rad_s2'))
+        return CommandLimits(*(float(self.get_parameter(n).value) for n in LIMIT_PARAMETERS))
 
     def _on_cmd_vel(self, msg: Twist):
         with self.lock:
@@ -286,9 +288,7 @@ class GaitNode(Node):
             current = {n: self.get_parameter(n).value for n in COMMAND_PARAMETERS}
             current.update({p.name: p.value for p in params if p.name in COMMAND_PARAMETERS})
             with self.lock:
-                self.commands.limits = CommandLimits(*(float(current[n]) for n in (
-                    'max_forward_m_s', 'max_sideways_m_s', 'max_turn_rad_s', 'accel_forward_m_s2',
-                    'accel_sideways_m_s2', 'accel_turn_rad_s2')))
+                self.commands.limits = CommandLimits(*(float(current[n]) for n in LIMIT_PARAMETERS))
                 self.commands.timeout_s = float(current['cmd_timeout_s'])
         return SetParametersResult(successful=True)
 
@@ -336,7 +336,6 @@ class GaitNode(Node):
             if self.scheduler is None:
                 return
             state = dict(self.scheduler.state())
-            tick = None if self.last_tick is None else self.last_tick[2]
             cmd = self.commands.current
             estopped = self.estopped
             rejected = self.commands.rejected + self.rejected_selects

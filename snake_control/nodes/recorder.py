@@ -112,10 +112,12 @@ class Recorder(Node):
     def _qos(self, topic: str) -> QoSProfile:
         infos = self.get_publishers_info_by_topic(topic)
         best_effort = any(i.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for i in infos)
-        latched = bool(infos) and all(i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for i in infos)
-        return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100,
-                          reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE,
-                          durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
+        latched = bool(infos) and all(i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+                                      for i in infos)
+        reliability = ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE
+        durability = DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE
+        return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=reliability,
+                          durability=durability)
 
     def _discover(self):
         for topic, types in self.get_topic_names_and_types():
@@ -129,7 +131,8 @@ class Recorder(Node):
                 with self._lock:
                     if datatype not in self._schemas:
                         self._schemas[datatype] = self._writer.register_schema(
-                            name=datatype.replace('/msg/', '/'), encoding='ros2msg', data=msgdef(datatype).encode())
+                            name=datatype.replace('/msg/', '/'), encoding='ros2msg',
+                            data=msgdef(datatype).encode())
                     self._channels[topic] = self._writer.register_channel(
                         topic=topic, message_encoding='cdr', schema_id=self._schemas[datatype])
             except (ImportError, AttributeError, FileNotFoundError) as exc:

@@ -31,7 +31,8 @@ class ScriptPlayer(Node):
         self.sent = 0
         self.sent_log = []          # (monotonic time just before publishing, event index)
         self.joy_pub = self.create_publisher(Joy, 'joy', COMMAND_QOS)
-        self.create_timer(1.0 / self.script.rate_hz, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.create_timer(1.0 / self.script.rate_hz, self._on_timer,
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def start(self, at_s: float | None = None):
         """Start the script clock now (or at monotonic time at_s); until then nothing is sent."""

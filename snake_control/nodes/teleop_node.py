@@ -59,7 +59,8 @@ class TeleopNode(Node):
         if out.estop is not None:
             self.estop_pub.publish(Bool(data=out.estop))
             if out.estop:
-                self.get_logger().warn('E-STOP engaged from the gamepad (latched until the release combination)')
+                self.get_logger().warn('E-STOP engaged from the gamepad '
+                                       '(latched until the release combination)')
             else:
                 self.get_logger().info('e-stop released from the gamepad')
         if out.gait is not None:
