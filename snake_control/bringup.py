@@ -26,6 +26,9 @@ import yaml
 
 from snake_control.graph import GraphArgs, NodeSpec, build_graph
 
+# Executor threads: callbacks of one node never overlap (one mutually exclusive group each), so more
+# threads than busy nodes only add interpreter-lock contention.
+EXECUTOR_THREADS = 4
 STARTUP_ORDER = ('driver_node', 'estimator_node', 'gait_node', 'teleop_node')
 
 
@@ -134,7 +137,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             context = rclpy.context.Context()
             rclpy.init(args=context_arguments(specs, args.namespace, params), context=context,
                        signal_handler_options=SignalHandlerOptions.NO)
-            executor = MultiThreadedExecutor(num_threads=4, context=context)
+            executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS, context=context)
 
             if record:
                 from snake_control.nodes.recorder import Recorder
