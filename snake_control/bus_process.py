@@ -80,6 +80,19 @@ def _device_path(line: str) -> str | None:
     return None
 
 
+def _detach_but_follow_parent():
+    """In the child before exec: its own process group, so a Ctrl-C in the terminal reaches the
+    controller, which turns torque off through the bus before stopping the bus; and SIGTERM when the
+    parent dies, so a killed controller never leaves an emulator behind (Linux prctl PR_SET_PDEATHSIG)."""
+    os.setpgrp()
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _pump(stream, lines: collections.deque, first: queue.Queue | None):
     # Keep reading so the child never blocks on a full pipe.
     for line in stream:
@@ -94,15 +107,17 @@ def _pump(stream, lines: collections.deque, first: queue.Queue | None):
 def start_sim_bus(robot: str, baud: int, physics: str | None = None, extra: tuple[str, ...] = (),
                   timeout_s: float = 30.0) -> SimBus:
     """Start `snake sim-bus --robot ROBOT --baud BAUD [--physics P] EXTRA...`; wait until it prints its
-    device path. Raises RuntimeError with its output when it exits or stays silent."""
+    device path. Raises RuntimeError with its output when it exits or stays silent.
+
+    Call it from a thread that outlives the bus (the main thread): the child is sent SIGTERM when the
+    thread that started it ends."""
     cmd = [sys.executable, '-m', 'snake_control.cli', 'sim-bus', '--robot', str(robot), '--baud', str(baud)]
     if physics and physics != 'none':
         cmd += ['--physics', physics]
     cmd += list(extra)
     env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True,
-                            env=env)
+                            text=True, env=env, preexec_fn=_detach_but_follow_parent)
     output: collections.deque = collections.deque(maxlen=200)
     stdout_lines: queue.Queue = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, output, stdout_lines), daemon=True).start()
