@@ -76,3 +76,35 @@ def test_sim_bus_failure_is_reported():
     from snake_control.bus_process import start_sim_bus
     with pytest.raises(RuntimeError, match='did not report its device path'):
         start_sim_bus('kinematic_snake_3', 1000000, extra=('--faults', 'bogus=1'), timeout_s=20)
+
+
+@pytest.mark.ros
+def test_ctrl_c_turns_torque_off_before_the_bus_stops():
+    """Ctrl-C in a terminal signals the whole process group: the emulated bus must outlive the driver's
+    torque-off, and bringup must report torque off and exit 0."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, '-m', 'snake_control.cli', 'bringup', '--robot', 'kinematic_snake_3',
+                             '--bus', 'sim'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith('running') or time.monotonic() > deadline:
+                break
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = ''.join(lines) + out
+    assert proc.returncode == 0, text[-2000:]
+    assert 'stopped (SIGINT)' in text and 'torque off' in text, text[-2000:]
