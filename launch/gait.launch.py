@@ -37,7 +37,10 @@ def launch_setup(context, *args, **kwargs):
         baud = graph_args.baud or load_robot(graph_args.robot).bus.baud
         sim = start_sim_bus(graph_args.robot, baud, physics=graph_args.physics)
         port = sim.port
-        actions.append(RegisterEventHandler(OnShutdown(on_shutdown=lambda event, ctx: sim.stop())))
+
+        def stop_bus(event, ctx):
+            sim.stop()          # returns nothing: no further launch actions
+        actions.append(RegisterEventHandler(OnShutdown(on_shutdown=stop_bus)))
     for spec in build_graph(graph_args, port=port):
         if spec.executable == 'robot_state_publisher':
             spec = with_parameters(spec, robot_description=urdf_xml(graph_args.robot))
