@@ -122,6 +122,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     nodes: dict = {}
     executor = None
     context = None
+    spin = None
     with tempfile.TemporaryDirectory(prefix='snake_bringup_') as tmp:
         try:
             if args.bus == 'sim':
@@ -200,10 +201,13 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             result.final_odom_xy_yaw = bringup.odom_xy_yaw
             if 'script_player' in nodes:
                 result.joy_sent = nodes['script_player'].sent
-            stop.set()
-            spin.join(timeout=5)
         finally:
             stop.set()
+            if spin is not None:
+                spin.join(timeout=5)
+            if executor is not None:
+                # No callback runs from here on, so none can touch a node being destroyed.
+                executor.shutdown(timeout_sec=5)
             # Stop the producers of motion first, the driver (torque off) last, then the bus.
             for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'bringup',
                          'driver_node'):
@@ -220,8 +224,6 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 recorder = nodes.pop('recorder')
                 result.message_counts = dict(recorder.counts)
                 _destroy(recorder)
-            if executor is not None:
-                executor.shutdown()
             if context is not None:
                 context.try_shutdown()
     log(f'stopped ({result.stop_reason}) after {result.duration_s:.1f} s' +
