@@ -21,6 +21,7 @@ COMMANDS = {
     'odometry': 'odometry',
     'connection-plot': 'connection_plot',
     'validate': 'validate',
+    'bringup': 'bringup',
 }
 
 

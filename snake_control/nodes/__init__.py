@@ -1,1 +1,5 @@
-"""Thin rclpy shells around the snake_control libraries: one node per module, each with main(args=None)."""
+"""Thin rclpy shells around the pure libraries: gait, driver, estimator and teleop nodes.
+
+Each module defines one node class (its constructor forwards keyword arguments to rclpy.node.Node, so
+`snake bringup` can build several in one process) and main(args=None) for its console script.
+"""

@@ -1,0 +1,249 @@
+"""The node graph: which nodes run, with which names, parameters and remappings, from the launch arguments.
+
+Built once here and used twice: launch/gait.launch.py turns the list into launch_ros Nodes and
+`snake bringup` instantiates the same node classes in one process. No rclpy and no launch import: this is
+plain data, testable anywhere.
+
+Example:
+    >>> from snake_control.graph import GraphArgs, build_graph
+    >>> specs = build_graph(GraphArgs(robot='pitch_yaw_32', bus='sim'))
+    >>> [s.name for s in specs if s.package == 'snake_control']
+    ['driver_node', 'gait_node', 'estimator_node', 'teleop_node']
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+PACKAGE = 'snake_control'
+BUS_CHOICES = ('sim', 'real')
+PHYSICS_CHOICES = ('none', 'mujoco')
+BOOL_CHOICES = ('true', 'false')
+
+
+@dataclass(frozen=True)
+class LaunchArgument:
+    """One launch argument of gait.launch.py: name, default (a string, as launch wants), description,
+    and the closed set of values where there is one."""
+
+    name: str
+    default: str
+    description: str
+    choices: tuple[str, ...] | None = None
+
+
+def launch_arguments() -> tuple[LaunchArgument, ...]:
+    """Every argument of gait.launch.py (and the matching `snake bringup` options)."""
+    from snake_control.paths import robot_names
+    from snake_control.teleop import teleop_names
+    return (
+        LaunchArgument('robot', 'pitch_yaw_32',
+                       f'robot description: a shipped name ({", ".join(robot_names())}) or a path to a '
+                       f'robot YAML'),
+        LaunchArgument('bus', 'real', 'servo bus: real (a USB adapter on `port`) or sim (the emulated bus '
+                       'started by the launch, `snake sim-bus`)', BUS_CHOICES),
+        LaunchArgument('port', '', 'serial device of the servo bus; empty: the robot YAML\'s bus.port '
+                       '(ignored with bus:=sim)'),
+        LaunchArgument('baud', '0', 'bus baud rate in bit/s; 0: the robot YAML\'s bus.baud'),
+        LaunchArgument('rate', '0', 'control rate in Hz of the gait and driver loops; 0: the robot YAML\'s '
+                       'bus.control_rate_hz'),
+        LaunchArgument('namespace', 'snake', 'ROS namespace of every node and topic'),
+        LaunchArgument('joy', 'true', 'start joy_node for a gamepad on joy_dev', BOOL_CHOICES),
+        LaunchArgument('joy_dev', '0', 'joy_node device id (0 is the first gamepad)'),
+        LaunchArgument('teleop', 'xbox', f'gamepad map: {", ".join(teleop_names())} or a path to a teleop '
+                       f'YAML'),
+        LaunchArgument('gait', '', 'gait selected at start; empty: the first gait for the robot\'s kind'),
+        LaunchArgument('physics', 'none', 'with bus:=sim, couple the emulated servos to a MuJoCo world',
+                       PHYSICS_CHOICES),
+        LaunchArgument('rviz', 'false', 'start RViz with snake_description/rviz/snake.rviz', BOOL_CHOICES),
+    )
+
+
+def _as_bool(value, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ('true', '1', 'yes', 'on'):
+        return True
+    if text in ('false', '0', 'no', 'off'):
+        return False
+    raise ValueError(f'launch argument {name}: expected true or false, got {value!r}')
+
+
+@dataclass(frozen=True)
+class GraphArgs:
+    """The launch arguments, typed. Zero or empty means 'from the robot YAML'."""
+
+    robot: str = 'pitch_yaw_32'
+    bus: str = 'real'
+    port: str = ''
+    baud: int = 0
+    rate: float = 0.0
+    namespace: str = 'snake'
+    joy: bool = True
+    joy_dev: int = 0
+    teleop: str = 'xbox'
+    gait: str = ''
+    physics: str = 'none'
+    rviz: bool = False
+
+    @classmethod
+    def from_strings(cls, values: dict[str, str]) -> 'GraphArgs':
+        """From launch-argument strings (as `ros2 launch` gives them); raises ValueError naming the
+        argument and the allowed values."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f'unknown launch argument(s) {sorted(unknown)}; known: {sorted(known)}')
+        kwargs = {}
+        for f in fields(cls):
+            if f.name not in values:
+                continue
+            raw = values[f.name]
+            if f.type in ('bool', bool):
+                kwargs[f.name] = _as_bool(raw, f.name)
+            elif f.type in ('int', int):
+                try:
+                    kwargs[f.name] = int(raw)
+                except ValueError:
+                    raise ValueError(f'launch argument {f.name}: expected an integer, got {raw!r}') from None
+            elif f.type in ('float', float):
+                try:
+                    kwargs[f.name] = float(raw)
+                except ValueError:
+                    raise ValueError(f'launch argument {f.name}: expected a number, got {raw!r}') from None
+            else:
+                kwargs[f.name] = str(raw)
+        return cls(**kwargs).validated()
+
+    def validated(self) -> 'GraphArgs':
+        """Check closed sets and ranges; resolve the robot; raise ValueError naming the argument."""
+        from snake_control.paths import resolve_robot
+        if self.bus not in BUS_CHOICES:
+            raise ValueError(f'launch argument bus: expected one of {BUS_CHOICES}, got {self.bus!r}')
+        if self.physics not in PHYSICS_CHOICES:
+            raise ValueError(f'launch argument physics: expected one of {PHYSICS_CHOICES}, '
+                             f'got {self.physics!r}')
+        if self.physics != 'none' and self.bus != 'sim':
+            raise ValueError('launch argument physics: a physics world needs bus:=sim')
+        if self.baud < 0:
+            raise ValueError(f'launch argument baud: must be >= 0, got {self.baud}')
+        if not 0 <= self.rate <= 2000:
+            raise ValueError(f'launch argument rate: must be in [0, 2000] Hz, got {self.rate}')
+        if self.namespace.strip('/') and not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*',
+                                                          self.namespace.strip('/')):
+            raise ValueError(f'launch argument namespace: not a valid ROS namespace: {self.namespace!r}')
+        resolve_robot(self.robot)  # FileNotFoundError naming the shipped robots
+        from snake_control.teleop import load_teleop_config
+        load_teleop_config(self.teleop)  # a bad gamepad map fails here, before anything starts
+        return self
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of the graph.
+
+    package/executable: what `ros2 run` starts; module/class_name: the same node for in-process use
+    (None for nodes of other packages, which `snake bringup` cannot run). parameters: name -> value
+    (str, int, float, bool or a list of one of these). remappings: (from, to) topic pairs.
+    """
+
+    package: str
+    executable: str
+    name: str
+    namespace: str
+    parameters: dict = field(default_factory=dict)
+    remappings: tuple[tuple[str, str], ...] = ()
+    module: str | None = None
+    class_name: str | None = None
+    arguments: tuple[str, ...] = ()
+
+    @property
+    def in_process(self) -> bool:
+        return self.module is not None
+
+    @property
+    def fqn(self) -> str:
+        """Fully qualified node name, /namespace/name."""
+        ns = '/' + self.namespace.strip('/') if self.namespace.strip('/') else ''
+        return f'{ns}/{self.name}'
+
+
+# Gaits the gamepad's next/previous buttons cycle through, by robot kind, in this order (the first is the
+# gait at start). Every other gait of the catalogue stays reachable through gait/select.
+TELEOP_GAIT_CYCLES = {
+    'pitch_yaw': ('serpentine', 'lateral_undulation', 'sidewinding', 'rolling', 'turn_in_place'),
+    'planar': ('wheeled_undulation', 'lateral_undulation', 'kinematic_snake_preset'),
+}
+
+
+def default_gait_cycle(robot) -> list[str]:
+    """Gaits the gamepad cycles through for a robot: TELEOP_GAIT_CYCLES filtered by the catalogue."""
+    from snake_control.gaits.catalog import gaits_for
+    available = gaits_for(robot)
+    cycle = [g for g in TELEOP_GAIT_CYCLES.get(robot.kind, ()) if g in available]
+    return cycle or [g for g in available if g != 'straight']
+
+
+def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
+    """The node list for the launch arguments. `port` overrides the serial device (bringup passes the
+    emulated bus's pty here once it has started it)."""
+    from snake_control.paths import resolve_robot
+    from snake_control.robot import load_robot
+
+    robot_path = str(Path(resolve_robot(args.robot)).resolve())
+    robot = load_robot(robot_path)
+    rate = float(args.rate or robot.bus.control_rate_hz)
+    baud = int(args.baud or robot.bus.baud)
+    serial_port = port or args.port or robot.bus.port
+    ns = args.namespace.strip('/')
+    cycle = default_gait_cycle(robot)
+    gait = args.gait or cycle[0]
+
+    specs = [
+        NodeSpec(PACKAGE, 'driver_node', 'driver_node', ns,
+                 {'robot': robot_path, 'port': serial_port, 'baud': baud, 'rate': rate},
+                 module='snake_control.nodes.driver_node', class_name='DriverNode'),
+        NodeSpec(PACKAGE, 'gait_node', 'gait_node', ns,
+                 {'robot': robot_path, 'rate_hz': rate, 'gait': gait},
+                 module='snake_control.nodes.gait_node', class_name='GaitNode'),
+        NodeSpec(PACKAGE, 'estimator_node', 'estimator_node', ns, {'robot': robot_path},
+                 module='snake_control.nodes.estimator_node', class_name='EstimatorNode'),
+        NodeSpec(PACKAGE, 'teleop_node', 'teleop_node', ns,
+                 {'robot': robot_path, 'teleop': args.teleop, 'gait_cycle': cycle},
+                 module='snake_control.nodes.teleop_node', class_name='TeleopNode'),
+        # robot_description is filled by the launch file (xacro Command) or by bringup (urdf_xml).
+        NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', ns,
+                 {'publish_frequency': min(rate, 50.0)}),
+    ]
+    if args.joy:
+        specs.append(NodeSpec('joy', 'joy_node', 'joy_node', ns,
+                              {'device_id': args.joy_dev, 'deadzone': 0.05, 'autorepeat_rate': 20.0}))
+    if args.rviz:
+        specs.append(NodeSpec('rviz2', 'rviz2', 'rviz2', ns, {}, arguments=('-d', str(rviz_config_path()))))
+    return specs
+
+
+def rviz_config_path() -> Path:
+    from snake_control.paths import share_dir
+    return share_dir() / 'snake_description' / 'rviz' / 'snake.rviz'
+
+
+def with_parameters(spec: NodeSpec, **parameters) -> NodeSpec:
+    """A copy of spec with parameters added or replaced."""
+    return replace(spec, parameters={**spec.parameters, **parameters})
+
+
+def ros_arguments(spec: NodeSpec) -> list[str]:
+    """`--ros-args` for one node run alone (`ros2 run` form): name, namespace, parameters, remappings."""
+    import yaml
+    out = ['--ros-args', '-r', f'__node:={spec.name}']
+    if spec.namespace:
+        out += ['-r', f'__ns:=/{spec.namespace}']
+    for key, value in spec.parameters.items():
+        text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()
+        out += ['-p', f'{key}:={text}']
+    for src, dst in spec.remappings:
+        out += ['-r', f'{src}:={dst}']
+    return out

@@ -1,0 +1,375 @@
+"""gait_node: the gait scheduler at a fixed rate, publishing joint_commands.
+
+Subscribes:
+  cmd_vel (geometry_msgs/Twist)   linear.x forward m/s, linear.y sideways m/s, angular.z turn rad/s.
+                                  Non-finite values are rejected, large ones clamped to the max_*
+                                  parameters; without a fresh one for cmd_timeout_s the speed ramps to 0.
+  gait/select (std_msgs/String)   name of the gait to switch to (smooth transition); unknown names are
+                                  rejected with a warning.
+  estop (std_msgs/Bool, transient-local)  true: hold the current joint positions with zero velocity from
+                                  the next tick on (the driver applies its own stop policy too); false:
+                                  resume from zero speed.
+Publishes:
+  joint_commands (sensor_msgs/JointState)  names from the robot YAML, position rad, velocity rad/s.
+  gait/state (diagnostic_msgs/DiagnosticStatus)  name 'gait', level OK / WARN (saturating) / ERROR
+                                  (e-stop), message a one-line summary, values (all strings):
+                                  active_gait, target_gait, transition_progress (0..1), phase_rad,
+                                  phase_rate_rad_s, turn_offset, command_forward_m_s,
+                                  command_sideways_m_s, command_turn_rad_s (after clamping and ramping),
+                                  estop, saturated_joints (comma-separated names), max_saturation_rad,
+                                  rejected_commands, rate_limited_joints, and the target gait's
+                                  parameters as <gait>.<param>.
+Parameters:
+  robot (string, read-only)       robot YAML name or path
+  rate_hz (double, read-only)     control rate; 0: the robot YAML's bus.control_rate_hz
+  gait (string)                   the active gait; setting it is the same as gait/select
+  start_from_joint_states (bool, read-only)  wait for the first joint_states and start from that pose
+  cmd_timeout_s, max_forward_m_s, max_sideways_m_s, max_turn_rad_s, accel_* (double)
+  state_rate_hz (double, read-only)  rate of gait/state
+  <gait>.<param> (double)         every parameter of every gait of this robot, with its range; a change
+                                  goes through the scheduler's smooth transition, an invalid value is
+                                  rejected with the scheduler's reason.
+
+The loop runs on a steady (monotonic) clock; dt is measured, not assumed, and bounded so a stalled
+process never makes the gait leap.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Twist
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, String
+
+from snake_control.gait_command import CommandFilter, CommandLimits
+from snake_control.nodes.qos import COMMAND_QOS, ESTOP_QOS, STATE_QOS
+from snake_control.nodes.runner import run_node
+from snake_control.robot import load_robot
+
+COMMAND_PARAMETERS = {
+    # name: (default, low, high, description)
+    'cmd_timeout_s': (0.5, 0.05, 10.0, 'without a cmd_vel for this long the speed ramps to zero (s)'),
+    'max_forward_m_s': (0.15, 0.001, 2.0, 'cmd_vel.linear.x is clamped to +-this (m/s)'),
+    'max_sideways_m_s': (0.1, 0.001, 2.0, 'cmd_vel.linear.y is clamped to +-this (m/s)'),
+    'max_turn_rad_s': (0.8, 0.001, 10.0, 'cmd_vel.angular.z is clamped to +-this (rad/s)'),
+    'accel_forward_m_s2': (0.3, 0.001, 100.0, 'forward command changes at most this fast (m/s^2)'),
+    'accel_sideways_m_s2': (0.3, 0.001, 100.0, 'sideways command changes at most this fast (m/s^2)'),
+    'accel_turn_rad_s2': (2.0, 0.001, 1000.0, 'turn command changes at most this fast (rad/s^2)'),
+}
+# CommandLimits' fields, in order.
+LIMIT_PARAMETERS = ('max_forward_m_s', 'max_sideways_m_s', 'max_turn_rad_s', 'accel_forward_m_s2',
+                    'accel_sideways_m_s2', 'accel_turn_rad_s2')
+MAX_DT_PERIODS = 3.0   # a late tick advances the gait by at most this many periods
+POSE_TOLERANCE_RAD = 0.05   # a measured start pose may exceed the joint limits by this much (calibration)
+# Gait at start when the `gait` parameter is not given, by robot kind.
+DEFAULT_GAITS = {'pitch_yaw': 'serpentine', 'planar': 'wheeled_undulation'}
+
+
+def default_gait(robot) -> str:
+    from snake_control.gaits import catalog
+    names = catalog.gaits_for(robot)
+    preferred = DEFAULT_GAITS.get(robot.kind)
+    return preferred if preferred in names else names[0]
+
+
+def _kv(key, value) -> KeyValue:
+    if isinstance(value, float):
+        value = f'{value:.6g}'
+    return KeyValue(key=key, value=str(value))
+
+
+class GaitNode(Node):
+    NODE_NAME = 'gait_node'
+
+    def __init__(self, **kwargs):
+        super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
+        from snake_control.gaits import catalog
+
+        ro = dict(read_only=True)
+        self.declare_parameter('robot', 'pitch_yaw_32', ParameterDescriptor(
+            description='robot YAML name or path', **ro))
+        self.robot = load_robot(self.get_parameter('robot').value)
+        self.declare_parameter('rate_hz', 0.0, ParameterDescriptor(
+            description='control rate (Hz); 0: the robot YAML\'s bus.control_rate_hz',
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=2000.0)], **ro))
+        self.rate_hz = float(self.get_parameter('rate_hz').value or self.robot.bus.control_rate_hz)
+        self.period_s = 1.0 / self.rate_hz
+        self.declare_parameter('state_rate_hz', 10.0, ParameterDescriptor(
+            description='rate of gait/state (Hz)',
+            floating_point_range=[FloatingPointRange(from_value=0.1, to_value=200.0)], **ro))
+        for name, (default, low, high, text) in COMMAND_PARAMETERS.items():
+            self.declare_parameter(name, default, ParameterDescriptor(
+                description=text, floating_point_range=[FloatingPointRange(from_value=low, to_value=high)]))
+
+        self.catalog = catalog
+        self.gait_names = list(catalog.gaits_for(self.robot))
+        self.declare_parameter('gait', default_gait(self.robot), ParameterDescriptor(
+            description=f'active gait, one of: {", ".join(self.gait_names)}'))
+        self.declare_parameter('start_from_joint_states', True, ParameterDescriptor(
+            description='wait for the first joint_states and start the gait from that measured pose (so '
+                        'nothing jumps); false: start from the gait\'s own shape', **ro))
+        # Every gait's parameters as <gait>.<param>, with the catalogue's ranges, units and meaning.
+        self.gait_param_names = {}
+        self.overrides = {g: {} for g in self.gait_names}
+        for gait in self.gait_names:
+            for p in catalog.gait_spec(gait).params:
+                full = f'{gait}.{p.name}'
+                self.gait_param_names[full] = (gait, p.name)
+                rng = [FloatingPointRange(from_value=float(p.lower), to_value=float(p.upper))] \
+                    if math.isfinite(p.lower) and math.isfinite(p.upper) else []
+                default = p.resolve(self.robot)
+                self.declare_parameter(full, default, ParameterDescriptor(
+                    description=f'{p.meaning} ({p.unit})', floating_point_range=rng))
+                value = float(self.get_parameter(full).value)
+                if value != default:
+                    self.overrides[gait][p.name] = value
+
+        self.lock = threading.Lock()
+        initial = self.get_parameter('gait').value
+        if initial not in self.gait_names:
+            raise ValueError(f'parameter gait: unknown gait {initial!r} for robot {self.robot.name}; '
+                             f'known: {", ".join(self.gait_names)}')
+        self.initial_gait = initial
+        self.scheduler = None
+        if not self.get_parameter('start_from_joint_states').value:
+            self._start_scheduler(None)
+        self.commands = CommandFilter(self._limits(), self.get_parameter('cmd_timeout_s').value)
+        self.estopped = False
+        self.estop_stamps_ns = []   # when each e-stop reached this node (ROS time, ns): tests compare stamps
+        self.estop_received_s = []  # the same in monotonic time (benchmarks)
+        self.hold_positions = None
+        self.last_tick = None
+        self.last_tick_s = None
+        self.rejected_selects = 0
+        self._warn_s = {}
+        self.joint_names = list(self.robot.joint_names)
+        self.lower = np.asarray(self.robot.lower_rad, dtype=float)
+        self.upper = np.asarray(self.robot.upper_rad, dtype=float)
+
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.joint_pub = self.create_publisher(JointState, 'joint_commands', COMMAND_QOS)
+        self.state_pub = self.create_publisher(DiagnosticStatus, 'gait/state', STATE_QOS)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(self.period_s, self._on_tick, clock=steady)
+        self.create_timer(1.0 / self.get_parameter('state_rate_hz').value, self._publish_state, clock=steady)
+        # Subscriptions last, once the scheduler and publishers exist.
+        self.create_subscription(Twist, 'cmd_vel', self._on_cmd_vel, COMMAND_QOS)
+        self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS)
+        self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_QOS)
+        if self.scheduler is None:
+            self._joint_states_sub = self.create_subscription(JointState, 'joint_states',
+                                                              self._on_joint_states,
+                                                              STATE_QOS)
+        self.get_logger().info(f'{self.robot.name}: {len(self.joint_names)} joints at {self.rate_hz:g} Hz, '
+                               f'gait {initial}; gaits: {", ".join(self.gait_names)}')
+
+    def _start_scheduler(self, positions_rad):
+        from snake_control.gaits import GaitScheduler
+        self.scheduler = GaitScheduler(self.robot, gait=self.initial_gait,
+                                       params=self.overrides[self.initial_gait] or None,
+                                       initial_positions_rad=positions_rad)
+
+    def _on_joint_states(self, msg: JointState):
+        """The first complete, finite measurement starts the gait from the robot's actual pose."""
+        if self.scheduler is not None:
+            return
+        index = {n: i for i, n in enumerate(msg.name)}
+        if len(msg.position) != len(msg.name) or not all(n in index for n in self.joint_names):
+            self._warn('joint_states', 'waiting for joint_states naming every joint of the robot')
+            return
+        q = np.array([msg.position[index[n]] for n in self.joint_names], dtype=float)
+        if not np.all(np.isfinite(q)):
+            self._warn('joint_states', 'waiting for finite joint_states')
+            return
+        if np.any(q < self.lower - POSE_TOLERANCE_RAD) or np.any(q > self.upper + POSE_TOLERANCE_RAD):
+            # Not a pose this robot can be in: a wrong robot YAML or a bogus publisher. Never start from it.
+            self._warn('joint_states', 'joint_states outside the joint limits: waiting for a plausible pose')
+            return
+        with self.lock:
+            self._start_scheduler(np.clip(q, self.lower, self.upper))
+        self.get_logger().info(f'measured pose received: starting {self.initial_gait} from it')
+        self.destroy_subscription(self._joint_states_sub)
+
+    # -- inputs -----------------------------------------------------------------------------------
+    def _warn(self, key: str, text: str, every_s: float = 2.0):
+        """Warn at most every every_s per kind, so a flood of garbage does not flood the log."""
+        now = time.monotonic()
+        if now - self._warn_s.get(key, -math.inf) >= every_s:
+            self._warn_s[key] = now
+            self.get_logger().warn(text)
+
+    def _limits(self) -> CommandLimits:
+        return CommandLimits(*(float(self.get_parameter(n).value) for n in LIMIT_PARAMETERS))
+
+    def _on_cmd_vel(self, msg: Twist):
+        with self.lock:
+            reason = self.commands.offer(msg.linear.x, msg.linear.y, msg.angular.z, time.monotonic())
+        if reason:
+            self._warn('cmd_vel', f'{reason} ({self.commands.rejected} rejected so far)')
+
+    def _select(self, name: str) -> str | None:
+        """Switch gait; returns a reason when refused."""
+        if not isinstance(name, str) or name not in self.gait_names:
+            self.rejected_selects += 1
+            shown = repr(name)[:60]
+            return f'unknown gait {shown} for {self.robot.name}; known: {", ".join(self.gait_names)}'
+        with self.lock:
+            if self.scheduler is None:
+                self.initial_gait = name
+                return None
+            try:
+                self.scheduler.select(name, self.overrides[name] or None)
+            except ValueError as exc:
+                self.rejected_selects += 1
+                return str(exc)
+        return None
+
+    def _on_select(self, msg: String):
+        reason = self._select(msg.data)
+        if reason:
+            self._warn('select', f'gait/select rejected: {reason}')
+        else:
+            self.get_logger().info(f'switching to gait {msg.data}')
+
+    def _on_estop(self, msg: Bool):
+        with self.lock:
+            if msg.data and not self.estopped:
+                self.estop_stamps_ns.append(self.get_clock().now().nanoseconds)
+                self.estop_received_s.append(time.monotonic())
+                self.estopped = True
+                self.commands.hold_zero()
+                self.hold_positions = None if self.last_tick is None else self.last_tick[0].copy()
+                self._publish_hold()
+                self.get_logger().warn('E-STOP: holding the current shape')
+            elif not msg.data and self.estopped:
+                self.estopped = False
+                self.commands.hold_zero()
+                if self.scheduler is not None and self.hold_positions is not None:
+                    # Restart from the held pose at rest, blending back into the gait: the scheduler's
+                    # own velocity from before the stop must not reappear as a jump.
+                    self.initial_gait = self.scheduler.state()['target_gait']
+                    self._start_scheduler(self.hold_positions)
+                self.last_tick_s = None
+                self.get_logger().info('e-stop released: resuming from zero speed')
+
+    def _on_set_parameters(self, params) -> SetParametersResult:
+        limits_changed = False
+        for p in params:
+            if p.name == 'gait':
+                reason = self._select(p.value)
+                if reason:
+                    return SetParametersResult(successful=False, reason=reason)
+            elif p.name in self.gait_param_names:
+                gait, name = self.gait_param_names[p.name]
+                value = p.value
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    return SetParametersResult(successful=False, reason=f'{p.name}: expected a finite number')
+                with self.lock:
+                    candidate = {**self.overrides[gait], name: float(value)}
+                    try:
+                        # Validated by the catalogue for every gait; the target gait changes through the
+                        # scheduler's smooth, phase-matched switch.
+                        self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
+                        if self.scheduler is not None and self.scheduler.state()['target_gait'] == gait:
+                            self.scheduler.set_params({name: float(value)})
+                    except ValueError as exc:
+                        return SetParametersResult(successful=False, reason=f'{p.name}: {exc}')
+                    self.overrides[gait] = candidate
+            elif p.name in COMMAND_PARAMETERS:
+                limits_changed = True
+        if limits_changed:
+            current = {n: self.get_parameter(n).value for n in COMMAND_PARAMETERS}
+            current.update({p.name: p.value for p in params if p.name in COMMAND_PARAMETERS})
+            with self.lock:
+                self.commands.limits = CommandLimits(*(float(current[n]) for n in LIMIT_PARAMETERS))
+                self.commands.timeout_s = float(current['cmd_timeout_s'])
+        return SetParametersResult(successful=True)
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def _publish_joints(self, positions, velocities):
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = self.joint_names
+        msg.position = positions.tolist()
+        msg.velocity = velocities.tolist()
+        self.joint_pub.publish(msg)
+
+    def _publish_hold(self):
+        if self.hold_positions is not None:
+            self._publish_joints(self.hold_positions, np.zeros_like(self.hold_positions))
+
+    def _on_tick(self):
+        now = time.monotonic()
+        with self.lock:
+            if self.scheduler is None:
+                return
+            if self.estopped:
+                self._publish_hold()
+                return
+            dt = self.period_s if self.last_tick_s is None else now - self.last_tick_s
+            dt = min(max(dt, 0.0), MAX_DT_PERIODS * self.period_s)
+            self.last_tick_s = now
+            self.scheduler.set_command(*self.commands.update(now))
+            tick = self.scheduler.step(dt)
+            positions = np.asarray(tick.positions_rad, dtype=float)
+            velocities = np.asarray(tick.velocities_rad_s, dtype=float)
+            if positions.shape != (len(self.joint_names),) or not (
+                    np.all(np.isfinite(positions)) and np.all(np.isfinite(velocities))):
+                # Never forward a non-finite goal: keep the last good one.
+                self._warn('nonfinite', 'gait scheduler produced a non-finite or misshapen tick; holding')
+                if self.last_tick is not None:
+                    self._publish_joints(self.last_tick[0], np.zeros_like(self.last_tick[0]))
+                return
+            positions = np.clip(positions, self.lower, self.upper)
+            self.last_tick = (positions, velocities, tick)
+        self._publish_joints(positions, velocities)
+
+    def _publish_state(self):
+        with self.lock:
+            if self.scheduler is None:
+                return
+            state = dict(self.scheduler.state())
+            cmd = self.commands.current
+            estopped = self.estopped
+            rejected = self.commands.rejected + self.rejected_selects
+        sat = dict(state.get('saturated') or {})
+        saturated = list(sat)
+        worst = max((abs(v) for v in sat.values()), default=0.0)
+        msg = DiagnosticStatus(name='gait', hardware_id=self.robot.name)
+        active, target = state.get('active_gait'), state.get('target_gait')
+        if estopped:
+            msg.level, msg.message = DiagnosticStatus.ERROR, f'e-stop: holding ({active})'
+        elif saturated:
+            msg.level = DiagnosticStatus.WARN
+            msg.message = f'{active}: {len(saturated)} joints at their limits (worst {worst:.3f} rad)'
+        else:
+            msg.level = DiagnosticStatus.OK
+            msg.message = f'{active}' + (f' -> {target}' if target and target != active else '')
+        values = [_kv('active_gait', active), _kv('target_gait', target),
+                  _kv('transition_progress', float(state.get('transition_progress', 1.0))),
+                  _kv('phase_rad', float(state.get('phase_rad', 0.0))),
+                  _kv('phase_rate_rad_s', float(state.get('phase_rate_rad_s', 0.0))),
+                  _kv('turn_offset', float(state.get('turn_offset', 0.0))),
+                  _kv('command_forward_m_s', cmd[0]), _kv('command_sideways_m_s', cmd[1]),
+                  _kv('command_turn_rad_s', cmd[2]), _kv('estop', str(estopped).lower()),
+                  _kv('saturated_joints', ','.join(saturated)), _kv('max_saturation_rad', worst),
+                  _kv('rejected_commands', rejected)]
+        values += [_kv(f'{target}.{k}', float(v)) for k, v in (state.get('params') or {}).items()]
+        values.append(_kv('rate_limited_joints', ','.join(state.get('rate_limited') or [])))
+        msg.values = values
+        self.state_pub.publish(msg)
+
+
+def main(args=None):
+    return run_node(GaitNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

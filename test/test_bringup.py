@@ -1,0 +1,110 @@
+"""snake bringup: parameters reach each node by its full name, command-line errors, the emulated bus."""
+import pytest
+import yaml
+
+from snake_control.bringup import context_arguments, parameters_file
+from snake_control.cli import main
+from snake_control.graph import GraphArgs, NodeSpec, build_graph
+
+
+def test_parameters_file_sections_by_full_name(tmp_path):
+    specs = [s for s in build_graph(GraphArgs(robot='wheeled_8', bus='sim', namespace='lab/s1'),
+                                    port='/dev/pts/4')
+             if s.in_process]
+    doc = yaml.safe_load(parameters_file(specs, tmp_path).read_text())
+    assert set(doc) == {'/lab/s1/driver_node', '/lab/s1/gait_node', '/lab/s1/estimator_node',
+                        '/lab/s1/teleop_node'}
+    assert doc['/lab/s1/driver_node']['ros__parameters']['port'] == '/dev/pts/4'
+    args = context_arguments(specs, 'lab/s1', tmp_path / 'p.yaml')
+    assert args[:3] == ['--ros-args', '--params-file', str(tmp_path / 'p.yaml')]
+    assert '__ns:=/lab/s1' in args
+
+
+def test_remappings_are_per_node(tmp_path):
+    spec = NodeSpec('snake_control', 'gait_node', 'gait_node', 'snake', {}, remappings=(('cmd_vel',
+                                                                                         '/nav/cmd_vel'),))
+    assert context_arguments([spec], 'snake', tmp_path / 'p.yaml')[-2:] == ['-r',
+                                                                            'gait_node:cmd_vel:=/nav/cmd_vel']
+
+
+@pytest.mark.ros
+def test_parameters_reach_an_in_process_node(tmp_path):
+    """The mechanism bringup relies on: a params file and __ns in the context's global arguments."""
+    import rclpy
+    from rclpy.context import Context
+
+    from snake_control.nodes.teleop_node import TeleopNode
+    spec = NodeSpec('snake_control', 'teleop_node', 'pad_teleop', 'snake2',
+                    {'teleop': 'playstation', 'gait_cycle': ['rolling', 'serpentine']})
+    ctx = Context()
+    rclpy.init(args=context_arguments([spec], 'snake2', parameters_file([spec], tmp_path)), context=ctx)
+    try:
+        node = TeleopNode(context=ctx, cli_args=['--ros-args', '-r', '__node:=pad_teleop'])
+        assert node.get_namespace() == '/snake2' and node.get_name() == 'pad_teleop'
+        assert node.mapper.config.name == 'playstation'
+        assert node.mapper.gait_cycle == ('rolling', 'serpentine')
+        node.destroy_node()
+    finally:
+        ctx.try_shutdown()
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['bringup', '--bus', 'sim', '--robot', 'anaconda'], 'anaconda'),
+    (['bringup', '--bus', 'real', '--physics', 'mujoco'], '--physics needs --bus sim'),
+    (['bringup', '--bus', 'sim', '--duration', '-1'], '--duration'),
+    (['bringup', '--bus', 'sim', '--script', '/nonexistent/s.yaml'], 's.yaml'),
+    (['bringup', '--bus', 'sim', '--teleop', 'n64'], 'n64'),
+])
+def test_bringup_user_errors(capsys, argv, message):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_sim_bus_process_reports_its_port_and_answers():
+    from snake_control.bus_process import start_sim_bus
+    from snake_control.robot import load_robot
+
+    robot = load_robot('kinematic_snake_3')
+    with start_sim_bus('kinematic_snake_3', 1000000) as sim:
+        state = sim.query('state')
+        assert sorted(int(i) for i in state['servos']) == sorted(robot.servo_ids)
+        assert not any(s['torque'] for s in state['servos'].values())
+    assert sim.process.returncode is not None
+
+
+def test_sim_bus_failure_is_reported():
+    from snake_control.bus_process import start_sim_bus
+    with pytest.raises(RuntimeError, match='did not report its device path'):
+        start_sim_bus('kinematic_snake_3', 1000000, extra=('--faults', 'bogus=1'), timeout_s=20)
+
+
+@pytest.mark.ros
+def test_ctrl_c_turns_torque_off_before_the_bus_stops():
+    """Ctrl-C in a terminal signals the whole process group: the emulated bus must outlive the driver's
+    torque-off, and bringup must report torque off and exit 0."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, '-m', 'snake_control.cli', 'bringup', '--robot', 'kinematic_snake_3',
+                             '--bus', 'sim'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith('running') or time.monotonic() > deadline:
+                break
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = ''.join(lines) + out
+    assert proc.returncode == 0, text[-2000:]
+    assert 'stopped (SIGINT)' in text and 'torque off' in text, text[-2000:]

@@ -1,0 +1,233 @@
+"""gait_node over real DDS: joint_commands from the scheduler, cmd_vel timeout, gait/select, estop hold,
+live parameters through the parameter services (what `ros2 param set` calls), garbage on every input."""
+import math
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture
+def graph():
+    from rclpy.parameter import Parameter
+
+    from rosutil import RosHarness
+    from snake_control.nodes.gait_node import GaitNode
+
+    h = RosHarness()
+    node = h.add(GaitNode(context=h.context, parameter_overrides=[
+        Parameter('robot', value='pitch_yaw_32'), Parameter('start_from_joint_states', value=False),
+        Parameter('state_rate_hz', value=50.0), Parameter('cmd_timeout_s', value=0.3)]))
+    try:
+        yield h, node
+    finally:
+        h.close()
+
+
+def _state(msgs):
+    return {kv.key: kv.value for kv in msgs[-1][1].values}
+
+
+def _publishers(h):
+    from geometry_msgs.msg import Twist
+    from std_msgs.msg import Bool, String
+
+    from snake_control.nodes.qos import ESTOP_QOS
+    return (h.publisher(Twist, 'cmd_vel'), h.publisher(String, 'gait/select'), h.publisher(Bool, 'estop',
+                                                                                           ESTOP_QOS))
+
+
+def twist(vx=0.0, vy=0.0, wz=0.0):
+    from geometry_msgs.msg import Twist
+    msg = Twist()
+    msg.linear.x, msg.linear.y, msg.angular.z = vx, vy, wz
+    return msg
+
+
+def test_commands_speed_timeout_and_select(graph):
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+
+    from rosutil import wait_until
+    h, node = graph
+    robot = node.robot
+    joints = h.record(JointState, 'joint_commands')
+    states = h.record(DiagnosticStatus, 'gait/state')
+    cmd, select, _ = _publishers(h)
+    h.wait_for_subscribers(cmd)
+    assert wait_until(lambda: len(joints) > 5 and states)
+    msg = joints[-1][1]
+    assert list(msg.name) == list(robot.joint_names) and len(msg.position) == len(msg.velocity) == 32
+    assert _state(states)['active_gait'] == 'serpentine'
+    assert float(_state(states)['phase_rate_rad_s']) == 0.0, 'no command: no motion'
+
+    # Forward: the phase runs and the joints move.
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        cmd.publish(twist(0.05))
+        time.sleep(0.05)
+    st = _state(states)
+    assert float(st['phase_rate_rad_s']) > 0 and float(st['command_forward_m_s']) == pytest.approx(0.05)
+    recent = np.array([m.position for _, m in joints[-20:]])
+    assert np.ptp(recent, axis=0).max() > 1e-3
+    # Silence: after the timeout the command ramps to zero (no jump) and the phase stops.
+    assert wait_until(lambda: float(_state(states)['command_forward_m_s']) == 0.0, timeout_s=3.0)
+    assert wait_until(lambda: float(_state(states)['phase_rate_rad_s']) == 0.0, timeout_s=5.0)
+    forward = [float({kv.key: kv.value for kv in m.values}['command_forward_m_s']) for _, m in states[-80:]]
+    assert any(0 < f < 0.05 for f in forward), 'ramped down, not dropped'
+
+    select.publish(String(data='no_such_gait'))
+    select.publish(String(data='sidewinding'))
+    assert wait_until(lambda: _state(states)['target_gait'] == 'sidewinding')
+    assert node.rejected_selects == 1
+    assert wait_until(lambda: _state(states)['active_gait'] == 'sidewinding', timeout_s=10.0)
+    for _, m in joints:
+        q = np.array(m.position)
+        assert np.all(np.isfinite(q)) and np.all(q >= robot.lower_rad) and np.all(q <= robot.upper_rad)
+
+
+def test_estop_holds_within_one_period_and_resumes(graph):
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Bool
+
+    from rosutil import wait_until
+    h, node = graph
+    joints = h.record(JointState, 'joint_commands')
+    cmd, _, estop = _publishers(h)
+    h.wait_for_subscribers(cmd)
+    h.wait_for_subscribers(estop)
+    t_end = time.monotonic() + 1.0
+    while time.monotonic() < t_end:
+        cmd.publish(twist(0.05))
+        time.sleep(0.05)
+    t_stop = time.monotonic()
+    estop.publish(Bool(data=True))
+    assert wait_until(lambda: node.estopped)
+    for _ in range(20):
+        cmd.publish(twist(0.05))          # ignored while stopped
+        time.sleep(0.02)
+    after = [m for t, m in joints if t > t_stop + 0.05]
+    assert len(after) > 10
+    held = np.array([m.position for m in after])
+    assert np.ptp(held, axis=0).max() == 0.0 and all(not any(m.velocity) for m in after)
+    estop.publish(Bool(data=False))
+    assert wait_until(lambda: not node.estopped)
+    t_release = time.monotonic()
+    t_end = time.monotonic() + 2.0
+    while time.monotonic() < t_end:
+        cmd.publish(twist(0.05))
+        time.sleep(0.05)
+    resumed = [m for t, m in joints if t > t_release]
+    q = np.array([m.position for m in resumed])
+    assert np.ptp(q, axis=0).max() > 1e-3, 'moves again after release'
+    # From rest: the first step after release is small (no jump back to the old speed).
+    assert np.max(np.abs(q[0] - held[-1])) < node.robot.velocity_limit_rad_s.max() * 0.05
+
+
+def test_live_parameters_through_services(graph):
+    from rcl_interfaces.msg import Parameter as ParameterMsg, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    from rosutil import wait_until
+    h, node = graph
+    client = h.probe.create_client(SetParameters, '/gait_node/set_parameters')
+    assert client.wait_for_service(timeout_sec=10.0)
+
+    def set_param(name, value, kind=ParameterType.PARAMETER_DOUBLE):
+        pv = ParameterValue(type=kind)
+        if kind == ParameterType.PARAMETER_DOUBLE:
+            pv.double_value = value
+        else:
+            pv.string_value = value
+        future = client.call_async(SetParameters.Request(parameters=[ParameterMsg(name=name, value=pv)]))
+        assert wait_until(future.done)
+        return future.result().results[0]
+
+    ok = set_param('serpentine.B1', 4.0)
+    assert ok.successful, ok.reason
+    assert node.scheduler.state()['params']['B1'] == 4.0
+    assert wait_until(lambda: node.scheduler.state()['transition_progress'] < 1.0 or
+                      node.scheduler.state()['layers'] == 1)
+    bad = set_param('serpentine.B1', 1e6)          # outside the descriptor's range
+    assert not bad.successful and bad.reason
+    nan = set_param('serpentine.w1', float('nan'))
+    assert not nan.successful
+    assert node.get_parameter('serpentine.B1').value == 4.0
+    # A gait that is not running: validated now, used when it is selected.
+    assert set_param('sidewinding.A_yaw', 0.5).successful
+    assert node.overrides['sidewinding'] == {'A_yaw': 0.5}
+    assert set_param('gait', 'sidewinding', ParameterType.PARAMETER_STRING).successful
+    assert node.scheduler.state()['target_gait'] == 'sidewinding'
+    assert node.scheduler.state()['params']['A_yaw'] == 0.5
+    refused = set_param('gait', 'moonwalk', ParameterType.PARAMETER_STRING)
+    assert not refused.successful and 'moonwalk' in refused.reason
+    assert set_param('max_forward_m_s', 0.02).successful
+    assert node.commands.limits.max_forward_m_s == 0.02
+
+
+def test_garbage_never_crashes_or_leaks_nan(graph):
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Bool, String
+
+    from rosutil import wait_until
+    h, node = graph
+    joints = h.record(JointState, 'joint_commands')
+    states = h.record(DiagnosticStatus, 'gait/state')
+    cmd, select, estop = _publishers(h)
+    h.wait_for_subscribers(cmd)
+    garbage = [twist(float('nan')), twist(0.0, float('inf')), twist(1e300, -1e300, 1e300),
+               twist(-float('inf'), 0.0, float('nan')), twist(0.05, 0.0, 1e9)]
+    for k in range(60):
+        cmd.publish(garbage[k % len(garbage)])
+        select.publish(String(data=['', '\x00' * 10, 'x' * 5000, 'rolling', 'serpentine',
+                                    'SERPENTINE'][k % 6]))
+        if k == 30:
+            estop.publish(Bool(data=True))
+        if k == 40:
+            estop.publish(Bool(data=False))
+        time.sleep(0.02)
+    assert wait_until(lambda: len(joints) > 50)
+    assert node.commands.rejected >= 30 and node.rejected_selects >= 30
+    st = _state(states)
+    assert abs(float(st['command_forward_m_s'])) <= node.commands.limits.max_forward_m_s
+    assert abs(float(st['command_turn_rad_s'])) <= node.commands.limits.max_turn_rad_s
+    robot = node.robot
+    for _, m in joints:
+        q, v = np.array(m.position), np.array(m.velocity)
+        assert np.all(np.isfinite(q)) and np.all(np.isfinite(v))
+        assert np.all(q >= robot.lower_rad) and np.all(q <= robot.upper_rad)
+        assert np.all(np.abs(v) <= robot.velocity_limit_rad_s + 1e-9)
+
+
+def test_starts_from_measured_pose():
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from rosutil import RosHarness, wait_until
+    from snake_control.nodes.gait_node import GaitNode
+
+    h = RosHarness()
+    try:
+        node = h.add(GaitNode(context=h.context, parameter_overrides=[Parameter('robot', value='wheeled_8')]))
+        joints = h.record(JointState, 'joint_commands')
+        states_pub = h.publisher(JointState, 'joint_states')
+        h.wait_for_subscribers(states_pub)
+        time.sleep(0.3)
+        assert not joints, 'nothing is commanded before the pose is known'
+        names = list(node.robot.joint_names)
+        states_pub.publish(JointState(name=names[:-1], position=[0.1] * (len(names) - 1)))  # incomplete
+        states_pub.publish(JointState(name=names, position=[math.nan] * len(names)))       # not finite
+        states_pub.publish(JointState(name=names, position=[3.0] * len(names)))            # beyond the limits
+        time.sleep(0.3)
+        assert not joints
+        pose = [0.3 * (-1) ** i for i in range(len(names))]
+        states_pub.publish(JointState(name=names, position=pose))
+        assert wait_until(lambda: joints)
+        first = np.array(joints[0][1].position)
+        assert np.max(np.abs(first - pose)) < 0.05, 'starts where the robot is'
+    finally:
+        h.close()

@@ -1,0 +1,147 @@
+"""The node graph: specs from launch arguments, console scripts, launch files (where launch_ros exists)."""
+import ast
+import importlib
+import importlib.util
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from snake_control.graph import (GraphArgs, LaunchArgument, build_graph, launch_arguments, ros_arguments,
+                                 rviz_config_path)
+from snake_control.paths import robot_names, share_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def console_scripts() -> dict[str, str]:
+    """name -> 'module:function' from setup.py's entry_points, read without running setup()."""
+    tree = ast.parse((ROOT / 'setup.py').read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == 'console_scripts':
+                    scripts = [ast.literal_eval(e) for e in value.elts]
+                    return dict((s.split('=')[0].strip(), s.split('=')[1].strip()) for s in scripts)
+    raise AssertionError('setup.py declares no console_scripts')
+
+
+@pytest.mark.parametrize('robot', robot_names())
+def test_every_executable_is_a_console_script(robot):
+    scripts = console_scripts()
+    specs = build_graph(GraphArgs(robot=robot, bus='sim', joy=True, rviz=True))
+    ours = [s for s in specs if s.package == 'snake_control']
+    assert {s.executable for s in ours} == {'gait_node', 'driver_node', 'estimator_node', 'teleop_node'}
+    for spec in ours:
+        assert spec.executable in scripts, f'{spec.executable} is not a console script in setup.py'
+        assert scripts[spec.executable] == f'{spec.module}:main', spec
+        # The class bringup instantiates is in the module the console script runs.
+        module = importlib.import_module(spec.module)
+        assert hasattr(module, spec.class_name) and hasattr(module, 'main'), spec
+    assert {s.executable for s in specs} >= {'robot_state_publisher', 'joy_node', 'rviz2'}
+
+
+def test_graph_follows_arguments():
+    specs = {s.name: s for s in build_graph(GraphArgs(robot='wheeled_8', bus='real', port='/dev/ttyACM3',
+                                                      baud=1000000, rate=50, namespace='lab/snake2',
+                                                      joy=False))}
+    assert 'joy_node' not in specs and 'rviz2' not in specs
+    driver = specs['driver_node']
+    assert driver.parameters['port'] == '/dev/ttyACM3' and driver.parameters['baud'] == 1000000
+    assert specs['gait_node'].parameters['rate_hz'] == 50.0
+    assert all(s.namespace == 'lab/snake2' for s in specs.values())
+    assert specs['gait_node'].fqn == '/lab/snake2/gait_node'
+    assert Path(specs['estimator_node'].parameters['robot']).name == 'wheeled_8.yaml'
+    # Defaults come from the robot YAML.
+    default = {s.name: s for s in build_graph(GraphArgs(robot='pitch_yaw_32', bus='real'))}
+    assert default['driver_node'].parameters['baud'] == 4000000
+    assert default['driver_node'].parameters['port'] == '/dev/ttyUSB0'
+    assert default['gait_node'].parameters['rate_hz'] == 100.0
+    # bringup passes the emulated bus's device path.
+    sim = {s.name: s for s in build_graph(GraphArgs(bus='sim'), port='/dev/pts/9')}
+    assert sim['driver_node'].parameters['port'] == '/dev/pts/9'
+
+
+def test_launch_arguments_described_and_typed():
+    args = launch_arguments()
+    assert [a.name for a in args] == [f.name for f in fields(GraphArgs)], 'one launch argument per field'
+    for a in args:
+        assert isinstance(a, LaunchArgument) and len(a.description) > 15, a.name
+        if a.choices:
+            assert a.default in a.choices, a.name
+    by_name = {a.name: a for a in args}
+    for closed in ('bus', 'joy', 'rviz', 'physics'):
+        assert by_name[closed].choices, f'{closed} is a closed set and needs choices'
+    # The launch defaults, parsed, are GraphArgs' defaults.
+    assert GraphArgs.from_strings({a.name: a.default for a in args}) == GraphArgs()
+
+
+@pytest.mark.parametrize('values, match', [
+    ({'bus': 'usb'}, 'bus'),
+    ({'joy': 'maybe'}, 'joy'),
+    ({'baud': 'fast'}, 'baud'),
+    ({'rate': '-5'}, 'rate'),
+    ({'namespace': 'bad name'}, 'namespace'),
+    ({'physics': 'mujoco', 'bus': 'real'}, 'physics'),
+    ({'colour': 'red'}, 'colour'),
+])
+def test_bad_arguments_are_named(values, match):
+    with pytest.raises(ValueError, match=match):
+        GraphArgs.from_strings(values)
+
+
+def test_unknown_robot_lists_shipped():
+    with pytest.raises(FileNotFoundError, match='pitch_yaw_32'):
+        GraphArgs.from_strings({'robot': 'anaconda'})
+
+
+def test_ros_arguments_form():
+    spec = next(s for s in build_graph(GraphArgs(robot='wheeled_8')) if s.name == 'teleop_node')
+    args = ros_arguments(spec)
+    assert args[:5] == ['--ros-args', '-r', '__node:=teleop_node', '-r', '__ns:=/snake']
+    assert any(a.startswith('gait_cycle:=[') for a in args)
+
+
+def test_rviz_config_parses():
+    config = yaml.safe_load(rviz_config_path().read_text())
+    classes = {d['Class'] for d in config['Visualization Manager']['Displays']}
+    assert {'rviz_default_plugins/RobotModel', 'rviz_default_plugins/Odometry'} <= classes
+    assert config['Visualization Manager']['Global Options']['Fixed Frame'] == 'odom'
+
+
+def _load_launch(name):
+    spec = importlib.util.spec_from_file_location(name.replace('.', '_'), share_dir() / 'launch' / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize('name', ['gait.launch.py', 'display.launch.py'])
+def test_launch_file_builds(name):
+    pytest.importorskip('launch.actions', reason='launch is not installed (ROS 2 only, not on PyPI)')
+    pytest.importorskip('launch_ros', reason='launch_ros is not installed (ROS 2 only, not on PyPI)')
+    from launch import LaunchContext
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+
+    description = _load_launch(name).generate_launch_description()
+    declared = [e for e in description.entities if isinstance(e, DeclareLaunchArgument)]
+    assert declared and all(d.description for d in declared)
+    context = LaunchContext()
+    for d in declared:
+        d.visit(context)
+    if name == 'gait.launch.py':
+        context.launch_configurations['bus'] = 'real'
+        context.launch_configurations['rviz'] = 'true'
+    actions = []
+    for e in description.entities:
+        if isinstance(e, OpaqueFunction):
+            actions += e.execute(context) or []
+    executables = {getattr(a, 'node_executable', None) for a in actions}
+    assert 'robot_state_publisher' in executables and 'rviz2' in executables
+
+
+def test_launch_files_are_python_that_compiles():
+    # Checked everywhere, launch_ros or not: a syntax error must not wait for a ROS machine.
+    for path in (ROOT / 'launch').glob('*.launch.py'):
+        compile(path.read_text(), str(path), 'exec')
