@@ -318,6 +318,11 @@ class ServoBus:
         error, _ = self._status(reply, servo_id, what)
         return error
 
+    def write_no_reply(self, servo_id: int, address: int, data: bytes) -> None:
+        """Write when the servo may be set not to answer: a status, if one comes, is taken and
+        dropped (never left behind to pass for the next exchange's reply)."""
+        self._exchange(servo_id, P.WRITE, P.le(address, 2) + bytes(data), 0, 'write')
+
     def read_register(self, servo_id: int, name: str) -> int:
         reg = register(name)
         data, _ = self.read(servo_id, reg.address, reg.size)

@@ -50,8 +50,8 @@ log = logging.getLogger('snake_control.dynamixel.driver')
 
 # Indirect Data 1..11: hardware error (70), present current (126, 2), velocity (128, 4), position (132, 4).
 STATE_SOURCES = [70, 126, 127, 128, 129, 130, 131, 132, 133, 134, 135]
-# Indirect Data 12..14: temperature (146), input voltage (144, 2).
-HEALTH_SOURCES = [146, 144, 145]
+# Indirect Data 12..15: temperature (146), input voltage (144, 2), bus watchdog (98).
+HEALTH_SOURCES = [146, 144, 145, 98]
 STATE_ADDR, STATE_LEN = INDIRECT_DATA_0, len(STATE_SOURCES)
 HEALTH_ADDR, HEALTH_LEN = INDIRECT_DATA_0 + len(STATE_SOURCES), len(HEALTH_SOURCES)
 GOAL = CONTROL_TABLE['goal_position']
@@ -79,7 +79,6 @@ class DriverConfig:
     reboot_min_interval_s: float = 5.0
     max_reboots: int = 3
     read_mode: str = 'auto'                  # 'auto' (fast if supported), 'fast', 'slow'
-    status_return_level: int = 2
     watchdog_ms: int = 0                     # Bus Watchdog (0: off); servos stop if the loop stalls
     margin_ms: float | None = None           # packet timeout margin; None: from the control period
     reconnect_interval_s: float = 0.5
@@ -155,6 +154,7 @@ class Counters:
     reconnects: int = 0
     reboots: int = 0
     mode_switches: int = 0
+    watchdog_trips: int = 0
     policy_actions: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -411,6 +411,8 @@ class Driver:
         vel = max(1, math.ceil(self.joints[k].velocity_limit_rad_s / RAD_S_PER_VELOCITY_UNIT))
         acc = max(1, math.ceil(self.joints[k].acceleration_limit_rad_s2 / RAD_S2_PER_ACCELERATION_UNIT))
         w = lambda name, value: self._retry(self.bus.write_register, sid, name, value)  # noqa: E731
+        # A servo left at status return level 0/1 would not confirm the writes below: set 2 blind first.
+        self.bus.write_no_reply(sid, CONTROL_TABLE['status_return_level'].address, b'\x02')
         w('torque_enable', 0)
         w('return_delay_time', 0)
         w('operating_mode', 3)
@@ -424,8 +426,11 @@ class Driver:
         self._retry(self.bus.write, sid, INDIRECT_ADDRESS_0, indirect)
         w('bus_watchdog', 0)
         if self.config.watchdog_ms:
-            w('bus_watchdog', max(1, round(self.config.watchdog_ms / 20)))
-        w('status_return_level', self.config.status_return_level)
+            w('bus_watchdog', self._watchdog_units())
+        w('status_return_level', 2)
+
+    def _watchdog_units(self) -> int:
+        return max(1, round(self.config.watchdog_ms / 20))
 
     def _configure_all(self):
         for sid in self.ids:
@@ -786,6 +791,16 @@ class Driver:
             return
         s.temperature_c = float(data[0])
         s.voltage_v = P.from_le(data[1:3]) * 0.1
+        if self.config.watchdog_ms and data[3] == 0xFF:
+            # The servo's bus watchdog tripped (the loop stalled): it stopped and refuses goals until
+            # the watchdog is cleared. Clear and re-arm it; the goal it holds is its present position.
+            self._event(f'{s.name}: bus watchdog tripped; re-armed')
+            self.counters.watchdog_trips += 1
+            try:
+                self.bus.write_register(s.servo_id, 'bus_watchdog', 0)
+                self.bus.write_register(s.servo_id, 'bus_watchdog', self._watchdog_units())
+            except DxlError as exc:
+                self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
 
     def _publish(self, now: float):
         snap = JointStateSnapshot(
