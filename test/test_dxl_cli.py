@@ -43,7 +43,7 @@ def test_ping_read_write_torque_reboot(sim, capsys):
     code, _, err = snake(capsys, 'dxl', 'read', '2', 'warp_core', *b)
     assert code == 2 and 'unknown register' in err
     sim.command('trip 3 overheating')
-    code, out, _ = snake(capsys, 'dxl', 'monitor', *b, '--count', '1')
+    code, out, _ = snake(capsys, 'dxl', 'monitor', *b, '--count', '3', '--interval', '0.05')
     assert code == 0 and 'overheating' in out and out.count(' on ') >= 2
     assert snake(capsys, 'dxl', 'reboot', '3', *b)[0] == 0
     assert sim.state()['servos']['3']['hw_error'] == 0

@@ -272,6 +272,7 @@ class ServoBus:
             while True:
                 chunk = self.port.readPort(max(1, expected - len(parser.buffer)))
                 if not chunk:
+                    self.drain()
                     return None
                 for pkt in parser.feed(chunk):
                     if not (pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id == servo_id):
@@ -347,6 +348,29 @@ class ServoBus:
         with self.transaction():
             result, error = self.ph.factoryReset(self.port, servo_id, option)
         self._check(result, error, 'factory reset', servo_id)
+
+    def drain(self, quiet_ms: float | None = None, max_ms: float | None = None) -> int:
+        """After an incomplete exchange: discard what still arrives until the line has been quiet for
+        quiet_ms (default: the margin), so a late reply cannot pass for the next request's."""
+        quiet_ms = self.port.margin_ms if quiet_ms is None else quiet_ms
+        deadline = time.monotonic() + (max_ms if max_ms is not None else 3 * quiet_ms) / 1000.0
+        dropped = 0
+        fd = self.port.ser.fd
+        while time.monotonic() < deadline:
+            try:
+                ready, _, _ = select.select([fd], [], [], quiet_ms / 1000.0)
+                if not ready:
+                    break
+                chunk = os.read(fd, 4096)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                self.is_open = False
+                raise PortGone(f'{self.port_name}: {exc}') from exc
+            if not chunk:
+                break
+            dropped += len(chunk)
+        return dropped
 
     def _read_raw(self, n_bytes: int) -> bytes:
         """Up to n_bytes, waiting no longer than the packet deadline already set on the port."""
@@ -425,6 +449,8 @@ class ServoBus:
                         if pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id in wanted \
                                 and len(pkt.params) == size + 1:
                             out[pkt.servo_id] = (pkt.params[0], bytes(pkt.params[1:]))
+        if len(out) < n:
+            self.drain()
         return out
 
     def bulk_read(self, items: list[tuple[int, int, int]], fast: bool = False,
