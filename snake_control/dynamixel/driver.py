@@ -7,15 +7,19 @@ swap the latest value under a lock); ``state()`` and ``diagnostics()`` return th
 
 Start-up (``start``): ping every servo of the robot YAML and check its model number, refusing to start
 with a StartupError that names each missing or wrong servo; with torque off write the configuration
-(return delay 0, position mode, position limits from the joint limits, velocity limit and profiles
-from the joint limits, status return level, indirect addresses, bus watchdog); read the present
-positions and make them the first goals; only then torque on.
+(status return level 2 first, so every later write is confirmed; return delay 0, position mode,
+position limits from the joint limits, velocity limit and profiles from the joint limits, indirect
+addresses, bus watchdog); read the present positions and make them the first goals; only then torque
+on. Start-up and recovery exchanges wait up to SETUP_MARGIN_MS; the cycle's own timeouts are wire time
+plus a margin from the control period (0.2 period, 3..8 ms).
 
 Each cycle: one sync write of goal positions (joint rad -> servo rad through offset and direction ->
 ticks); one fast sync read (sync read where the firmware lacks it) of Indirect Data 1..11 = hardware
 error status, present current, velocity and position; a follow-up sync read of the servos the first
-read missed when the cycle has time left; one servo's temperature and voltage, round-robin. Packet
-timeouts come from the control period.
+read missed when the cycle has time left; every ``health_every`` cycles one servo's temperature,
+voltage and bus watchdog, round-robin (a tripped watchdog is cleared and re-armed). When fast sync read
+delivers under half the servos on average (firmware without it, or a noisy line that garbles the one
+long reply), the driver uses sync read and tries fast again every 100 cycles.
 
 Safety: a servo whose read failed keeps its last good value and is marked stale (never zeros); after
 ``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
