@@ -19,6 +19,7 @@ from std_msgs.msg import Bool  # noqa: E402
 from snake_control.dynamixel.simproc import SimBusProcess  # noqa: E402
 from snake_control.nodes.driver_node import DriverNode  # noqa: E402
 
+pytestmark = pytest.mark.ros
 ROBOT = 'kinematic_snake_3'     # two XM430-W350 yaw joints, IDs 1 and 2, 4 Mbit/s
 
 
