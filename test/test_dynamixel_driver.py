@@ -364,7 +364,7 @@ def test_fatal_error_in_the_loop_turns_torque_off(robot):
             d._decide = broken
             assert wait_for(lambda: d.mode == 'fatal', 1.0)
             assert 'ZeroDivisionError' in d.diagnostics()['fatal_error']
-            assert not d.running
+            assert wait_for(lambda: not d.running, 5.0)     # the loop turned torque off and ended
         finally:
             d.stop()
         assert not any(torque_states(sim).values())

@@ -17,6 +17,9 @@ from snake_control.dynamixel.plant import MotorModel, Plant, make_plant, plant_n
 from snake_control.dynamixel.simproc import SimBusProcess
 
 BAUD = 4_000_000
+# The stock SDK waits 2 x LATENCY_TIMER + 2 ms for a reply. A shared CI machine can stall the emulator
+# process longer than the default 34 ms; these tests are about bytes, not timing.
+sdk.port_handler.LATENCY_TIMER = 100
 
 
 # ------------------------------------------------------------------------------ pure framing
