@@ -63,6 +63,14 @@ def test_set_id_and_set_baud(sim, capsys):
     assert snake(capsys, 'dxl', 'ping', '9', '--port', sim.path, '--baud', '4000000')[0] == 0
 
 
+def test_monitor_reports_an_unplugged_adapter_in_one_line(capsys):
+    with SimBusProcess(['--servos', '2', '--baud', '1000000', '--faults', 'unplug=0.8+5']) as s:
+        code, out, err = snake(capsys, 'dxl', 'monitor', '1,2', '--port', s.path, '--baud', '1000000',
+                               '--interval', '0.1', '--count', '100')
+    assert out.count('ID torque') >= 2                       # it ran before the unplug
+    assert code == 2 and s.path in err and ('adapter gone' in err or 'no such device' in err), err
+
+
 def test_user_errors_are_one_line(capsys, tmp_path):
     code, _, err = snake(capsys, 'dxl', 'ping', '1', '--port', str(tmp_path / 'ttyUSB5'))
     assert code == 2 and 'no such device' in err

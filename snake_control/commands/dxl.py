@@ -123,7 +123,7 @@ def _fmt(reg, value):
 
 def run(args) -> int:
     from snake_control.cli import CommandError
-    from snake_control.dynamixel.bus import DxlError, ServoError, SUPPORTED_BAUDS
+    from snake_control.dynamixel.bus import DxlError, PortGone, ServoError, SUPPORTED_BAUDS
     from snake_control.dynamixel.models import CONTROL_TABLE, REGISTER_BY_BAUD, register
 
     if args.action == 'registers':
@@ -235,7 +235,7 @@ def run(args) -> int:
             return 0
         if args.action == 'monitor':
             return _monitor(bus, parse_ids(args.ids, bus), args.interval, args.count)
-    except DxlError as exc:
+    except (DxlError, PortGone) as exc:
         raise CommandError(str(exc)) from None
     finally:
         bus.close()

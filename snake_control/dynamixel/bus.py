@@ -91,10 +91,10 @@ class SnakePortHandler(sdk.PortHandler):
             except BlockingIOError:
                 chunk = None
             except OSError as exc:
-                raise PortGone(f'{self.port_name}: read failed: {exc}') from exc
+                raise PortGone(f'{self.port_name}: adapter gone (read: {exc})') from exc
             if chunk == b'' and selected:
                 # With VMIN = 0 an empty read only means "no data", unless select said it was ready.
-                raise PortGone(f'{self.port_name}: device hung up')
+                raise PortGone(f'{self.port_name}: adapter gone (hung up)')
             if chunk:
                 out += chunk
                 if len(out) >= length:
@@ -106,7 +106,7 @@ class SnakePortHandler(sdk.PortHandler):
             try:
                 ready, _, _ = select.select([fd], [], [], remaining_s)
             except (OSError, ValueError) as exc:
-                raise PortGone(f'{self.port_name}: {exc}') from exc
+                raise PortGone(f'{self.port_name}: adapter gone (select: {exc})') from exc
             if not ready:
                 return out
             selected = True
@@ -127,7 +127,7 @@ class SnakePortHandler(sdk.PortHandler):
                 os.write(self.ser.fd, data)
             return len(data)
         except OSError as exc:
-            raise PortGone(f'{self.port_name}: write failed: {exc}') from exc
+            raise PortGone(f'{self.port_name}: adapter gone (write: {exc})') from exc
 
     def flush_held(self):
         if self._held:
@@ -138,7 +138,7 @@ class SnakePortHandler(sdk.PortHandler):
         try:
             self.ser.reset_input_buffer()
         except Exception as exc:      # termios.error on a hung-up tty
-            raise PortGone(f'{self.port_name}: {exc}') from exc
+            raise PortGone(f'{self.port_name}: adapter gone ({exc})') from exc
 
     def closePort(self):
         self._held = b''
@@ -366,7 +366,7 @@ class ServoBus:
                 continue
             except OSError as exc:
                 self.is_open = False
-                raise PortGone(f'{self.port_name}: {exc}') from exc
+                raise PortGone(f'{self.port_name}: adapter gone ({exc})') from exc
             if not chunk:
                 break
             dropped += len(chunk)
