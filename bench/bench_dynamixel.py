@@ -111,13 +111,15 @@ def main():
           '(the figures need idle cores)')
     print(f'{N} servos (pitch_yaw_32), emulated bus in its own process; {RUN_S:.0f} s per figure')
     print(f'{"baud":>9} {"read":>5} {"rate Hz":>8} {"doc limit":>9} {"frac":>6} {"own limit":>9} {"frac":>6} '
-          f'{"p99 jitter ms @100Hz":>21} {"CPU @100Hz":>10} {"SDK CPU @100Hz":>14} {"SDK ok":>6} {"fails":>6}')
+          f'{"p99 jitter ms @100Hz":>21} {"CPU @100Hz":>10} {"SDK CPU @100Hz":>14} {"SDK ok":>6} '
+          f'{"fails":>6}')
     for baud in BAUDS:
         with SimBusProcess(['--robot', 'pitch_yaw_32', '--baud', str(baud)]) as sim:
             for fast in (True, False):
                 rate, _, _, fails, mode = run_driver(robot, sim.path, baud, fast, 2000.0, RUN_S)
                 _, jitter, cpu, fails100, _ = run_driver(robot, sim.path, baud, fast, 100.0, RUN_S)
-                # Our cycle: 11-byte blocks (error + current + velocity + position) and a health read.
+                # Our cycle: 11-byte blocks (error + current + velocity + position), a health read
+                # every health_every cycles.
                 own_limit = baud / 10.0 / cycle_bytes(fast, 11, DriverConfig().health_every)
                 doc = DOC_LIMIT_HZ[(baud, fast)]
                 _, sdk_cpu, sdk_ok = run_sdk_baseline(sim.path, baud, fast, 100.0, RUN_S)
@@ -127,5 +129,6 @@ def main():
     print('frac: achieved free-running cycle rate (median of 0.5 s windows) / wire-time limit '
           '(aims: >= 85 % at 1 Mbit/s, >= 70 % at 4 Mbit/s). CPU: share of one core used by the driver '
           'process at a 100 Hz loop (aim < 25 %); SDK CPU: the same cycle on plain dynamixel_sdk calls. '
-          'SDK ok: its cycles whose group read succeeded. fails: servo reads our driver missed over both runs.')
+          'SDK ok: its cycles whose group read succeeded. fails: servo reads our driver missed over both '
+          'runs.')
     print(f'load average after: {os.getloadavg()[0]:.2f}')
