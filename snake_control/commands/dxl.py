@@ -86,6 +86,17 @@ def parse_ids(text: str, bus=None) -> list[int]:
     return sorted(ids)
 
 
+def _retry(fn, *args, attempts=3):
+    """Repeat a register read/write (idempotent) when no valid reply came; the last error otherwise."""
+    from snake_control.dynamixel.bus import CommError
+    for k in range(attempts):
+        try:
+            return fn(*args)
+        except CommError:
+            if k == attempts - 1:
+                raise
+
+
 def _open(args, baud=None):
     from snake_control.cli import CommandError
     from snake_control.dynamixel.bus import PortGone, ServoBus
@@ -176,13 +187,13 @@ def run(args) -> int:
             regs = [register(n) for n in args.registers]
             for sid in parse_ids(args.ids, bus):
                 for reg in regs:
-                    print(f'ID {sid:3d} {reg.name} = {_fmt(reg, bus.read_register(sid, reg.name))}')
+                    print(f'ID {sid:3d} {reg.name} = {_fmt(reg, _retry(bus.read_register, sid, reg.name))}')
             return 0
         if args.action == 'write':
             reg = register(args.register)
             for sid in parse_ids(args.ids, bus):
                 try:
-                    bus.write_register(sid, reg.name, args.value)
+                    _retry(bus.write_register, sid, reg.name, args.value)
                 except ServoError as exc:
                     hint = ''
                     if reg.eeprom:
@@ -230,7 +241,7 @@ def run(args) -> int:
             return 0
         if args.action == 'torque':
             for sid in parse_ids(args.ids, bus):
-                bus.write_register(sid, 'torque_enable', 1 if args.state == 'on' else 0)
+                _retry(bus.write_register, sid, 'torque_enable', 1 if args.state == 'on' else 0)
                 print(f'ID {sid:3d} torque {args.state}')
             return 0
         if args.action == 'monitor':
