@@ -97,6 +97,14 @@ def _retry(fn, *args, attempts=3):
                 raise
 
 
+def _ping(bus, sid, attempts=3):
+    for _ in range(attempts):
+        found = bus.ping(sid)
+        if found:
+            return found
+    return None
+
+
 def _open(args, baud=None):
     from snake_control.cli import CommandError
     from snake_control.dynamixel.bus import PortGone, ServoBus
@@ -176,7 +184,7 @@ def run(args) -> int:
         if args.action == 'ping':
             missing = 0
             for sid in parse_ids(args.ids, bus):
-                found = bus.ping(sid)
+                found = _ping(bus, sid)
                 if found:
                     print(f'ID {sid:3d}: {_model_name(found[0])} (model {found[0]}), firmware {found[1]}')
                 else:
@@ -204,13 +212,13 @@ def run(args) -> int:
         if args.action == 'set-id':
             if not 0 <= args.new <= 252:
                 raise ValueError(f'new ID {args.new} outside 0..252')
-            if bus.ping(args.new):
+            if _ping(bus, args.new):
                 raise CommandError(f'ID {args.new} is already taken on {args.port}')
-            if not bus.ping(args.old):
+            if not _ping(bus, args.old):
                 raise CommandError(f'no servo with ID {args.old} on {args.port} at {args.baud} baud')
             bus.write_register(args.old, 'torque_enable', 0)
             bus.write_register(args.old, 'id', args.new)
-            if not bus.ping(args.new):
+            if not _ping(bus, args.new):
                 raise CommandError(f'servo did not answer as ID {args.new} after the change')
             print(f'ID {args.old} -> {args.new}')
             return 0
@@ -225,7 +233,7 @@ def run(args) -> int:
             bus.close()
             check = _open(args, args.new_baud)
             try:
-                bad = [sid for sid in ids if not check.ping(sid)]
+                bad = [sid for sid in ids if not _ping(check, sid)]
             finally:
                 check.close()
             if bad:
