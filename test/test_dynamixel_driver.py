@@ -415,3 +415,28 @@ def test_bus_watchdog_trip_after_a_stall_is_rearmed(robot):
         assert refused                              # goals bounced while the watchdog held the servos
         last = {sid: ok for _, sid, _, ok in goals}
         assert all(last.values())                   # and were taken again once it was re-armed
+
+
+def test_overheating_alert_hold_policy_freezes_every_goal(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(alert_policy='hold'))
+        d.start()
+        try:
+            stream(d, robot, 0.3)
+            sim.command('trip 1 overheating')
+            assert wait_for(lambda: d.mode == 'hold', 1.0)
+            assert any('alert on j1: overheating' in r for r in d.reasons)
+            n_before = len(sim.goals())
+            stream(d, robot, 0.4, t0=2.0)                 # commands keep coming; nothing moves
+            later = sim.goals()[n_before:]
+            assert later and {sid for _, sid, _, _ in later} == {2, 3, 4}   # j1 lost torque: no goals
+            by_id = {}
+            for _, sid, ticks, _ in later:
+                by_id.setdefault(sid, set()).add(ticks)
+            assert all(len(v) == 1 for v in by_id.values())
+            st = sim.state()['servos']
+            assert not st['1']['torque'] and st['2']['torque']
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
