@@ -73,8 +73,11 @@ class SnakePortHandler(sdk.PortHandler):
                                + self.margin_ms)
 
     def setBaudRate(self, baudrate):
+        # The SDK accepts only its own list of rates (no 4.5 Mbit/s); pyserial sets any rate the
+        # adapter supports (a custom divisor on Linux), so ask it directly.
+        self.baudrate = baudrate
         try:
-            return super().setBaudRate(baudrate)
+            return self.setupPort(baudrate)
         except (OSError, ValueError) as exc:
             raise PortGone(f'{self.port_name}: cannot open at {baudrate} baud: {exc}') from exc
 

@@ -28,6 +28,7 @@ Control channel: one command per line on stdin, one JSON line back on stdout:
 from __future__ import annotations
 
 import collections
+import fcntl
 import gc
 import json
 import math
@@ -36,6 +37,7 @@ import random
 import select
 import shutil
 import signal
+import struct
 import sys
 import tempfile
 import termios
@@ -59,6 +61,7 @@ _TERMIOS_BAUD = {getattr(termios, f'B{b}'): b for b in (9600, 19200, 38400, 5760
                                                          500000, 576000, 921600, 1000000, 1152000, 1500000,
                                                          2000000, 2500000, 3000000, 3500000, 4000000)
                  if hasattr(termios, f'B{b}')}
+_TCGETS2 = 0x802C542A           # Linux ioctl: read struct termios2 (custom baud rates)
 REBOOT_TIME_S = 0.05
 AMBIENT_C = 30.0
 THERMAL_TAU_S = 60.0
@@ -452,9 +455,15 @@ class BusEmulator:
         self.plugged_until = time.monotonic() + duration_s
 
     def port_baud(self) -> int | None:
+        """The baud rate the driver set on the port (what its bytes would be clocked at)."""
         try:
-            return _TERMIOS_BAUD.get(termios.tcgetattr(self.slave)[4])
-        except termios.error:
+            speed = termios.tcgetattr(self.slave)[4]
+            if speed in _TERMIOS_BAUD:
+                return _TERMIOS_BAUD[speed]
+            # A custom rate (4.5 Mbit/s): Linux keeps it in struct termios2, c_ispeed at byte 36.
+            buf = fcntl.ioctl(self.slave, _TCGETS2, bytes(44))
+            return struct.unpack_from('I', buf, 36)[0]
+        except (termios.error, OSError):
             return None
 
     # -------------------------------------------------------------- faults
