@@ -16,7 +16,9 @@ plus a margin from the control period (0.2 period, 3..8 ms).
 Each cycle: one sync write of goal positions (joint rad -> servo rad through offset and direction ->
 ticks); one fast sync read (sync read where the firmware lacks it) of Indirect Data 1..11 = hardware
 error status, present current, velocity and position; a follow-up sync read of the servos the first
-read missed when the cycle has time left; every ``health_every`` cycles one servo's temperature,
+read missed when the cycle has time left (a servo silent for ``stale_limit`` cycles leaves the main
+read and is probed every PROBE_EVERY cycles, so a dead servo does not cost a timeout every cycle);
+every ``health_every`` cycles one servo's temperature,
 voltage and bus watchdog, round-robin (a tripped watchdog is cleared and re-armed). When fast sync read
 delivers under half the servos on average (firmware without it, or a noisy line that garbles the one
 long reply), the driver uses sync read and tries fast again every 100 cycles.
@@ -62,6 +64,7 @@ GOAL = CONTROL_TABLE['goal_position']
 TORQUE = CONTROL_TABLE['torque_enable']
 POLICIES = ('hold', 'torque_off')
 SETUP_MARGIN_MS = 20.0
+PROBE_EVERY = 10                 # cycles between reads of a servo that stopped answering
 
 
 class StartupError(RuntimeError):
@@ -717,13 +720,19 @@ class Driver:
                 self.counters.write_failures += 1
 
     def _read_state(self, now: float):
-        ids = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
+        active = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
+        # A servo silent for stale_limit cycles leaves the main read (where it would cost a timeout
+        # every cycle) and is probed every PROBE_EVERY cycles instead, until it answers again.
+        quarantine_after = max(self.config.stale_limit, 3)
+        quarantined = [sid for sid in active if self.by_id[sid].stale_cycles >= quarantine_after]
+        probes = [sid for sid in quarantined if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0]
+        ids = [sid for sid in active if sid not in quarantined]
         use_fast = self.fast
         if not use_fast and self._fast_capable and self.config.read_mode != 'slow' \
                 and self.counters.cycles % 100 == 0:
             use_fast = True                 # re-measure a fast read now and then
-        got = self.bus.sync_read(STATE_ADDR, STATE_LEN, ids, use_fast)
-        missing = [sid for sid in ids if sid not in got]
+        got = self.bus.sync_read(STATE_ADDR, STATE_LEN, ids, use_fast) if ids else {}
+        missing = [sid for sid in ids if sid not in got] + probes
         if use_fast and ids:
             self._fast_yield = 0.8 * self._fast_yield + 0.2 * (len(got) / len(ids)) \
                 if self.fast else len(got) / len(ids)
@@ -751,6 +760,7 @@ class Driver:
                 self.fast = True
                 self.counters.mode_switches += 1
                 self._event('fast sync read works again; using it')
+        missing += [sid for sid in quarantined if sid not in probes]
         if ids and not got:
             self.counters.full_read_failures += 1
         self.counters.read_failures += len(missing)
