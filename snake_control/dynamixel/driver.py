@@ -42,7 +42,7 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -163,7 +163,6 @@ class Counters:
     mode_switches: int = 0
     watchdog_trips: int = 0
     policy_actions: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 class Driver:
@@ -355,7 +354,9 @@ class Driver:
                 'cycle_rate_hz': rate,
                 'jitter_p99_ms': float(np.percentile(np.abs(jitter), 99) * 1000.0),
                 'read_mode': 'fast' if self.fast else 'slow',
-                'counters': {k: v for k, v in c.__dict__.items() if k != 'extra'},
+                'counters': dict(c.__dict__),
+                'disconnected_for_s': (time.monotonic() - self._disconnected_since
+                                       if self.mode == 'disconnected' and self._disconnected_since else 0.0),
                 'warnings': list(self.warnings), 'events': list(self.events)[-10:],
                 'servos': [{'name': s.name, 'id': s.servo_id, 'stale_count': s.stale_count,
                             'stale_cycles': s.stale_cycles, 'hardware_error': s.hardware_error,
