@@ -19,6 +19,7 @@ from std_msgs.msg import Bool  # noqa: E402
 from snake_control.dynamixel.simproc import SimBusProcess  # noqa: E402
 from snake_control.nodes.driver_node import DriverNode  # noqa: E402
 
+pytestmark = pytest.mark.ros
 ROBOT = 'kinematic_snake_3'     # two XM430-W350 yaw joints, IDs 1 and 2, 4 Mbit/s
 
 
@@ -30,30 +31,35 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
     with SimBusProcess(['--robot', ROBOT]) as sim:
         rclpy.init()
         try:
-            node = DriverNode(parameter_overrides=[
+            node = DriverNode(namespace='snake', parameter_overrides=[
                 Parameter('robot', value=ROBOT), Parameter('port', value=sim.path),
                 Parameter('rate', value=50.0), Parameter('estop_policy', value='torque_off'),
                 Parameter('diagnostics_period', value=0.2)])
             peer = rclpy.create_node('driver_test_peer')
             states, diags = [], []
-            peer.create_subscription(JointState, 'joint_states', states.append, 10)
+            peer.create_subscription(JointState, '/snake/joint_states', states.append, 10)
             peer.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 10)
-            cmd_pub = peer.create_publisher(JointState, 'joint_commands', 10)
-            estop_pub = peer.create_publisher(Bool, 'estop', QoSProfile(
+            cmd_pub = peer.create_publisher(JointState, '/snake/joint_commands', 10)
+            estop_pub = peer.create_publisher(Bool, '/snake/estop', QoSProfile(
                 depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
             ex = SingleThreadedExecutor()
             ex.add_node(node)
             ex.add_node(peer)
 
-            def spin_for(seconds, target=None):
+            def spin_for(seconds, target=None, until=None):
                 end = time.monotonic() + seconds
-                while time.monotonic() < end:
+                while time.monotonic() < end and not (until and until()):
                     if target is not None:
                         msg = JointState(name=['joint_1', 'joint_2'], position=list(target))
                         cmd_pub.publish(msg)
                     ex.spin_once(timeout_sec=0.01)
 
-            spin_for(1.5, target=[0.4, -0.3])
+            def arrived():
+                return bool(states) and np.allclose(states[-1].position, [0.4, -0.3], atol=0.05) and \
+                    any('servo joint_2' in st.name for d in diags for st in d.status)
+
+            # Discovery on a loaded machine can take a while: wait for the arm to get there.
+            spin_for(10.0, target=[0.4, -0.3], until=arrived)
             assert states and states[-1].name == ['joint_1', 'joint_2']
             np.testing.assert_allclose(states[-1].position, [0.4, -0.3], atol=0.05)
             assert node.driver.mode == 'running'

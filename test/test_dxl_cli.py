@@ -43,7 +43,7 @@ def test_ping_read_write_torque_reboot(sim, capsys):
     code, _, err = snake(capsys, 'dxl', 'read', '2', 'warp_core', *b)
     assert code == 2 and 'unknown register' in err
     sim.command('trip 3 overheating')
-    code, out, _ = snake(capsys, 'dxl', 'monitor', *b, '--count', '1')
+    code, out, _ = snake(capsys, 'dxl', 'monitor', *b, '--count', '3', '--interval', '0.05')
     assert code == 0 and 'overheating' in out and out.count(' on ') >= 2
     assert snake(capsys, 'dxl', 'reboot', '3', *b)[0] == 0
     assert sim.state()['servos']['3']['hw_error'] == 0
@@ -61,6 +61,14 @@ def test_set_id_and_set_baud(sim, capsys):
     assert code == 0 and 'now at 4000000 baud' in out
     assert snake(capsys, 'dxl', 'ping', '9', *b)[0] == 1
     assert snake(capsys, 'dxl', 'ping', '9', '--port', sim.path, '--baud', '4000000')[0] == 0
+
+
+def test_monitor_reports_an_unplugged_adapter_in_one_line(capsys):
+    with SimBusProcess(['--servos', '2', '--baud', '1000000', '--faults', 'unplug=0.8+5']) as s:
+        code, out, err = snake(capsys, 'dxl', 'monitor', '1,2', '--port', s.path, '--baud', '1000000',
+                               '--interval', '0.1', '--count', '100')
+    assert out.count('ID torque') >= 2                       # it ran before the unplug
+    assert code == 2 and s.path in err and ('adapter gone' in err or 'no such device' in err), err
 
 
 def test_user_errors_are_one_line(capsys, tmp_path):

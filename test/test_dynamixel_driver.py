@@ -364,7 +364,78 @@ def test_fatal_error_in_the_loop_turns_torque_off(robot):
             d._decide = broken
             assert wait_for(lambda: d.mode == 'fatal', 1.0)
             assert 'ZeroDivisionError' in d.diagnostics()['fatal_error']
-            assert not d.running
+            assert wait_for(lambda: not d.running, 5.0)     # the loop turned torque off and ended
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
+def test_servos_left_at_status_return_level_0_are_configured(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        for sid in (1, 2, 3, 4):
+            sim.command(f'set {sid} status_return_level 0')
+        d = Driver(robot, sim.path, config=config(watchdog_ms=100))
+        d.start()
+        try:
+            st = sim.state()['servos']
+            assert all(v['status_return_level'] == 2 and v['torque'] for v in st.values())
+            stream(d, robot, 0.3)
+            assert d.mode == 'running'
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
+def test_bus_watchdog_trip_after_a_stall_is_rearmed(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(watchdog_ms=60, stale_limit=50))
+        d.start()
+        try:
+            stream(d, robot, 0.2)
+            original = d._read_state
+            stalled = []
+
+            def stall_once(now):
+                if not stalled:
+                    stalled.append(True)
+                    time.sleep(0.3)            # the loop stalls: every servo's watchdog trips
+                return original(now)
+            d._read_state = stall_once
+            stream(d, robot, 1.5, t0=1.0)
+            assert d.counters.watchdog_trips == 4
+            assert d.mode == 'running'
+        finally:
+            d.stop()
+        lo, hi = d.tick_limits()
+        limits = dict(zip(d.ids, zip(lo.tolist(), hi.tolist())))
+        goals = sim.goals()
+        assert all(limits[sid][0] <= ticks <= limits[sid][1] for _, sid, ticks, _ in goals)
+        refused = [g for g in goals if not g[3]]
+        assert refused                              # goals bounced while the watchdog held the servos
+        last = {sid: ok for _, sid, _, ok in goals}
+        assert all(last.values())                   # and were taken again once it was re-armed
+
+
+def test_overheating_alert_hold_policy_freezes_every_goal(robot):
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(alert_policy='hold'))
+        d.start()
+        try:
+            stream(d, robot, 0.3)
+            sim.command('trip 1 overheating')
+            assert wait_for(lambda: d.mode == 'hold', 1.0)
+            assert any('alert on j1: overheating' in r for r in d.reasons)
+            n_before = len(sim.goals())
+            stream(d, robot, 0.4, t0=2.0)                 # commands keep coming; nothing moves
+            later = sim.goals()[n_before:]
+            assert later and {sid for _, sid, _, _ in later} == {2, 3, 4}   # j1 lost torque: no goals
+            by_id = {}
+            for _, sid, ticks, _ in later:
+                by_id.setdefault(sid, set()).add(ticks)
+            assert all(len(v) == 1 for v in by_id.values())
+            st = sim.state()['servos']
+            assert not st['1']['torque'] and st['2']['torque']
         finally:
             d.stop()
         assert not any(torque_states(sim).values())

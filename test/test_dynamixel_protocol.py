@@ -17,6 +17,9 @@ from snake_control.dynamixel.plant import MotorModel, Plant, make_plant, plant_n
 from snake_control.dynamixel.simproc import SimBusProcess
 
 BAUD = 4_000_000
+# The stock SDK waits 2 x LATENCY_TIMER + 2 ms for a reply. A shared CI machine can stall the emulator
+# process longer than the default 34 ms; these tests are about bytes, not timing.
+sdk.port_handler.LATENCY_TIMER = 100
 
 
 # ------------------------------------------------------------------------------ pure framing
@@ -390,3 +393,14 @@ def test_register_lookup_names():
     assert register('goal-position').size == 4
     with pytest.raises(ValueError, match='unknown register'):
         register('warp_drive')
+
+
+def test_four_and_a_half_megabaud_which_the_sdk_refuses():
+    assert not sdk.PortHandler('/dev/null').getCFlagBaud(4_500_000) > 0     # the SDK's own list lacks it
+    with SimBusProcess(['--servos', '2', '--baud', '4500000']) as s:
+        bus = ServoBus(s.path, 4_500_000, margin_ms=30).open()
+        assert bus.ping(2) == (1020, 46)
+        bus.close()
+        slow = ServoBus(s.path, 4_000_000, margin_ms=5).open()
+        assert slow.ping(2) is None                 # servos at 4.5 M do not hear 4 M
+        slow.close()

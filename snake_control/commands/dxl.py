@@ -86,6 +86,25 @@ def parse_ids(text: str, bus=None) -> list[int]:
     return sorted(ids)
 
 
+def _retry(fn, *args, attempts=3):
+    """Repeat a register read/write (idempotent) when no valid reply came; the last error otherwise."""
+    from snake_control.dynamixel.bus import CommError
+    for k in range(attempts):
+        try:
+            return fn(*args)
+        except CommError:
+            if k == attempts - 1:
+                raise
+
+
+def _ping(bus, sid, attempts=3):
+    for _ in range(attempts):
+        found = bus.ping(sid)
+        if found:
+            return found
+    return None
+
+
 def _open(args, baud=None):
     from snake_control.cli import CommandError
     from snake_control.dynamixel.bus import PortGone, ServoBus
@@ -123,7 +142,7 @@ def _fmt(reg, value):
 
 def run(args) -> int:
     from snake_control.cli import CommandError
-    from snake_control.dynamixel.bus import DxlError, ServoError, SUPPORTED_BAUDS
+    from snake_control.dynamixel.bus import DxlError, PortGone, ServoError, SUPPORTED_BAUDS
     from snake_control.dynamixel.models import CONTROL_TABLE, REGISTER_BY_BAUD, register
 
     if args.action == 'registers':
@@ -165,7 +184,7 @@ def run(args) -> int:
         if args.action == 'ping':
             missing = 0
             for sid in parse_ids(args.ids, bus):
-                found = bus.ping(sid)
+                found = _ping(bus, sid)
                 if found:
                     print(f'ID {sid:3d}: {_model_name(found[0])} (model {found[0]}), firmware {found[1]}')
                 else:
@@ -176,13 +195,13 @@ def run(args) -> int:
             regs = [register(n) for n in args.registers]
             for sid in parse_ids(args.ids, bus):
                 for reg in regs:
-                    print(f'ID {sid:3d} {reg.name} = {_fmt(reg, bus.read_register(sid, reg.name))}')
+                    print(f'ID {sid:3d} {reg.name} = {_fmt(reg, _retry(bus.read_register, sid, reg.name))}')
             return 0
         if args.action == 'write':
             reg = register(args.register)
             for sid in parse_ids(args.ids, bus):
                 try:
-                    bus.write_register(sid, reg.name, args.value)
+                    _retry(bus.write_register, sid, reg.name, args.value)
                 except ServoError as exc:
                     hint = ''
                     if reg.eeprom:
@@ -193,13 +212,13 @@ def run(args) -> int:
         if args.action == 'set-id':
             if not 0 <= args.new <= 252:
                 raise ValueError(f'new ID {args.new} outside 0..252')
-            if bus.ping(args.new):
+            if _ping(bus, args.new):
                 raise CommandError(f'ID {args.new} is already taken on {args.port}')
-            if not bus.ping(args.old):
+            if not _ping(bus, args.old):
                 raise CommandError(f'no servo with ID {args.old} on {args.port} at {args.baud} baud')
             bus.write_register(args.old, 'torque_enable', 0)
             bus.write_register(args.old, 'id', args.new)
-            if not bus.ping(args.new):
+            if not _ping(bus, args.new):
                 raise CommandError(f'servo did not answer as ID {args.new} after the change')
             print(f'ID {args.old} -> {args.new}')
             return 0
@@ -214,7 +233,7 @@ def run(args) -> int:
             bus.close()
             check = _open(args, args.new_baud)
             try:
-                bad = [sid for sid in ids if not check.ping(sid)]
+                bad = [sid for sid in ids if not _ping(check, sid)]
             finally:
                 check.close()
             if bad:
@@ -230,12 +249,12 @@ def run(args) -> int:
             return 0
         if args.action == 'torque':
             for sid in parse_ids(args.ids, bus):
-                bus.write_register(sid, 'torque_enable', 1 if args.state == 'on' else 0)
+                _retry(bus.write_register, sid, 'torque_enable', 1 if args.state == 'on' else 0)
                 print(f'ID {sid:3d} torque {args.state}')
             return 0
         if args.action == 'monitor':
             return _monitor(bus, parse_ids(args.ids, bus), args.interval, args.count)
-    except DxlError as exc:
+    except (DxlError, PortGone) as exc:
         raise CommandError(str(exc)) from None
     finally:
         bus.close()

@@ -73,8 +73,11 @@ class SnakePortHandler(sdk.PortHandler):
                                + self.margin_ms)
 
     def setBaudRate(self, baudrate):
+        # The SDK accepts only its own list of rates (no 4.5 Mbit/s); pyserial sets any rate the
+        # adapter supports (a custom divisor on Linux), so ask it directly.
+        self.baudrate = baudrate
         try:
-            return super().setBaudRate(baudrate)
+            return self.setupPort(baudrate)
         except (OSError, ValueError) as exc:
             raise PortGone(f'{self.port_name}: cannot open at {baudrate} baud: {exc}') from exc
 
@@ -91,10 +94,10 @@ class SnakePortHandler(sdk.PortHandler):
             except BlockingIOError:
                 chunk = None
             except OSError as exc:
-                raise PortGone(f'{self.port_name}: read failed: {exc}') from exc
+                raise PortGone(f'{self.port_name}: adapter gone (read: {exc})') from exc
             if chunk == b'' and selected:
                 # With VMIN = 0 an empty read only means "no data", unless select said it was ready.
-                raise PortGone(f'{self.port_name}: device hung up')
+                raise PortGone(f'{self.port_name}: adapter gone (hung up)')
             if chunk:
                 out += chunk
                 if len(out) >= length:
@@ -106,7 +109,7 @@ class SnakePortHandler(sdk.PortHandler):
             try:
                 ready, _, _ = select.select([fd], [], [], remaining_s)
             except (OSError, ValueError) as exc:
-                raise PortGone(f'{self.port_name}: {exc}') from exc
+                raise PortGone(f'{self.port_name}: adapter gone (select: {exc})') from exc
             if not ready:
                 return out
             selected = True
@@ -127,7 +130,7 @@ class SnakePortHandler(sdk.PortHandler):
                 os.write(self.ser.fd, data)
             return len(data)
         except OSError as exc:
-            raise PortGone(f'{self.port_name}: write failed: {exc}') from exc
+            raise PortGone(f'{self.port_name}: adapter gone (write: {exc})') from exc
 
     def flush_held(self):
         if self._held:
@@ -138,7 +141,7 @@ class SnakePortHandler(sdk.PortHandler):
         try:
             self.ser.reset_input_buffer()
         except Exception as exc:      # termios.error on a hung-up tty
-            raise PortGone(f'{self.port_name}: {exc}') from exc
+            raise PortGone(f'{self.port_name}: adapter gone ({exc})') from exc
 
     def closePort(self):
         self._held = b''
@@ -272,6 +275,7 @@ class ServoBus:
             while True:
                 chunk = self.port.readPort(max(1, expected - len(parser.buffer)))
                 if not chunk:
+                    self.drain()
                     return None
                 for pkt in parser.feed(chunk):
                     if not (pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id == servo_id):
@@ -318,6 +322,11 @@ class ServoBus:
         error, _ = self._status(reply, servo_id, what)
         return error
 
+    def write_no_reply(self, servo_id: int, address: int, data: bytes) -> None:
+        """Write when the servo may be set not to answer: a status, if one comes, is taken and
+        dropped (never left behind to pass for the next exchange's reply)."""
+        self._exchange(servo_id, P.WRITE, P.le(address, 2) + bytes(data), 0, 'write')
+
     def read_register(self, servo_id: int, name: str) -> int:
         reg = register(name)
         data, _ = self.read(servo_id, reg.address, reg.size)
@@ -342,6 +351,29 @@ class ServoBus:
         with self.transaction():
             result, error = self.ph.factoryReset(self.port, servo_id, option)
         self._check(result, error, 'factory reset', servo_id)
+
+    def drain(self, quiet_ms: float | None = None, max_ms: float | None = None) -> int:
+        """After an incomplete exchange: discard what still arrives until the line has been quiet for
+        quiet_ms (default: the margin), so a late reply cannot pass for the next request's."""
+        quiet_ms = self.port.margin_ms if quiet_ms is None else quiet_ms
+        deadline = time.monotonic() + (max_ms if max_ms is not None else 3 * quiet_ms) / 1000.0
+        dropped = 0
+        fd = self.port.ser.fd
+        while time.monotonic() < deadline:
+            try:
+                ready, _, _ = select.select([fd], [], [], quiet_ms / 1000.0)
+                if not ready:
+                    break
+                chunk = os.read(fd, 4096)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                self.is_open = False
+                raise PortGone(f'{self.port_name}: adapter gone ({exc})') from exc
+            if not chunk:
+                break
+            dropped += len(chunk)
+        return dropped
 
     def _read_raw(self, n_bytes: int) -> bytes:
         """Up to n_bytes, waiting no longer than the packet deadline already set on the port."""
@@ -420,6 +452,8 @@ class ServoBus:
                         if pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id in wanted \
                                 and len(pkt.params) == size + 1:
                             out[pkt.servo_id] = (pkt.params[0], bytes(pkt.params[1:]))
+        if len(out) < n:
+            self.drain()
         return out
 
     def bulk_read(self, items: list[tuple[int, int, int]], fast: bool = False,

@@ -7,15 +7,21 @@ swap the latest value under a lock); ``state()`` and ``diagnostics()`` return th
 
 Start-up (``start``): ping every servo of the robot YAML and check its model number, refusing to start
 with a StartupError that names each missing or wrong servo; with torque off write the configuration
-(return delay 0, position mode, position limits from the joint limits, velocity limit and profiles
-from the joint limits, status return level, indirect addresses, bus watchdog); read the present
-positions and make them the first goals; only then torque on.
+(status return level 2 first, so every later write is confirmed; return delay 0, position mode,
+position limits from the joint limits, velocity limit and profiles from the joint limits, indirect
+addresses, bus watchdog); read the present positions and make them the first goals; only then torque
+on. Start-up and recovery exchanges wait up to SETUP_MARGIN_MS; the cycle's own timeouts are wire time
+plus a margin from the control period (0.2 period, 3..8 ms).
 
 Each cycle: one sync write of goal positions (joint rad -> servo rad through offset and direction ->
 ticks); one fast sync read (sync read where the firmware lacks it) of Indirect Data 1..11 = hardware
 error status, present current, velocity and position; a follow-up sync read of the servos the first
-read missed when the cycle has time left; one servo's temperature and voltage, round-robin. Packet
-timeouts come from the control period.
+read missed when the cycle has time left (a servo silent for ``stale_limit`` cycles leaves the main
+read and is probed every PROBE_EVERY cycles, so a dead servo does not cost a timeout every cycle);
+every ``health_every`` cycles one servo's temperature,
+voltage and bus watchdog, round-robin (a tripped watchdog is cleared and re-armed). When fast sync read
+delivers under half the servos on average (firmware without it, or a noisy line that garbles the one
+long reply), the driver uses sync read and tries fast again every 100 cycles.
 
 Safety: a servo whose read failed keeps its last good value and is marked stale (never zeros); after
 ``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
@@ -36,7 +42,7 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,14 +56,15 @@ log = logging.getLogger('snake_control.dynamixel.driver')
 
 # Indirect Data 1..11: hardware error (70), present current (126, 2), velocity (128, 4), position (132, 4).
 STATE_SOURCES = [70, 126, 127, 128, 129, 130, 131, 132, 133, 134, 135]
-# Indirect Data 12..14: temperature (146), input voltage (144, 2).
-HEALTH_SOURCES = [146, 144, 145]
+# Indirect Data 12..15: temperature (146), input voltage (144, 2), bus watchdog (98).
+HEALTH_SOURCES = [146, 144, 145, 98]
 STATE_ADDR, STATE_LEN = INDIRECT_DATA_0, len(STATE_SOURCES)
 HEALTH_ADDR, HEALTH_LEN = INDIRECT_DATA_0 + len(STATE_SOURCES), len(HEALTH_SOURCES)
 GOAL = CONTROL_TABLE['goal_position']
 TORQUE = CONTROL_TABLE['torque_enable']
 POLICIES = ('hold', 'torque_off')
 SETUP_MARGIN_MS = 20.0
+PROBE_EVERY = 10                 # cycles between reads of a servo that stopped answering
 
 
 class StartupError(RuntimeError):
@@ -79,7 +86,6 @@ class DriverConfig:
     reboot_min_interval_s: float = 5.0
     max_reboots: int = 3
     read_mode: str = 'auto'                  # 'auto' (fast if supported), 'fast', 'slow'
-    status_return_level: int = 2
     watchdog_ms: int = 0                     # Bus Watchdog (0: off); servos stop if the loop stalls
     margin_ms: float | None = None           # packet timeout margin; None: from the control period
     reconnect_interval_s: float = 0.5
@@ -155,8 +161,8 @@ class Counters:
     reconnects: int = 0
     reboots: int = 0
     mode_switches: int = 0
+    watchdog_trips: int = 0
     policy_actions: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 class Driver:
@@ -348,7 +354,9 @@ class Driver:
                 'cycle_rate_hz': rate,
                 'jitter_p99_ms': float(np.percentile(np.abs(jitter), 99) * 1000.0),
                 'read_mode': 'fast' if self.fast else 'slow',
-                'counters': {k: v for k, v in c.__dict__.items() if k != 'extra'},
+                'counters': dict(c.__dict__),
+                'disconnected_for_s': (time.monotonic() - self._disconnected_since
+                                       if self.mode == 'disconnected' and self._disconnected_since else 0.0),
                 'warnings': list(self.warnings), 'events': list(self.events)[-10:],
                 'servos': [{'name': s.name, 'id': s.servo_id, 'stale_count': s.stale_count,
                             'stale_cycles': s.stale_cycles, 'hardware_error': s.hardware_error,
@@ -411,6 +419,8 @@ class Driver:
         vel = max(1, math.ceil(self.joints[k].velocity_limit_rad_s / RAD_S_PER_VELOCITY_UNIT))
         acc = max(1, math.ceil(self.joints[k].acceleration_limit_rad_s2 / RAD_S2_PER_ACCELERATION_UNIT))
         w = lambda name, value: self._retry(self.bus.write_register, sid, name, value)  # noqa: E731
+        # A servo left at status return level 0/1 would not confirm the writes below: set 2 blind first.
+        self.bus.write_no_reply(sid, CONTROL_TABLE['status_return_level'].address, b'\x02')
         w('torque_enable', 0)
         w('return_delay_time', 0)
         w('operating_mode', 3)
@@ -424,8 +434,11 @@ class Driver:
         self._retry(self.bus.write, sid, INDIRECT_ADDRESS_0, indirect)
         w('bus_watchdog', 0)
         if self.config.watchdog_ms:
-            w('bus_watchdog', max(1, round(self.config.watchdog_ms / 20)))
-        w('status_return_level', self.config.status_return_level)
+            w('bus_watchdog', self._watchdog_units())
+        w('status_return_level', 2)
+
+    def _watchdog_units(self) -> int:
+        return max(1, round(self.config.watchdog_ms / 20))
 
     def _configure_all(self):
         for sid in self.ids:
@@ -708,13 +721,19 @@ class Driver:
                 self.counters.write_failures += 1
 
     def _read_state(self, now: float):
-        ids = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
+        active = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
+        # A servo silent for stale_limit cycles leaves the main read (where it would cost a timeout
+        # every cycle) and is probed every PROBE_EVERY cycles instead, until it answers again.
+        quarantine_after = max(self.config.stale_limit, 3)
+        quarantined = [sid for sid in active if self.by_id[sid].stale_cycles >= quarantine_after]
+        probes = [sid for sid in quarantined if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0]
+        ids = [sid for sid in active if sid not in quarantined]
         use_fast = self.fast
         if not use_fast and self._fast_capable and self.config.read_mode != 'slow' \
                 and self.counters.cycles % 100 == 0:
             use_fast = True                 # re-measure a fast read now and then
-        got = self.bus.sync_read(STATE_ADDR, STATE_LEN, ids, use_fast)
-        missing = [sid for sid in ids if sid not in got]
+        got = self.bus.sync_read(STATE_ADDR, STATE_LEN, ids, use_fast) if ids else {}
+        missing = [sid for sid in ids if sid not in got] + probes
         if use_fast and ids:
             self._fast_yield = 0.8 * self._fast_yield + 0.2 * (len(got) / len(ids)) \
                 if self.fast else len(got) / len(ids)
@@ -742,6 +761,7 @@ class Driver:
                 self.fast = True
                 self.counters.mode_switches += 1
                 self._event('fast sync read works again; using it')
+        missing += [sid for sid in quarantined if sid not in probes]
         if ids and not got:
             self.counters.full_read_failures += 1
         self.counters.read_failures += len(missing)
@@ -786,6 +806,16 @@ class Driver:
             return
         s.temperature_c = float(data[0])
         s.voltage_v = P.from_le(data[1:3]) * 0.1
+        if self.config.watchdog_ms and data[3] == 0xFF:
+            # The servo's bus watchdog tripped (the loop stalled): it stopped and refuses goals until
+            # the watchdog is cleared. Clear and re-arm it; the goal it holds is its present position.
+            self._event(f'{s.name}: bus watchdog tripped; re-armed')
+            self.counters.watchdog_trips += 1
+            try:
+                self.bus.write_register(s.servo_id, 'bus_watchdog', 0)
+                self.bus.write_register(s.servo_id, 'bus_watchdog', self._watchdog_units())
+            except DxlError as exc:
+                self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
 
     def _publish(self, now: float):
         snap = JointStateSnapshot(

@@ -28,6 +28,7 @@ Control channel: one command per line on stdin, one JSON line back on stdout:
 from __future__ import annotations
 
 import collections
+import fcntl
 import gc
 import json
 import math
@@ -36,6 +37,7 @@ import random
 import select
 import shutil
 import signal
+import struct
 import sys
 import tempfile
 import termios
@@ -59,12 +61,14 @@ _TERMIOS_BAUD = {getattr(termios, f'B{b}'): b for b in (9600, 19200, 38400, 5760
                                                          500000, 576000, 921600, 1000000, 1152000, 1500000,
                                                          2000000, 2500000, 3000000, 3500000, 4000000)
                  if hasattr(termios, f'B{b}')}
+_TCGETS2 = 0x802C542A           # Linux ioctl: read struct termios2 (custom baud rates)
 REBOOT_TIME_S = 0.05
 AMBIENT_C = 30.0
 THERMAL_TAU_S = 60.0
 HEATING_C_PER_A2_S = 0.19          # ~60 C steady rise at a 2.3 A stall current
 OVERLOAD_TIME_S = 1.0
 GOAL_LOG_SIZE = 200_000
+MECHANICS_STEP_S = 0.002     # present values are at most this old, as on a servo's own sampling
 
 
 # ------------------------------------------------------------------------------------------- faults
@@ -451,9 +455,15 @@ class BusEmulator:
         self.plugged_until = time.monotonic() + duration_s
 
     def port_baud(self) -> int | None:
+        """The baud rate the driver set on the port (what its bytes would be clocked at)."""
         try:
-            return _TERMIOS_BAUD.get(termios.tcgetattr(self.slave)[4])
-        except termios.error:
+            speed = termios.tcgetattr(self.slave)[4]
+            if speed in _TERMIOS_BAUD:
+                return _TERMIOS_BAUD[speed]
+            # A custom rate (4.5 Mbit/s): Linux keeps it in struct termios2, c_ispeed at byte 36.
+            buf = fcntl.ioctl(self.slave, _TCGETS2, bytes(44))
+            return struct.unpack_from('I', buf, 36)[0]
+        except (termios.error, OSError):
             return None
 
     # -------------------------------------------------------------- faults
@@ -508,8 +518,8 @@ class BusEmulator:
             self.plugged_until = None
             self._open_pty()
         dt = now - self.last_tick
-        if dt <= 0:
-            return
+        if dt < MECHANICS_STEP_S:
+            return                  # the mechanics advance in steps of at least 2 ms (cheap enough per cycle)
         self.last_tick = now
         goals, torque = {}, {}
         for i, s in self.servos.items():
@@ -778,8 +788,6 @@ class BusEmulator:
                     time.sleep(wait)
                     wait = t_end - time.monotonic()
                 self._write(raw)
-            # The mechanics move while the bus is busy.
-            self.tick(time.monotonic())
 
     def serve_forever(self, control_in=None, control_out=None):
         """Run until stop_requested; read control commands from the control_in text stream if given."""
