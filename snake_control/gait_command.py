@@ -42,6 +42,9 @@ def _clamp(value: float, bound: float) -> float:
 
 
 def _approach(current: float, target: float, max_step: float) -> float:
+    # Land exactly on the target: current + (target - current) can overshoot it by one ulp.
+    if abs(target - current) <= max_step:
+        return target
     return current + _clamp(target - current, max_step)
 
 
