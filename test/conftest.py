@@ -9,3 +9,11 @@ if 'ROS_DOMAIN_ID' not in os.environ or os.environ.get('SNAKE_TEST_RANDOM_DOMAIN
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
 os.environ.setdefault('MPLBACKEND', 'Agg')
+
+# CI runs hypothesis derandomized, so a red CI is reproducible and never a dice roll; developers'
+# runs explore new examples each time.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile('ci', derandomize=True)
+if os.environ.get('CI'):
+    settings.load_profile('ci')
