@@ -210,7 +210,9 @@ class _Checker:
 def _kind(value: Any) -> str:
     if value is None:
         return 'nothing (null)'
-    return f'{type(value).__name__} {value!r}' if not isinstance(value, (dict, list)) else type(value).__name__
+    if isinstance(value, (dict, list)):
+        return type(value).__name__
+    return f'{type(value).__name__} {value!r}'
 
 
 def _join(prefix: str, key: str) -> str:
@@ -227,7 +229,8 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
     top = c.mapping(data, '', {'schema', 'name', 'kind', 'link', 'bus', 'joints'},
                     {'description', 'wheels', 'joint_defaults'})
     if top['schema'] != SCHEMA_VERSION or isinstance(top['schema'], bool):
-        c.fail('schema', f'unsupported schema version {top["schema"]!r} (this release reads {SCHEMA_VERSION})')
+        c.fail('schema',
+               f'unsupported schema version {top["schema"]!r} (this release reads {SCHEMA_VERSION})')
     name = c.string(top['name'], 'name')
     kind = c.string(top['kind'], 'kind', KINDS)
     description = top.get('description', '')

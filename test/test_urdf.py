@@ -67,7 +67,7 @@ def test_check_urdf_accepts_it(urdf):
     out = subprocess.run(['check_urdf', str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f'robot name is: {robot.name}' in out.stdout
-    assert f'Successfully Parsed XML' in out.stdout
+    assert 'Successfully Parsed XML' in out.stdout
 
 
 def test_xacro_effort_table_matches_servo_models():

@@ -11,7 +11,8 @@ expansion that launch/display.launch.py and gait.launch.py feed robot_state_publ
 
 def add_arguments(parser):
     parser.add_argument('--robot', required=True,
-                        help='shipped robot name (pitch_yaw_32, wheeled_8, kinematic_snake_3) or a robot YAML path')
+                        help='shipped robot name (pitch_yaw_32, wheeled_8, kinematic_snake_3) '
+                             'or a robot YAML path')
 
 
 def run(args) -> int:

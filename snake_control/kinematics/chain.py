@@ -26,7 +26,8 @@ def _lengths(link_lengths_m, n_links: int) -> np.ndarray:
     if lengths.ndim == 0:
         lengths = np.full(n_links, float(lengths))
     if lengths.shape != (n_links,):
-        raise ValueError(f'link_lengths_m must have {n_links} entries (joints + 1), got shape {lengths.shape}')
+        raise ValueError(
+            f'link_lengths_m must have {n_links} entries (joints + 1), got shape {lengths.shape}')
     if np.any(lengths <= 0) or not np.all(np.isfinite(lengths)):
         raise ValueError('link_lengths_m must be positive and finite')
     return lengths
