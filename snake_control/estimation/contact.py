@@ -58,6 +58,9 @@ def _cross(a, b):
     return out
 
 
+# |module axis . down| from which a tilted module touches the ground with its lower end only.
+TILT_FULL_CONTACT = math.sin(math.radians(3.0))
+
 # Second/third singular value ratio above which the chassis y axis is held from the previous frame.
 DEFAULT_HOLD_RATIO = 0.9
 
@@ -188,6 +191,81 @@ def resting_down(centres_m, down_guess) -> np.ndarray:
     return best / np.linalg.norm(best)
 
 
+_TRIPLES = {}
+
+
+def _triples(k: int):
+    """Index arrays (i, j, l) of every unordered triple of k candidates, cached."""
+    cached = _TRIPLES.get(k)
+    if cached is None:
+        i, j, l = np.array([(a, b, c) for a in range(k) for b in range(a + 1, k) for c in range(b + 1, k)],
+                           dtype=int).reshape(-1, 3).T
+        cached = _TRIPLES[k] = (i, j, l)
+    return cached
+
+
+def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: float = 0.35,
+                  tolerance_m: float = 1e-6):
+    """The ground plane a body of equal spheres/capsules rests on: (unit down (3,), offset) or None.
+
+    A rigid body of modules of one radius on flat ground rests on a face of the convex hull of its module
+    centres; of the faces, the one whose outward normal is nearest to down_guess (the gravity direction
+    predicted from the last pose) is the floor. Only the ``candidates`` modules lowest along down_guess
+    can span it, so every triple of them is tried (56 triples for 8, vectorised) and a triple's plane is
+    kept when no module lies below it (by more than tolerance_m). Returns (down, d) with down the face's
+    outward unit normal and d = max_i centres_i . down (the plane is {p : p . down = d}; heights above
+    it are d - centres . down), or None when no face lies within max_tilt_rad of down_guess (a straight
+    or flat body, or a body tumbling: keep the guess then). Frames: whatever frame the inputs share.
+
+    Example: three modules on the floor and one lifted, seen from a frame tilted 0.1 rad about x:
+    support_plane gives that frame's true down, not the guess [0, 0, -1].
+    """
+    p = np.asarray(centres_m, dtype=float)
+    guess = np.asarray(down_guess, dtype=float)
+    if p.ndim != 2 or p.shape[1] != 3 or p.shape[0] < 3:
+        raise ValueError(f'centres_m must have shape (N >= 3, 3), got {p.shape}')
+    if guess.shape != (3,):
+        raise ValueError(f'down_guess must have shape (3,), got {guess.shape}')
+    guess = guess / math.sqrt(guess @ guess)
+    depth = p @ guess
+    k = min(candidates, p.shape[0])
+    cand = p[np.argpartition(-depth, k - 1)[:k]] if k < p.shape[0] else p
+    i, j, l = _triples(k)
+    a = cand[i]
+    n = _cross(cand[j] - a, cand[l] - a)                         # (T, 3) face normals
+    norm = np.sqrt(np.einsum('ta,ta->t', n, n))
+    ok = norm > 1e-12
+    if not ok.any():
+        return None
+    n = n[ok] / norm[ok, None]
+    a = a[ok]
+    cos = n @ guess
+    n *= np.where(cos < 0.0, -1.0, 1.0)[:, None]                 # outward = toward the ground
+    cos = np.abs(cos)
+    # A supporting face has every module on its upper side: max_i (p_i - a) . n <= tolerance.
+    below = (p @ n.T).max(axis=0) - np.einsum('ta,ta->t', a, n)
+    good = (below <= tolerance_m) & (cos >= math.cos(max_tilt_rad))
+    if not good.any():
+        return None
+    # Equal modules: the body can rest only on a face over which its centroid stands (barycentric
+    # coordinates of the centroid's projection all >= 0). On a rounded body (a helix) faces next to
+    # each other differ by a degree; nearness to the guess alone would let the estimate roll away.
+    e1, e2 = cand[j][ok] - a, cand[l][ok] - a
+    g = p.sum(axis=0) / p.shape[0] - a
+    d11, d12, d22 = (np.einsum('ta,ta->t', e1, e1), np.einsum('ta,ta->t', e1, e2),
+                     np.einsum('ta,ta->t', e2, e2))
+    g1, g2 = np.einsum('ta,ta->t', e1, g), np.einsum('ta,ta->t', e2, g)
+    det = d11 * d22 - d12 * d12
+    u = (d22 * g1 - d12 * g2) / det
+    v = (d11 * g2 - d12 * g1) / det
+    stable = good & (u >= -1e-9) & (v >= -1e-9) & (u + v <= 1.0 + 1e-9)
+    if stable.any():
+        good = stable
+    best = int(np.flatnonzero(good)[np.argmax(cos[good])])
+    down = n[best]
+    return down, float((p @ down).max())
+
+
 class ContactSelector:
     """Which modules touch the ground: the lowest along gravity, with hysteresis.
 
@@ -239,7 +317,8 @@ class ContactStep:
 
 def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=None,
                  axial_weight: float = 1.0, rotation_increment=None, length_scale_m: float = 1.0,
-                 singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD, hold=None) -> ContactStep:
+                 singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD, hold=None,
+                 half_length_m: float = 0.0, tilt_increment=None) -> ContactStep:
     """Chassis displacement over one step from the no-slip contact constraints (mid-point rule).
 
     Parameters: q0, q1 (N, 3) module centres (m) and rot0, rot1 (N, 3, 3) module rotations, each in its
@@ -250,6 +329,15 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     the translation to estimate; length_scale_m: scale that makes rotation and translation comparable;
     hold (6,) or None: the displacement to keep along unobservable directions (e.g. the previous twist
     times dt), see snake_control.estimation.connection.regularised_normal_solve.
+    half_length_m: half the length of a module's capsule (the joint spacing / 2). A module tilted along
+    gravity touches the ground with its lower end, not below its centre; the contact point moves toward
+    that end as the tilt grows (all the way at TILT_FULL_CONTACT = sin 3 degrees), which matters for
+    gaits that lift and lower modules (sidewinding): the module's pitch rate then moves the contact.
+    0 keeps every contact below the module centre.
+    tilt_increment (3,) or None: the chassis rotation increment perpendicular to ``down`` when it is
+    known (from the ground plane seen at both ends of the step, see support_plane): only the rotation
+    about ``down`` (yaw) and the translation are then solved from the contacts. A tread of contacts
+    in a line (sidewinding) cannot fix the roll about that line; the ground plane can.
     """
     q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
     down = np.asarray(down, dtype=float)
@@ -279,6 +367,12 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
     # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d); row-wise a x d = a hat(d).
     b = dtheta @ (-radius_m * _hat(down)) - dq
+    if half_length_m > 0.0:
+        axis_m = r0[:, :, 0] + r1[:, :, 0]
+        axis_m /= np.sqrt(np.einsum('ka,ka->k', axis_m, axis_m))[:, None]
+        end = axis_m * (half_length_m * np.clip(axis_m @ down / TILT_FULL_CONTACT, -1.0, 1.0))[:, None]
+        c += end
+        b -= _cross(dtheta, end)
     m = qm.shape[0]
     w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)[idx]
     gamma = 1.0 - axial_weight
@@ -312,7 +406,22 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         ninv = np.diag(scale ** 2) / (1e-2 * singular_threshold) ** 2
         return ContactStep(disp, ninv, np.zeros((q0.shape[0], 3)), 0, 6 if rotation_increment is None else 3,
                            0.0, True)
-    if rotation_increment is not None:
+    if rotation_increment is None and tilt_increment is not None:
+        # x = t y + x0 with y = (dv, yaw about down), x0 = (0, tilt): a 4-unknown least squares.
+        x0 = np.zeros(6)
+        x0[3:] = tilt_increment
+        t = np.zeros((6, 4))
+        t[:3, :3] = _EYE3
+        t[3:, 3] = down
+        normal4 = t.T @ normal @ t
+        reg, ninv4, rank, smin, singular = regularised_normal_solve(normal4, scale[:4], singular_threshold)
+        hold4 = None if hold is None else np.concatenate([hold[:3], [hold[3:] @ down]])
+        disp = t @ reg.solve(t.T @ (atb - normal @ x0), hold4) + x0
+        ninv = t @ ninv4 @ t.T
+        needed = 4
+        rotation_increment = disp[3:]      # for the residual below; the solve is done
+        dw = None
+    elif rotation_increment is not None:
         dw = np.asarray(rotation_increment, dtype=float)
         reg, ninv3, rank, smin, singular = regularised_normal_solve(normal[:3, :3], scale[:3],
                                                                     singular_threshold)
@@ -321,7 +430,7 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         ninv = np.zeros((6, 6))
         ninv[:3, :3] = ninv3
         needed = 3
-    else:
+    if rotation_increment is None:
         reg, ninv, rank, smin, singular = regularised_normal_solve(normal, scale, singular_threshold)
         disp = reg.solve(atb, hold)
         needed = 6

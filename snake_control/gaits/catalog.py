@@ -175,7 +175,8 @@ AEH_SIDEWINDING = GaitSpec(
      Param('Ls', 'm', _l(14.0), 'curve length of one turn', 1e-3, 1e3, '14 l'),
      Param('phi1', 'rad', 0.0, 'phase of the curvature modulation', -10 * PI, 10 * PI),
      _PSI0,
-     _stride('m', _l(3.5), '3.5 l (Ls / 4)')),
+     # Measured in the MuJoCo world (test_gait_direction): the body moves about 0.7 Ls per cycle.
+     _stride('m', _l(10.0), '10 l (about 0.7 Ls, measured)')),
     'seed 004 4: kappa = (2 pi / Ls)(1 + eta sin(4 pi s / Ls + phi1)) / sqrt(1 + a^2), tau = a kappa '
     '(one full turn of the projected ellipse per Ls); moves by sliding the body along the curve (s0)')
 
@@ -209,10 +210,16 @@ VERTICAL_UNDULATION = GaitSpec(
     'compound serpenoid, pitch wave only (linear progression); steers through beta_yaw',
     turn_param='beta_yaw', turn_gain=0.2, turn_max=0.35)
 
+# Sidewinding: the vertical wave a quarter period behind the horizontal one (delta = pi/2) lays the
+# body down where the horizontal wave crosses zero, a tread on an elliptic helix like AEH-sidewinding,
+# with the horizontal amplitude the larger (A_pitch >= A_yaw rolls the other way instead). In the MuJoCo
+# world these defaults move straight sideways at the commanded speed with contacts slipping at about
+# 0.35 of the body speed; the earlier delta = pi/4, A_yaw = 0.6, A_pitch = 0.25 slipped faster than the
+# body moved and drifted forward and turned 100 degrees in 20 s.
 SIDEWINDING = GaitSpec(
     'sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',
-    _serp_params(0.6, 0.25, 0.4, PI / 4),
-    'compound serpenoid, yaw and pitch waves with delta = pi/4; turns through the amplitude taper '
+    _serp_params(0.4, 0.3, 0.4, PI / 2),
+    'compound serpenoid, yaw and pitch waves with delta = pi/2; turns through the amplitude taper '
     '(conical sidewinding)',
     turn_param='taper', turn_gain=0.5, turn_max=0.8)
 
