@@ -192,15 +192,16 @@ def resting_down(centres_m, down_guess) -> np.ndarray:
 
 
 _TRIPLES = {}
+_CYC1 = np.array([1, 2, 0])
+_CYC2 = np.array([2, 0, 1])
 
 
 def _triples(k: int):
-    """Index arrays (i, j, l) of every unordered triple of k candidates, cached."""
+    """Index array (3, T) of every unordered triple of k candidates, cached."""
     cached = _TRIPLES.get(k)
     if cached is None:
-        i, j, l = np.array([(a, b, c) for a in range(k) for b in range(a + 1, k) for c in range(b + 1, k)],
-                           dtype=int).reshape(-1, 3).T
-        cached = _TRIPLES[k] = (i, j, l)
+        cached = _TRIPLES[k] = np.array([(a, b, c) for a in range(k) for b in range(a + 1, k)
+                                         for c in range(b + 1, k)], dtype=int).reshape(-1, 3).T
     return cached
 
 
@@ -227,41 +228,37 @@ def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: floa
     if guess.shape != (3,):
         raise ValueError(f'down_guess must have shape (3,), got {guess.shape}')
     guess = guess / math.sqrt(guess @ guess)
-    depth = p @ guess
     k = min(candidates, p.shape[0])
-    cand = p[np.argpartition(-depth, k - 1)[:k]] if k < p.shape[0] else p
-    i, j, l = _triples(k)
-    a = cand[i]
-    n = _cross(cand[j] - a, cand[l] - a)                         # (T, 3) face normals
-    norm = np.sqrt(np.einsum('ta,ta->t', n, n))
-    ok = norm > 1e-12
-    if not ok.any():
-        return None
-    n = n[ok] / norm[ok, None]
-    a = a[ok]
+    cand = p[np.argpartition(p @ guess, p.shape[0] - k)[-k:]] if k < p.shape[0] else p
+    tri = cand[_triples(k)]                                        # (3, T, 3) corners
+    a = tri[0]
+    e = tri[1:] - a                                                # (2, T, 3) edges
+    n = e[0][:, _CYC1] * e[1][:, _CYC2] - e[0][:, _CYC2] * e[1][:, _CYC1]     # face normals (T, 3)
+    norm2 = np.einsum('ta,ta->t', n, n)
     cos = n @ guess
-    n *= np.where(cos < 0.0, -1.0, 1.0)[:, None]                 # outward = toward the ground
-    cos = np.abs(cos)
+    # outward (toward the ground) unit normals; degenerate triples get cos = 0 and drop out below
+    inv = np.sign(cos) / np.sqrt(np.maximum(norm2, 1e-300))
+    n *= inv[:, None]
+    cos *= inv
     # A supporting face has every module on its upper side: max_i (p_i - a) . n <= tolerance.
     below = (p @ n.T).max(axis=0) - np.einsum('ta,ta->t', a, n)
-    good = (below <= tolerance_m) & (cos >= math.cos(max_tilt_rad))
+    good = (below <= tolerance_m) & (cos >= math.cos(max_tilt_rad)) & (norm2 > 1e-18)
     if not good.any():
         return None
     # Equal modules: the body can rest only on a face over which its centroid stands (barycentric
     # coordinates of the centroid's projection all >= 0). On a rounded body (a helix) faces next to
     # each other differ by a degree; nearness to the guess alone would let the estimate roll away.
-    e1, e2 = cand[j][ok] - a, cand[l][ok] - a
-    g = p.sum(axis=0) / p.shape[0] - a
-    d11, d12, d22 = (np.einsum('ta,ta->t', e1, e1), np.einsum('ta,ta->t', e1, e2),
-                     np.einsum('ta,ta->t', e2, e2))
-    g1, g2 = np.einsum('ta,ta->t', e1, g), np.einsum('ta,ta->t', e2, g)
-    det = d11 * d22 - d12 * d12
-    u = (d22 * g1 - d12 * g2) / det
-    v = (d11 * g2 - d12 * g1) / det
-    stable = good & (u >= -1e-9) & (v >= -1e-9) & (u + v <= 1.0 + 1e-9)
+    idx = np.flatnonzero(good)
+    eg = e[:, idx]
+    gram = np.einsum('kta,lta->klt', eg, eg)                      # (2, 2, m) edge dot products
+    rhs = np.einsum('kta,ta->kt', eg, p.sum(axis=0) / p.shape[0] - a[idx])
+    det = gram[0, 0] * gram[1, 1] - gram[0, 1] * gram[0, 1]
+    u = (gram[1, 1] * rhs[0] - gram[0, 1] * rhs[1]) / det
+    v = (gram[0, 0] * rhs[1] - gram[0, 1] * rhs[0]) / det
+    stable = (u >= -1e-9) & (v >= -1e-9) & (u + v <= 1.0 + 1e-9)
     if stable.any():
-        good = stable
-    best = int(np.flatnonzero(good)[np.argmax(cos[good])])
+        idx = idx[stable]
+    best = int(idx[np.argmax(cos[idx])])
     down = n[best]
     return down, float((p @ down).max())
 

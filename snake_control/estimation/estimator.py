@@ -78,8 +78,8 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
-from snake_control.estimation.contact import (ContactSelector, chain_poses, contact_step, resting_down,
-                                              support_plane, virtual_chassis)
+from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, contact_step,
+                                              resting_down, support_plane, virtual_chassis)
 from snake_control.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix, se2_adjoint,
                                se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse, se3_log,
                                se3_matrix, so3_exp, so3_log, wrap_angle)
@@ -453,7 +453,7 @@ class Estimator:
         if plane is not None and self._plane_down is not None:
             # The chassis turned so that gravity, seen as d0 before and d1 now, is one vector: the
             # increment exp(w) takes d1 onto d0; its part about d1 (yaw) stays for the contacts.
-            axis = np.cross(down, self._plane_down)
+            axis = _cross3(down, self._plane_down)
             sin_a = math.sqrt(float(axis @ axis))
             tilt = axis * (math.atan2(sin_a, float(down @ self._plane_down)) / sin_a) if sin_a > 1e-12 \
                 else np.zeros(3)
@@ -534,14 +534,21 @@ def _rest_on_plane(gc, down_c, contact_centres, radius_m):
     sideways), then the height is set so that the plane of module centres is radius_m above z = 0.
     """
     r = gc[:3, :3]
-    fix = _rotation_between(r @ down_c, -_UP)
+    vx, vy, vz = (r @ down_c).tolist()
+    # Rodrigues for the turn taking v onto (0, 0, -1): axis v x (0, 0, -1) = (-vy, vx, 0), cos = -vz;
+    # R = I + K + K^2 / (1 + cos), written out (v is within a few degrees of down here).
+    k = 1.0 / (1.0 - vz) if vz < 1.0 - 1e-12 else 0.0
+    fix = np.array([[1.0 - k * vx * vx, -k * vx * vy, vx],
+                    [-k * vx * vy, 1.0 - k * vy * vy, vy],
+                    [-vx, -vy, 1.0 - k * (vx * vx + vy * vy)]])
     out = gc.copy()
     out[:3, :3] = fix @ r
-    if contact_centres.shape[0]:
-        pivot = r @ (contact_centres.sum(axis=0) / contact_centres.shape[0]) + gc[:3, 3]
+    n = contact_centres.shape[0]
+    if n:
+        pivot = r @ (contact_centres.sum(axis=0) / n) + gc[:3, 3]
         out[:3, 3] = fix @ (gc[:3, 3] - pivot) + pivot
-        lowest = float((contact_centres @ down_c).max())
-        out[2, 3] += radius_m - (out[:3, :3] @ (lowest * down_c) + out[:3, 3])[2]
+        # A point on the plane (depth d along down_c) sits at world z = t_z - d after the fix.
+        out[2, 3] = radius_m + float((contact_centres @ down_c).max())
     return out
 
 
