@@ -8,10 +8,15 @@ Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
    centroid of the module centres, x the first principal direction (toward the head), y the second,
    z = x cross y. Axis signs are kept continuous from step to step; when the second and third singular
    values are close (a helix or a straight body: y is undefined) y is held from the previous frame.
-3. ``ContactSelector``: the modules touching the ground are the lowest along gravity, with hysteresis
-   so that contacts do not flicker.
-4. ``contact_step``: the chassis displacement (v dt, w dt) (m, rad, chassis coordinates) that lets every
-   contact point c_i = q_i + rho d (d the unit down vector) roll without slipping. With Delta q_i the
+3. ``support_plane``: the ground under the body, the face of the convex hull of the module centres that
+   is nearest to the predicted gravity direction AND has the centroid standing over it (a body of equal
+   modules can rest on no other face); it gives gravity in the chassis frame at every step.
+4. ``ContactSelector``: the modules touching the ground are the lowest along gravity (a tilted capsule
+   by its lower end), with hysteresis so that contacts do not flicker.
+5. ``contact_step``: the chassis displacement (v dt, w dt) (m, rad, chassis coordinates) that lets every
+   contact point c_i = q_i + rho d (d the unit down vector; with half_length_m, moved toward the lower
+   end of a tilted module) roll without slipping. When the ground plane gives the tilt increment, only
+   the yaw and the translation are solved from the contacts. With Delta q_i the
    change of module i's centre and delta_i its rotation increment (both relative to the chassis), the
    contact's material point moves by  dv + dw x c_i + Delta q_i + delta_i x (c_i - q_i),  which must
    vanish. The rho term is what makes

@@ -335,9 +335,10 @@ CASES = (
     Case('pitch_yaw_32', 'aeh_sidewinding', (0.0, 0.15, 0.0),
          note='the sidewinding gait whose contacts stay (nearly) static in MuJoCo'),
     # The default arc (1/(12 l), 157 degrees over the body) cannot roll on all its modules at once: its
-    # contact points turn through the whole arc, and most of its motion in MuJoCo is slip. A flatter
-    # arc rolls with contact slip under 15 % of its speed.
-    Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.3}, note='A1 = 0.3 1/m: a flat arc'),
+    # contact points turn through the whole arc, and most of its motion in MuJoCo is slip. Flatter arcs
+    # roll with less: at 0.1 m/s the contacts slip at 23 % of the speed for A1 = 0.4 1/m, 13 % for 0.3
+    # and 7 % for 0.2 (26 degrees over the body), which the no-slip estimate follows (28, 15, 9 %).
+    Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.2}, note='A1 = 0.2 1/m: a flat arc'),
 )
 
 
