@@ -369,15 +369,17 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
     # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d); row-wise a x d = a hat(d).
     b = dtheta @ (-radius_m * _hat(down)) - dq
+    gamma = 1.0 - axial_weight
+    if gamma > 0.0 or half_length_m > 0.0:
+        axis = r0[:, :, 0] + r1[:, :, 0]                      # module axes at mid-step
+        axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]
     if half_length_m > 0.0:
-        axis_m = r0[:, :, 0] + r1[:, :, 0]
-        axis_m /= np.sqrt(np.einsum('ka,ka->k', axis_m, axis_m))[:, None]
-        end = axis_m * (half_length_m * np.clip(axis_m @ down / TILT_FULL_CONTACT, -1.0, 1.0))[:, None]
+        reach = np.minimum(np.maximum(axis @ down * (1.0 / TILT_FULL_CONTACT), -1.0), 1.0)
+        end = axis * (half_length_m * reach)[:, None]
         c += end
         b -= _cross(dtheta, end)
     m = qm.shape[0]
     w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)[idx]
-    gamma = 1.0 - axial_weight
     # Normal equations written out: A_i^T A_i = [[I, -hat c], [hat c, |c|^2 I - c c^T]], A_i^T b = (b, c x b).
     # An axial weight W_i = w_i (I - gamma a_i a_i^T) subtracts gamma w_i u_i u_i^T with
     # u_i = (a_i, c_i x a_i), the Pluecker coordinates of the module axis through the contact.
@@ -394,8 +396,6 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     cb = cw.T @ b                  # sum_i w c_i b_i^T; its skew part is sum_i w c_i x b_i
     atb[3:] = (cb[1, 2] - cb[2, 1], cb[2, 0] - cb[0, 2], cb[0, 1] - cb[1, 0])
     if gamma > 0.0:
-        axis = r0[:, :, 0] + r1[:, :, 0]
-        axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]
         u = np.concatenate([axis, _cross(c, axis)], axis=1)             # (m, 6)
         gw = gamma * w
         normal -= (u * gw[:, None]).T @ u
