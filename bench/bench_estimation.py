@@ -54,6 +54,7 @@ def main():
     print(f'reference: one small numpy call (3-vector add) costs {per_call:.0f} ns of CPU here')
     print(f'{"robot / options":40s} {"median us":>10s} {"p99 us":>10s} {"median CPU us":>14s}')
     for name, options in [('pitch_yaw_32', {}), ('pitch_yaw_32', {'axial_weight': 0.2}),
+                          ('pitch_yaw_32', {'ground_plane': False}),
                           ('pitch_yaw_32', {'flat_ground': False}),
                           ('wheeled_8', {}), ('wheeled_8', {'body_frame': 'chassis'})]:
         med, p99, cpu = measure(name, **options)

@@ -73,7 +73,7 @@ def test_s_crawler_follows_the_paper(py32):
 
 def test_aeh_one_full_turn_per_period(py32):
     ls = 14 * py32.link_length_m
-    curve, _ = shape('aeh_sidewinding', py32).curve(0.0)
+    curve, _ = shape('aeh_sidewinding', py32, a=1.0).curve(0.0)
     assert curve.torsion_ratio == pytest.approx(1.0)
     # The projection on the plane normal to the helix axis turns once per Ls: kappa_plane = kappa (1 + a^2)
     # and ds_plane = ds / sqrt(1 + a^2), so int kappa sqrt(1 + a^2) ds over Ls = 2 pi.

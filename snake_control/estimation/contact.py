@@ -8,10 +8,15 @@ Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
    centroid of the module centres, x the first principal direction (toward the head), y the second,
    z = x cross y. Axis signs are kept continuous from step to step; when the second and third singular
    values are close (a helix or a straight body: y is undefined) y is held from the previous frame.
-3. ``ContactSelector``: the modules touching the ground are the lowest along gravity, with hysteresis
-   so that contacts do not flicker.
-4. ``contact_step``: the chassis displacement (v dt, w dt) (m, rad, chassis coordinates) that lets every
-   contact point c_i = q_i + rho d (d the unit down vector) roll without slipping. With Delta q_i the
+3. ``support_plane``: the ground under the body, the face of the convex hull of the module centres that
+   is nearest to the predicted gravity direction AND has the centroid standing over it (a body of equal
+   modules can rest on no other face); it gives gravity in the chassis frame at every step.
+4. ``ContactSelector``: the modules touching the ground are the lowest along gravity (a tilted capsule
+   by its lower end), with hysteresis so that contacts do not flicker.
+5. ``contact_step``: the chassis displacement (v dt, w dt) (m, rad, chassis coordinates) that lets every
+   contact point c_i = q_i + rho d (d the unit down vector; with half_length_m, moved toward the lower
+   end of a tilted module) roll without slipping. When the ground plane gives the tilt increment, only
+   the yaw and the translation are solved from the contacts. With Delta q_i the
    change of module i's centre and delta_i its rotation increment (both relative to the chassis), the
    contact's material point moves by  dv + dw x c_i + Delta q_i + delta_i x (c_i - q_i),  which must
    vanish. The rho term is what makes
@@ -57,6 +62,9 @@ def _cross(a, b):
     out[:, 2] = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
     return out
 
+
+# |module axis . down| from which a tilted module touches the ground with its lower end only.
+TILT_FULL_CONTACT = math.sin(math.radians(3.0))
 
 # Second/third singular value ratio above which the chassis y axis is held from the previous frame.
 DEFAULT_HOLD_RATIO = 0.9
@@ -188,6 +196,78 @@ def resting_down(centres_m, down_guess) -> np.ndarray:
     return best / np.linalg.norm(best)
 
 
+_TRIPLES = {}
+_CYC1 = np.array([1, 2, 0])
+_CYC2 = np.array([2, 0, 1])
+
+
+def _triples(k: int):
+    """Index array (3, T) of every unordered triple of k candidates, cached."""
+    cached = _TRIPLES.get(k)
+    if cached is None:
+        cached = _TRIPLES[k] = np.array([(a, b, c) for a in range(k) for b in range(a + 1, k)
+                                         for c in range(b + 1, k)], dtype=int).reshape(-1, 3).T
+    return cached
+
+
+def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: float = 0.35,
+                  tolerance_m: float = 1e-6):
+    """The ground plane a body of equal spheres/capsules rests on: (unit down (3,), offset) or None.
+
+    A rigid body of modules of one radius on flat ground rests on a face of the convex hull of its module
+    centres; of the faces, the one whose outward normal is nearest to down_guess (the gravity direction
+    predicted from the last pose) is the floor. Only the ``candidates`` modules lowest along down_guess
+    can span it, so every triple of them is tried (56 triples for 8, vectorised) and a triple's plane is
+    kept when no module lies below it (by more than tolerance_m). Returns (down, d) with down the face's
+    outward unit normal and d = max_i centres_i . down (the plane is {p : p . down = d}; heights above
+    it are d - centres . down), or None when no face lies within max_tilt_rad of down_guess (a straight
+    or flat body, or a body tumbling: keep the guess then). Frames: whatever frame the inputs share.
+
+    Example: three modules on the floor and one lifted, seen from a frame tilted 0.1 rad about x:
+    support_plane gives that frame's true down, not the guess [0, 0, -1].
+    """
+    p = np.asarray(centres_m, dtype=float)
+    guess = np.asarray(down_guess, dtype=float)
+    if p.ndim != 2 or p.shape[1] != 3 or p.shape[0] < 3:
+        raise ValueError(f'centres_m must have shape (N >= 3, 3), got {p.shape}')
+    if guess.shape != (3,):
+        raise ValueError(f'down_guess must have shape (3,), got {guess.shape}')
+    guess = guess / math.sqrt(guess @ guess)
+    k = min(candidates, p.shape[0])
+    cand = p[np.argpartition(p @ guess, p.shape[0] - k)[-k:]] if k < p.shape[0] else p
+    tri = cand[_triples(k)]                                        # (3, T, 3) corners
+    a = tri[0]
+    e = tri[1:] - a                                                # (2, T, 3) edges
+    n = e[0][:, _CYC1] * e[1][:, _CYC2] - e[0][:, _CYC2] * e[1][:, _CYC1]     # face normals (T, 3)
+    norm2 = np.einsum('ta,ta->t', n, n)
+    cos = n @ guess
+    # outward (toward the ground) unit normals; degenerate triples get cos = 0 and drop out below
+    inv = np.sign(cos) / np.sqrt(np.maximum(norm2, 1e-300))
+    n *= inv[:, None]
+    cos *= inv
+    # A supporting face has every module on its upper side: max_i (p_i - a) . n <= tolerance.
+    below = (p @ n.T).max(axis=0) - np.einsum('ta,ta->t', a, n)
+    good = (below <= tolerance_m) & (cos >= math.cos(max_tilt_rad)) & (norm2 > 1e-18)
+    if not good.any():
+        return None
+    # Equal modules: the body can rest only on a face over which its centroid stands (barycentric
+    # coordinates of the centroid's projection all >= 0). On a rounded body (a helix) faces next to
+    # each other differ by a degree; nearness to the guess alone would let the estimate roll away.
+    idx = np.flatnonzero(good)
+    eg = e[:, idx]
+    gram = np.einsum('kta,lta->klt', eg, eg)                      # (2, 2, m) edge dot products
+    rhs = np.einsum('kta,ta->kt', eg, p.sum(axis=0) / p.shape[0] - a[idx])
+    det = gram[0, 0] * gram[1, 1] - gram[0, 1] * gram[0, 1]
+    u = (gram[1, 1] * rhs[0] - gram[0, 1] * rhs[1]) / det
+    v = (gram[0, 0] * rhs[1] - gram[0, 1] * rhs[0]) / det
+    stable = (u >= -1e-9) & (v >= -1e-9) & (u + v <= 1.0 + 1e-9)
+    if stable.any():
+        idx = idx[stable]
+    best = int(idx[np.argmax(cos[idx])])
+    down = n[best]
+    return down, float((p @ down).max())
+
+
 class ContactSelector:
     """Which modules touch the ground: the lowest along gravity, with hysteresis.
 
@@ -239,7 +319,8 @@ class ContactStep:
 
 def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=None,
                  axial_weight: float = 1.0, rotation_increment=None, length_scale_m: float = 1.0,
-                 singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD, hold=None) -> ContactStep:
+                 singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD, hold=None,
+                 half_length_m: float = 0.0, tilt_increment=None) -> ContactStep:
     """Chassis displacement over one step from the no-slip contact constraints (mid-point rule).
 
     Parameters: q0, q1 (N, 3) module centres (m) and rot0, rot1 (N, 3, 3) module rotations, each in its
@@ -250,6 +331,15 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     the translation to estimate; length_scale_m: scale that makes rotation and translation comparable;
     hold (6,) or None: the displacement to keep along unobservable directions (e.g. the previous twist
     times dt), see snake_control.estimation.connection.regularised_normal_solve.
+    half_length_m: half the length of a module's capsule (the joint spacing / 2). A module tilted along
+    gravity touches the ground with its lower end, not below its centre; the contact point moves toward
+    that end as the tilt grows (all the way at TILT_FULL_CONTACT = sin 3 degrees), which matters for
+    gaits that lift and lower modules (sidewinding): the module's pitch rate then moves the contact.
+    0 keeps every contact below the module centre.
+    tilt_increment (3,) or None: the chassis rotation increment perpendicular to ``down`` when it is
+    known (from the ground plane seen at both ends of the step, see support_plane): only the rotation
+    about ``down`` (yaw) and the translation are then solved from the contacts. A tread of contacts
+    in a line (sidewinding) cannot fix the roll about that line; the ground plane can.
     """
     q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
     down = np.asarray(down, dtype=float)
@@ -279,9 +369,17 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
     # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d); row-wise a x d = a hat(d).
     b = dtheta @ (-radius_m * _hat(down)) - dq
+    gamma = 1.0 - axial_weight
+    if gamma > 0.0 or half_length_m > 0.0:
+        axis = r0[:, :, 0] + r1[:, :, 0]                      # module axes at mid-step
+        axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]
+    if half_length_m > 0.0:
+        reach = np.minimum(np.maximum(axis @ down * (1.0 / TILT_FULL_CONTACT), -1.0), 1.0)
+        end = axis * (half_length_m * reach)[:, None]
+        c += end
+        b -= _cross(dtheta, end)
     m = qm.shape[0]
     w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)[idx]
-    gamma = 1.0 - axial_weight
     # Normal equations written out: A_i^T A_i = [[I, -hat c], [hat c, |c|^2 I - c c^T]], A_i^T b = (b, c x b).
     # An axial weight W_i = w_i (I - gamma a_i a_i^T) subtracts gamma w_i u_i u_i^T with
     # u_i = (a_i, c_i x a_i), the Pluecker coordinates of the module axis through the contact.
@@ -298,8 +396,6 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     cb = cw.T @ b                  # sum_i w c_i b_i^T; its skew part is sum_i w c_i x b_i
     atb[3:] = (cb[1, 2] - cb[2, 1], cb[2, 0] - cb[0, 2], cb[0, 1] - cb[1, 0])
     if gamma > 0.0:
-        axis = r0[:, :, 0] + r1[:, :, 0]
-        axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]
         u = np.concatenate([axis, _cross(c, axis)], axis=1)             # (m, 6)
         gw = gamma * w
         normal -= (u * gw[:, None]).T @ u
@@ -312,7 +408,22 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         ninv = np.diag(scale ** 2) / (1e-2 * singular_threshold) ** 2
         return ContactStep(disp, ninv, np.zeros((q0.shape[0], 3)), 0, 6 if rotation_increment is None else 3,
                            0.0, True)
-    if rotation_increment is not None:
+    if rotation_increment is None and tilt_increment is not None:
+        # x = t y + x0 with y = (dv, yaw about down), x0 = (0, tilt): a 4-unknown least squares.
+        x0 = np.zeros(6)
+        x0[3:] = tilt_increment
+        t = np.zeros((6, 4))
+        t[:3, :3] = _EYE3
+        t[3:, 3] = down
+        normal4 = t.T @ normal @ t
+        reg, ninv4, rank, smin, singular = regularised_normal_solve(normal4, scale[:4], singular_threshold)
+        hold4 = None if hold is None else np.concatenate([hold[:3], [hold[3:] @ down]])
+        disp = t @ reg.solve(t.T @ (atb - normal @ x0), hold4) + x0
+        ninv = t @ ninv4 @ t.T
+        needed = 4
+        rotation_increment = disp[3:]      # for the residual below; the solve is done
+        dw = None
+    elif rotation_increment is not None:
         dw = np.asarray(rotation_increment, dtype=float)
         reg, ninv3, rank, smin, singular = regularised_normal_solve(normal[:3, :3], scale[:3],
                                                                     singular_threshold)
@@ -321,7 +432,7 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         ninv = np.zeros((6, 6))
         ninv[:3, :3] = ninv3
         needed = 3
-    else:
+    if rotation_increment is None:
         reg, ninv, rank, smin, singular = regularised_normal_solve(normal, scale, singular_threshold)
         disp = reg.solve(atb, hold)
         needed = 6

@@ -16,6 +16,14 @@ A gait is a shape q(phase) (n,) rad that repeats (or, for AEH-sidewinding, rolls
 - 'wheeled': the yaw-only passive-wheel member q_i = A sin(phase + i delta) + turn_offset (seed 000).
 
 Parameter defaults may depend on the robot (the paper gives lengths in units of l, the joint spacing).
+
+Direction of travel (checked in the MuJoCo world by test/test_gait_direction.py, cmd_vel semantics):
+a positive forward command moves serpentine, lateral and vertical undulation and the wheeled gaits
+toward the head; a positive lateral command moves sidewinding, conical and AEH-sidewinding, rolling,
+serpenoid rolling and helix rolling to the robot's left (+y); a positive angular.z turns serpentine,
+the undulations, the wheeled gaits and turn_in_place counter-clockwise. Two defaults carry the sign:
+AEH-sidewinding's helix is left-handed (a = -1; a right-handed one sidewinds the other way) and
+serpenoid rolling lags yaw behind pitch (delta = -pi/2, the rotation sense of MCC rolling).
 """
 from __future__ import annotations
 
@@ -160,12 +168,15 @@ S_CRAWLER = GaitSpec(
 
 AEH_SIDEWINDING = GaitSpec(
     'aeh_sidewinding', 'mcc', ('pitch_yaw',), 'lateral',
-    (Param('a', '1', 1.0, 'helix slope dz/ds of the approximate elliptic helix (tau = a kappa)', -20, 20),
+    (Param('a', '1', -1.0, 'helix slope dz/ds of the approximate elliptic helix (tau = a kappa); its sign is '
+           'the handedness, which sets the direction of travel: a < 0 sidewinds to the left (+y) for a '
+           'positive lateral command', -20, 20),
      Param('eta', '1', 0.95, 'ellipse adjustment 0..1 (0: circular helix)', 0.0, 1.0),
      Param('Ls', 'm', _l(14.0), 'curve length of one turn', 1e-3, 1e3, '14 l'),
      Param('phi1', 'rad', 0.0, 'phase of the curvature modulation', -10 * PI, 10 * PI),
      _PSI0,
-     _stride('m', _l(3.5), '3.5 l (Ls / 4)')),
+     # Measured in the MuJoCo world (test_gait_direction): the body moves about 0.7 Ls per cycle.
+     _stride('m', _l(10.0), '10 l (about 0.7 Ls, measured)')),
     'seed 004 4: kappa = (2 pi / Ls)(1 + eta sin(4 pi s / Ls + phi1)) / sqrt(1 + a^2), tau = a kappa '
     '(one full turn of the projected ellipse per Ls); moves by sliding the body along the curve (s0)')
 
@@ -199,18 +210,26 @@ VERTICAL_UNDULATION = GaitSpec(
     'compound serpenoid, pitch wave only (linear progression); steers through beta_yaw',
     turn_param='beta_yaw', turn_gain=0.2, turn_max=0.35)
 
+# Sidewinding: the vertical wave a quarter period behind the horizontal one (delta = pi/2) lays the
+# body down where the horizontal wave crosses zero, a tread on an elliptic helix like AEH-sidewinding,
+# with the horizontal amplitude the larger (A_pitch >= A_yaw rolls the other way instead). In the MuJoCo
+# world these defaults move straight sideways at the commanded speed with contacts slipping at about
+# 0.35 of the body speed; the earlier delta = pi/4, A_yaw = 0.6, A_pitch = 0.25 slipped faster than the
+# body moved and drifted forward and turned 100 degrees in 20 s.
 SIDEWINDING = GaitSpec(
     'sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',
-    _serp_params(0.6, 0.25, 0.4, PI / 4),
-    'compound serpenoid, yaw and pitch waves with delta = pi/4; turns through the amplitude taper '
+    _serp_params(0.4, 0.3, 0.4, PI / 2),
+    'compound serpenoid, yaw and pitch waves with delta = pi/2; turns through the amplitude taper '
     '(conical sidewinding)',
     turn_param='taper', turn_gain=0.5, turn_max=0.8)
 
 SERPENOID_ROLLING = GaitSpec(
     'serpenoid_rolling', 'serpenoid', ('pitch_yaw',), 'lateral',
-    _serp_params(0.15, 0.15, 0.0, PI / 2,
+    # delta = -pi/2: (yaw, pitch) = A (cos, sin)(phase - pi/2 ...) turns the bend the way MCC rolling's
+    # (cos psi, -sin psi) does, so a positive lateral command rolls to the left (+y), checked in MuJoCo.
+    _serp_params(0.15, 0.15, 0.0, -PI / 2,
                  stride=_stride('m', lambda r: 2 * PI * r.module_radius_m, '2 pi module radius')),
-    'compound serpenoid with w_s = 0 and delta = pi/2: every joint traces a circle, the body rolls')
+    'compound serpenoid with w_s = 0 and delta = -pi/2: every joint traces a circle, the body rolls')
 
 TURN_IN_PLACE = GaitSpec(
     'turn_in_place', 'serpenoid', ('pitch_yaw',), 'turn',

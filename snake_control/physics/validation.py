@@ -129,6 +129,37 @@ def true_body_poses(robot: Robot, link_poses: np.ndarray, body_frame=None) -> np
     return np.array([tracker(poses) for poses in link_poses])
 
 
+def body_motion(link_poses: np.ndarray, window: int = 1) -> tuple[float, float, float]:
+    """How a recorded run moved the robot, in its own mean body frame: (forward_m, left_m, turn_rad).
+
+    link_poses (T, n_links, 4, 4) world poses, tail (0) to head. At each sample the body axis is the
+    floor direction from the centroid of the tail half of the link centres to that of the head half
+    (a shape-independent "toward the head" that a curled or rolling body still has); the mean of these
+    unit axes over the run is the body x axis, y = z x x its left. forward_m / left_m: displacement of
+    the centroid of all link centres from the first sample to the last, along x / y. turn_rad: change of
+    the body axis heading (unwrapped), the mean over the last ``window`` samples minus the mean over the
+    first ``window`` (use a gait cycle's worth of samples to average out the wave), CCW positive.
+
+    Example: a straight body lying along world +y (head toward +y) that slides by (-0.2, 0.1) m without
+    turning moved forward 0.1 m and left 0.2 m: body_motion(...) == (0.1, 0.2, 0.0).
+    """
+    poses = np.asarray(link_poses, dtype=float)
+    if poses.ndim != 4 or poses.shape[2:] != (4, 4) or poses.shape[0] < 2 or poses.shape[1] < 2:
+        raise ValueError(f'link_poses must have shape (T >= 2, n_links >= 2, 4, 4), got {poses.shape}')
+    if not 1 <= window <= poses.shape[0]:
+        raise ValueError(f'window must be in 1..{poses.shape[0]} samples, got {window}')
+    centres = poses[:, :, :2, 3]
+    half = centres.shape[1] // 2
+    axis = centres[:, -half:].mean(axis=1) - centres[:, :half].mean(axis=1)         # (T, 2)
+    axis /= np.maximum(np.linalg.norm(axis, axis=1, keepdims=True), 1e-12)
+    mean = axis.mean(axis=0)
+    x = mean / max(float(np.linalg.norm(mean)), 1e-12)
+    y = np.array([-x[1], x[0]])
+    moved = centres[-1].mean(axis=0) - centres[0].mean(axis=0)
+    heading = np.unwrap(np.arctan2(axis[:, 1], axis[:, 0]))
+    return float(moved @ x), float(moved @ y), float(heading[-window:].mean() - heading[:window].mean())
+
+
 def _heading(poses: np.ndarray) -> np.ndarray:
     return np.arctan2(poses[..., 1, 0], poses[..., 0, 0])
 
@@ -295,11 +326,19 @@ CASES = (
     Case('kinematic_snake_3', 'lateral_undulation', (0.2, 0.0, 0.0), {'w_s': math.pi / 2},
          note='w_s = pi/2: a quarter wave per joint'),
     Case('pitch_yaw_32', 'serpentine', (0.25, 0.0, 0.0)),
+    # Serpenoid sidewinding: its contacts slip at about 0.35 of the body's speed in MuJoCo, so the no-slip
+    # contact model cannot meet the aim (even told the true contacts and orientation it misses by ~35 %);
+    # it stays in the table to show that.
     Case('pitch_yaw_32', 'sidewinding', (0.0, 0.2, 0.0)),
+    # AEH-sidewinding (seed 004) is a tread on a fixed elliptic helix: its ground contacts slip at under
+    # a fifth of the body speed, the no-slip model holds, and this is the sidewinding run the aim is for.
+    Case('pitch_yaw_32', 'aeh_sidewinding', (0.0, 0.15, 0.0),
+         note='the sidewinding gait whose contacts stay (nearly) static in MuJoCo'),
     # The default arc (1/(12 l), 157 degrees over the body) cannot roll on all its modules at once: its
-    # contact points turn through the whole arc, and most of its motion in MuJoCo is slip. A flatter
-    # arc rolls with contact slip under 15 % of its speed.
-    Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.3}, note='A1 = 0.3 1/m: a flat arc'),
+    # contact points turn through the whole arc, and most of its motion in MuJoCo is slip. Flatter arcs
+    # roll with less: at 0.1 m/s the contacts slip at 23 % of the speed for A1 = 0.4 1/m, 13 % for 0.3
+    # and 7 % for 0.2 (26 degrees over the body), which the no-slip estimate follows (28, 15, 9 %).
+    Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.2}, note='A1 = 0.2 1/m: a flat arc'),
 )
 
 
