@@ -1,13 +1,18 @@
 """Robustness of the bus and the driver against a slow other end, garbled health data and closed pipes
 (real SDK, real pty, the emulator in its own process)."""
+import math
 import threading
 import time
 
+import numpy as np
+
 from snake_control.dynamixel.bus import CommError, ServoBus
+from snake_control.dynamixel.driver import Driver, DriverConfig
 from snake_control.dynamixel.emulator import BusEmulator
 from snake_control.dynamixel.models import CONTROL_TABLE, SERVO_MODELS
 from snake_control.dynamixel.plant import MotorModel
 from snake_control.dynamixel.simproc import SimBusProcess
+from snake_control.robot import load_robot
 
 BAUD = 4_000_000
 GOAL = CONTROL_TABLE['goal_position'].address
@@ -79,3 +84,67 @@ def test_slow_physics_steps_never_delay_replies_beyond_the_wire_time():
         emu.stop_requested = True
         thread.join(timeout=5)
         emu.close()
+
+
+# ------------------------------------------------------------------------------ garbage never published
+
+def _robot(tmp_path):
+    from test_dynamixel_driver import ROBOT_YAML
+    path = tmp_path / 'test_snake_4.yaml'
+    path.write_text(ROBOT_YAML)
+    return load_robot(str(path))
+
+
+def _stream(driver, robot, seconds, on_cycle=None):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        t = time.monotonic() - t0
+        driver.set_command(robot.joint_names, 0.3 * np.sin(2 * math.pi * 0.5 * t + np.arange(robot.n_joints)))
+        if on_cycle:
+            on_cycle()
+        time.sleep(0.02)
+
+
+def test_garbled_health_reading_keeps_the_last_good_value_marked_stale(tmp_path):
+    # Servo 2's voltage slot is rerouted to its model number (1020 -> "102.0 V"), as a misrouted or
+    # garbled reply would read: the driver must keep the last good voltage, mark it stale and count.
+    robot = _robot(tmp_path)
+    with SimBusProcess(['--robot', robot.source, '--baud', str(BAUD), '--spread', '0.3']) as sim:
+        d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=8.0, health_every=1))
+        d.start()
+        try:
+            servos = d.diagnostics()['servos']
+            # Every servo's health is read at start-up: nothing unknown, nothing NaN.
+            assert all(s['voltage_v'] == 12.0 and 0 < s['temperature_c'] < 100 for s in servos)
+            sim.command('set 2 indirect_address_13 0')
+            sim.command('set 2 indirect_address_14 1')
+            seen = []
+            _stream(d, robot, 1.0, lambda: seen.append(d.diagnostics()['servos'][1]))
+            assert all(s['voltage_v'] == 12.0 for s in seen), {s['voltage_v'] for s in seen}
+            last = d.diagnostics()['servos'][1]
+            assert last['health_stale'] and last['health_failures'] >= 3
+            assert d.counters.rejected_readings >= 3
+            assert not any(s['health_stale'] for k, s in enumerate(d.diagnostics()['servos']) if k != 1)
+        finally:
+            d.stop()
+
+
+def test_garbled_state_reading_is_never_published(tmp_path):
+    # Servo 3's velocity top byte is rerouted to its model number's low byte (0xFC): an absurd velocity
+    # of about -6e7 units. It must make that servo stale, never reach joint_states.
+    robot = _robot(tmp_path)
+    with SimBusProcess(['--robot', robot.source, '--baud', str(BAUD), '--spread', '0.3']) as sim:
+        d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=8.0, stale_limit=1000))
+        d.start()
+        try:
+            _stream(d, robot, 0.3)
+            sim.command('set 3 indirect_address_7 0')
+            snaps = []
+            _stream(d, robot, 0.6, lambda: snaps.append(d.state()))
+            for snap in snaps:
+                assert np.all(np.abs(snap.velocity_rad_s) < 30.0), snap.velocity_rad_s
+                assert np.all(np.abs(snap.effort) <= 10.0)
+            assert not snaps[-1].fresh[2] and snaps[-1].fresh[[0, 1, 3]].all()
+            assert d.counters.rejected_readings > 5
+        finally:
+            d.stop()

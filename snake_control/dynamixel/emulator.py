@@ -587,7 +587,8 @@ class BusEmulator:
             try:
                 state = self.plant.step(now - last, goals, torque)
             except Exception as exc:          # a broken world must not look like frozen servos silently
-                print(f'sim-bus: physics step failed, mechanics stopped: {exc!r}', file=sys.stderr, flush=True)
+                print(f'sim-bus: physics step failed, mechanics stopped: {exc!r}', file=sys.stderr,
+                      flush=True)
                 return
             last = now
             with self._mech_lock:

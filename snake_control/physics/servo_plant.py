@@ -17,8 +17,8 @@ simulated time as a pose CSV (t,x,y,z,qx,qy,qz,qw; t in simulated seconds), to c
 `snake odometry`.
 
 Time: the emulator steps this plant in a thread of its own (``threaded``) every 2 ms of wall clock.
-The plant steps the physics by whole timesteps, carrying the remainder to the next tick; a tick longer than MAX_CATCH_UP_S (the host stalled) is cut
-there rather than stepped through in one burst.
+The plant steps the physics by whole timesteps, carrying the remainder to the next tick; a tick longer
+than MAX_CATCH_UP_S (the host stalled) is cut there rather than stepped through in one burst.
 """
 from __future__ import annotations
 
