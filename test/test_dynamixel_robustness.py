@@ -148,3 +148,19 @@ def test_garbled_state_reading_is_never_published(tmp_path):
             assert d.counters.rejected_readings > 5
         finally:
             d.stop()
+
+
+def test_stop_keeps_trying_a_servo_that_misses_the_torque_off(tmp_path):
+    # Servo 3 hears nothing for 0.8 s just as the driver stops (a noise burst, a brown-out): the other
+    # servos confirm torque off at once, servo 3 is tried again until it confirms too. Torque must end
+    # off everywhere; a fixed few rounds would give up while it is still silent, torque on.
+    robot = _robot(tmp_path)
+    with SimBusProcess(['--robot', robot.source, '--baud', str(BAUD), '--spread', '0.3']) as sim:
+        d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=8.0))
+        d.start()
+        _stream(d, robot, 0.3)
+        sim.command('silent 3 0.8')
+        d.stop()
+        servos = sim.state()['servos']
+        assert not any(v['torque'] for v in servos.values()), {k: v['torque'] for k, v in servos.items()}
+        assert not any(s.torque for s in d.servos)

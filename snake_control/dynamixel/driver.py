@@ -65,6 +65,7 @@ TORQUE = CONTROL_TABLE['torque_enable']
 POLICIES = ('hold', 'torque_off')
 SETUP_MARGIN_MS = 20.0
 PROBE_EVERY = 10                 # cycles between reads of a servo that stopped answering
+TORQUE_OFF_DEADLINE_S = 2.0      # how long torque off keeps retrying servos not yet confirmed off
 # What a servo can physically report; a reading outside is garbage (a garbled or misrouted reply) and is
 # never published. Hardware Error Status only has bits 0, 2, 3, 4, 5. Present Position in position mode
 # spans one turn (a margin of a turn for multi-turn modes); Present Velocity stays within the Velocity
@@ -510,31 +511,36 @@ class Driver:
         self._goal = np.clip(present, self.lower, self.upper)
         self._hold_goal = self._goal.copy()
 
-    def _torque_off_all(self) -> bool:
-        """Torque off everywhere: a sync write, then each servo checked and retried. True if all off."""
+    def _torque_off_all(self, ids=None, deadline_s: float = TORQUE_OFF_DEADLINE_S) -> bool:
+        """Torque off: a sync write, then each servo confirmed (read back, or a write it acknowledged),
+        and the servos not yet confirmed tried again until all are or ``deadline_s`` has passed (at least
+        one round). A servo once confirmed stays confirmed: on a noisy line a round where every one of
+        32 exchanges succeeds is rare, a confirmation per servo is not. True if every servo is off."""
         if not self.bus.is_open:
             return False
-        all_off = True
+        pending = [s for s in self.servos if ids is None or s.servo_id in ids]
+        t_end = time.monotonic() + deadline_s
         try:
-            for _ in range(5):
+            while True:
                 try:
-                    self.bus.sync_write(TORQUE.address, 1, {sid: b'\x00' for sid in self.ids})
+                    self.bus.sync_write(TORQUE.address, 1, {s.servo_id: b'\x00' for s in pending})
                 except CommError:
                     pass
-                all_off = True
-                for s in self.servos:
+                left = []
+                for s in pending:
                     try:
                         if self.bus.read_register(s.servo_id, 'torque_enable') != 0:
                             self.bus.write_register(s.servo_id, 'torque_enable', 0)
                         s.torque = False
                     except DxlError:
                         s.torque = True          # unconfirmed: assume still on
-                        all_off = False
-                if all_off:
+                        left.append(s)
+                pending = left
+                if not pending or time.monotonic() >= t_end:
                     break
         except PortGone:
             return False
-        return all_off
+        return not pending
 
     # ================================================================ loop
     def _run(self):
@@ -557,7 +563,8 @@ class Driver:
                 self.mode = 'fatal'
                 self.reasons = [self.fatal_error]
                 try:
-                    self._torque_off_all()
+                    with self._patient():
+                        self._torque_off_all()
                 finally:
                     self.bus.close()
                 return
@@ -673,8 +680,16 @@ class Driver:
             if self.mode != 'torque_off':
                 self.counters.policy_actions += 1
                 self._event(f'torque off: {"; ".join(reasons)}')
-                self._torque_off_all()
+                with self._patient():
+                    self._torque_off_all(deadline_s=0.5)
                 self.mode = 'torque_off'
+            elif self.counters.cycles % 10 == 0 and any(s.torque for s in self.servos):
+                # Torque off not yet confirmed everywhere (lost replies, a silent servo): keep trying.
+                with self._patient():
+                    self._torque_off_all([s.servo_id for s in self.servos if s.torque], deadline_s=0.0)
+            unconfirmed = [s.name for s in self.servos if s.torque]
+            if unconfirmed:
+                reasons = reasons + [f'torque off not confirmed on {", ".join(unconfirmed)}']
             self.reasons = reasons
             present = np.array([s.position_rad for s in self.servos])
             self._hold_goal = np.clip(present, self.lower, self.upper)
@@ -700,7 +715,9 @@ class Driver:
                 with self._patient():
                     self._first_goals_and_torque_on(ids)
             except (DxlError, StartupError) as exc:
-                self._event(f're-arm failed: {exc}')
+                self._event(f're-arm failed (trying again): {exc}')
+                with self._lock:
+                    self._reset_request = not self._estop      # a new estop cancels the re-arm
                 return
             self.mode = 'hold'
         self._resume_after = time.monotonic()
