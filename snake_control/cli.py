@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+EXIT_BROKEN_PIPE = 141          # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 # Subcommand name -> module under snake_control.commands. Order is the order in `snake --help`.
 COMMANDS = {
@@ -47,7 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()          # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # `snake ... | head`: the reader has gone. Stop quietly; stdout goes to devnull so the
+        # interpreter's final flush cannot fail again.
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
     except (CommandError, FileNotFoundError, ValueError) as exc:
         # Configuration and input errors carry their own file/key/problem text.
         print(f'snake {args.command}: error: {exc}', file=sys.stderr)
@@ -56,5 +66,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _stdout_to_devnull() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):    # stdout replaced by something without a descriptor
+        pass
+
+
 if __name__ == '__main__':
-    sys.exit(main())
+    # `python -m snake_control.cli` runs this file as __main__: take main() from the package module, so
+    # the CommandError that commands raise (snake_control.cli.CommandError) is the one caught.
+    from snake_control.cli import main as _package_main
+    sys.exit(_package_main())

@@ -36,3 +36,24 @@ def test_demo_model_picture(tmp_path):
     path = draw_models(tmp_path)
     assert path.stat().st_size > 10_000
     assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_closed_stdout_ends_quietly():
+    # `snake urdf ... | head -0`: the reader is gone before the first write. No traceback, the
+    # shell's exit code for a broken pipe.
+    proc = subprocess.Popen([sys.executable, '-m', 'snake_control.cli', 'urdf', '--robot', 'pitch_yaw_32'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == cli.EXIT_BROKEN_PIPE
+    assert 'Traceback' not in err and 'BrokenPipeError' not in err, err
+
+
+def test_command_error_through_python_dash_m_is_one_line():
+    # Run as `python -m snake_control.cli` (as tests and the sim-bus helper do), a CommandError raised
+    # by a command is still the one main() catches.
+    out = subprocess.run([sys.executable, '-m', 'snake_control.cli', 'gait', '--robot', 'pitch_yaw_32'],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.startswith('snake gait: error:') and 'Traceback' not in out.stderr

@@ -202,12 +202,17 @@ def test_estop_torque_off_and_rearm(robot):
             stream(d, robot, 0.3)
             d.set_estop(True)
             assert wait_for(lambda: d.mode == 'torque_off', 1.0)
+            # Torque off is confirmed servo by servo (retried while a reply is lost on a busy host).
+            assert wait_for(lambda: not any(s.torque for s in d.servos), 2.0)
             assert not any(torque_states(sim).values())
             d.set_estop(False)
             assert wait_for(lambda: all(torque_states(sim).values()), 2.0)
-            assert d.mode == 'hold'
-            stream(d, robot, 0.3, t0=2.0)
-            assert d.mode == 'running'
+            # Re-armed: holding (the driver thread sets the mode right after the last torque write).
+            assert wait_for(lambda: d.mode == 'hold', 1.0)
+            modes = []
+            stream(d, robot, 0.3, t0=2.0, extra=lambda k: modes.append(d.mode))
+            assert 'running' in modes and d.mode in ('running', 'hold')
+            assert all(torque_states(sim).values())
         finally:
             d.stop()
         assert_goals_safe(sim, d)

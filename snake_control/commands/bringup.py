@@ -37,7 +37,14 @@ def add_arguments(parser):
     parser.add_argument('--gait', default='', help='gait at start (default: the first for the robot)')
 
 
+# The driver's bus thread shares this process with every node: when a reply arrives it should get the
+# interpreter lock back within a millisecond, not the default 5 ms switch interval (a whole 4 Mbit/s cycle).
+SWITCH_INTERVAL_S = 0.001
+
+
 def run(args) -> int:
+    import sys
+
     from snake_control.bringup import run_bringup
     from snake_control.cli import CommandError
     from snake_control.graph import GraphArgs
@@ -47,6 +54,7 @@ def run(args) -> int:
     graph_args = GraphArgs(robot=args.robot, bus=args.bus, port=args.port, baud=args.baud, rate=args.rate,
                            namespace=args.namespace, joy=False, teleop=args.teleop, gait=args.gait,
                            physics=args.physics or 'none')
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         result = run_bringup(graph_args, script=args.script, record=args.record, duration_s=args.duration,
                              log=lambda line: print(line, flush=True))

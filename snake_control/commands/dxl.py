@@ -98,11 +98,25 @@ def _retry(fn, *args, attempts=3):
 
 
 def _ping(bus, sid, attempts=3):
+    """(model, firmware) of a servo, or None after ``attempts`` pings without an answer."""
     for _ in range(attempts):
         found = bus.ping(sid)
         if found:
             return found
     return None
+
+
+VERIFY_PINGS = 10          # pings before a changed servo counts as not answering (a busy host can lose a few)
+
+
+def _write_then_verify(fn, *args):
+    """A write that changes how the servo answers (ID, baud): retried on a lost status; when every try
+    is unanswered it may still have taken effect, so the caller verifies by pinging the new address."""
+    from snake_control.dynamixel.bus import CommError
+    try:
+        _retry(fn, *args)
+    except CommError:
+        pass
 
 
 def _open(args, baud=None):
@@ -216,9 +230,11 @@ def run(args) -> int:
                 raise CommandError(f'ID {args.new} is already taken on {args.port}')
             if not _ping(bus, args.old):
                 raise CommandError(f'no servo with ID {args.old} on {args.port} at {args.baud} baud')
-            bus.write_register(args.old, 'torque_enable', 0)
-            bus.write_register(args.old, 'id', args.new)
-            if not _ping(bus, args.new):
+            _retry(bus.write_register, args.old, 'torque_enable', 0)
+            _write_then_verify(bus.write_register, args.old, 'id', args.new)
+            # The change may have taken effect with its status lost (later writes to the old ID then
+            # go unanswered): the servo answering at its new ID is what counts.
+            if not _ping(bus, args.new, VERIFY_PINGS):
                 raise CommandError(f'servo did not answer as ID {args.new} after the change')
             print(f'ID {args.old} -> {args.new}')
             return 0
@@ -228,12 +244,12 @@ def run(args) -> int:
                                  f'{sorted(REGISTER_BY_BAUD)}')
             ids = parse_ids(args.ids, bus)
             for sid in ids:
-                bus.write_register(sid, 'torque_enable', 0)
-                bus.write_register(sid, 'baud_rate', REGISTER_BY_BAUD[args.new_baud])
+                _retry(bus.write_register, sid, 'torque_enable', 0)
+                _write_then_verify(bus.write_register, sid, 'baud_rate', REGISTER_BY_BAUD[args.new_baud])
             bus.close()
             check = _open(args, args.new_baud)
             try:
-                bad = [sid for sid in ids if not _ping(check, sid)]
+                bad = [sid for sid in ids if not _ping(check, sid, VERIFY_PINGS)]
             finally:
                 check.close()
             if bad:

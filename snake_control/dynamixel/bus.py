@@ -117,20 +117,43 @@ class SnakePortHandler(sdk.PortHandler):
     corked = False          # hold written packets back and send them with the next one (one syscall)
     _held = b''
 
+    # How long a write may wait for room in the adapter's (or pty's) transmit buffer. A full buffer
+    # means the other end is slow, not gone: wait for it rather than report an unplug.
+    write_wait_s = 0.25
+
     def writePort(self, packet):
         data = bytes(packet)
         if self.corked:
             self._held += data
             return len(data)
-        try:
-            if self._held:
-                held, self._held = self._held, b''
-                os.write(self.ser.fd, held + data)
-            else:
-                os.write(self.ser.fd, data)
-            return len(data)
-        except OSError as exc:
-            raise PortGone(f'{self.port_name}: adapter gone (write: {exc})') from exc
+        if self._held:
+            data, self._held = self._held + data, b''
+        return self._write_all(data, len(bytes(packet)))
+
+    def _write_all(self, data: bytes, reported: int) -> int:
+        """Write every byte, waiting (select, never spinning) while the buffer is full (EAGAIN) or a
+        write was partial. Returns ``reported`` when all went out, less when the buffer stayed full for
+        write_wait_s (the SDK then reports a transmit failure); PortGone only on a real device error."""
+        fd = self.ser.fd
+        view = memoryview(data)
+        deadline = time.monotonic() + self.write_wait_s
+        while view:
+            try:
+                n = os.write(fd, view)
+                view = view[n:]
+                continue
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as exc:
+                raise PortGone(f'{self.port_name}: adapter gone (write: {exc})') from exc
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return max(0, reported - len(view))
+            try:
+                select.select([], [fd], [], remaining)
+            except (OSError, ValueError) as exc:
+                raise PortGone(f'{self.port_name}: adapter gone (select: {exc})') from exc
+        return reported
 
     def flush_held(self):
         if self._held:

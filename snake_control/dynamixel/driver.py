@@ -65,6 +65,31 @@ TORQUE = CONTROL_TABLE['torque_enable']
 POLICIES = ('hold', 'torque_off')
 SETUP_MARGIN_MS = 20.0
 PROBE_EVERY = 10                 # cycles between reads of a servo that stopped answering
+TORQUE_OFF_DEADLINE_S = 2.0      # how long torque off keeps retrying servos not yet confirmed off
+# What a servo can physically report; a reading outside is garbage (a garbled or misrouted reply) and is
+# never published. Hardware Error Status only has bits 0, 2, 3, 4, 5. Present Position in position mode
+# spans one turn (a margin of a turn for multi-turn modes); Present Velocity stays within the Velocity
+# Limit register's range (0..1023 units, about 24 rad/s); no X-series servo draws 10 A; input voltage of
+# 3.7..24 V servos, temperature of a working servo.
+HW_ERROR_BITS = (P.HW_INPUT_VOLTAGE | P.HW_OVERHEATING | P.HW_MOTOR_ENCODER | P.HW_ELECTRICAL_SHOCK
+                 | P.HW_OVERLOAD)
+POSITION_TICKS_RANGE = (-4096, 2 * 4096 - 1)
+VELOCITY_UNITS_MAX = 1023
+CURRENT_A_MAX = 10.0
+VOLTAGE_V_RANGE = (3.0, 30.0)
+TEMPERATURE_C_RANGE = (0.0, 150.0)
+
+
+def plausible_state(hw: int, pos_ticks: int, vel_units: int, current_a: float) -> bool:
+    """Whether one servo's (hardware error, position, velocity, current) can be real (see the bounds)."""
+    return (not hw & ~HW_ERROR_BITS and POSITION_TICKS_RANGE[0] <= pos_ticks <= POSITION_TICKS_RANGE[1]
+            and abs(vel_units) <= VELOCITY_UNITS_MAX and abs(current_a) <= CURRENT_A_MAX)
+
+
+def plausible_health(temperature_c: float, voltage_v: float) -> bool:
+    """Whether a (temperature, input voltage) reading can be real."""
+    return (TEMPERATURE_C_RANGE[0] <= temperature_c <= TEMPERATURE_C_RANGE[1]
+            and VOLTAGE_V_RANGE[0] <= voltage_v <= VOLTAGE_V_RANGE[1])
 
 
 class StartupError(RuntimeError):
@@ -114,8 +139,10 @@ class ServoState:
     position_rad: float = 0.0
     velocity_rad_s: float = 0.0
     current_a: float = 0.0
-    temperature_c: float = math.nan
+    temperature_c: float = math.nan          # last good reading; NaN until the first one
     voltage_v: float = math.nan
+    health_stale: bool = True                # the last temperature/voltage read failed or was garbage
+    health_failures: int = 0                 # failed or rejected temperature/voltage reads
     hardware_error: int = 0
     alert: bool = False
     torque: bool = False
@@ -149,6 +176,8 @@ class Counters:
     cycles: int = 0
     overruns: int = 0
     read_failures: int = 0               # servo reads missing from a cycle
+    rejected_readings: int = 0           # replies whose values cannot be real (never published)
+    health_failures: int = 0             # temperature/voltage reads failed or rejected
     full_read_failures: int = 0          # cycles where no servo answered
     write_failures: int = 0
     rejected_nonfinite: int = 0
@@ -255,6 +284,10 @@ class Driver:
                 self._check_servos()
                 self._configure_all()
                 self._first_goals_and_torque_on()
+                for s in self.servos:           # every servo's health known before the loop starts
+                    for _ in range(3):
+                        if self._read_servo_health(s) is not None:
+                            break
         except (StartupError, DxlError, PortGone) as exc:
             self._torque_off_all()
             self.bus.close()
@@ -361,7 +394,10 @@ class Driver:
                 'servos': [{'name': s.name, 'id': s.servo_id, 'stale_count': s.stale_count,
                             'stale_cycles': s.stale_cycles, 'hardware_error': s.hardware_error,
                             'hardware_error_names': P.decode_hardware_error(s.hardware_error),
-                            'alert': s.alert, 'temperature_c': s.temperature_c, 'voltage_v': s.voltage_v,
+                            'alert': s.alert,
+                            'temperature_c': None if math.isnan(s.temperature_c) else s.temperature_c,
+                            'voltage_v': None if math.isnan(s.voltage_v) else s.voltage_v,
+                            'health_stale': s.health_stale, 'health_failures': s.health_failures,
                             'torque': s.torque, 'reboots': s.reboots} for s in self.servos],
             }
 
@@ -475,31 +511,36 @@ class Driver:
         self._goal = np.clip(present, self.lower, self.upper)
         self._hold_goal = self._goal.copy()
 
-    def _torque_off_all(self) -> bool:
-        """Torque off everywhere: a sync write, then each servo checked and retried. True if all off."""
+    def _torque_off_all(self, ids=None, deadline_s: float = TORQUE_OFF_DEADLINE_S) -> bool:
+        """Torque off: a sync write, then each servo confirmed (read back, or a write it acknowledged),
+        and the servos not yet confirmed tried again until all are or ``deadline_s`` has passed (at least
+        one round). A servo once confirmed stays confirmed: on a noisy line a round where every one of
+        32 exchanges succeeds is rare, a confirmation per servo is not. True if every servo is off."""
         if not self.bus.is_open:
             return False
-        all_off = True
+        pending = [s for s in self.servos if ids is None or s.servo_id in ids]
+        t_end = time.monotonic() + deadline_s
         try:
-            for _ in range(5):
+            while True:
                 try:
-                    self.bus.sync_write(TORQUE.address, 1, {sid: b'\x00' for sid in self.ids})
+                    self.bus.sync_write(TORQUE.address, 1, {s.servo_id: b'\x00' for s in pending})
                 except CommError:
                     pass
-                all_off = True
-                for s in self.servos:
+                left = []
+                for s in pending:
                     try:
                         if self.bus.read_register(s.servo_id, 'torque_enable') != 0:
                             self.bus.write_register(s.servo_id, 'torque_enable', 0)
                         s.torque = False
                     except DxlError:
                         s.torque = True          # unconfirmed: assume still on
-                        all_off = False
-                if all_off:
+                        left.append(s)
+                pending = left
+                if not pending or time.monotonic() >= t_end:
                     break
         except PortGone:
             return False
-        return all_off
+        return not pending
 
     # ================================================================ loop
     def _run(self):
@@ -522,7 +563,8 @@ class Driver:
                 self.mode = 'fatal'
                 self.reasons = [self.fatal_error]
                 try:
-                    self._torque_off_all()
+                    with self._patient():
+                        self._torque_off_all()
                 finally:
                     self.bus.close()
                 return
@@ -638,8 +680,16 @@ class Driver:
             if self.mode != 'torque_off':
                 self.counters.policy_actions += 1
                 self._event(f'torque off: {"; ".join(reasons)}')
-                self._torque_off_all()
+                with self._patient():
+                    self._torque_off_all(deadline_s=0.5)
                 self.mode = 'torque_off'
+            elif self.counters.cycles % 10 == 0 and any(s.torque for s in self.servos):
+                # Torque off not yet confirmed everywhere (lost replies, a silent servo): keep trying.
+                with self._patient():
+                    self._torque_off_all([s.servo_id for s in self.servos if s.torque], deadline_s=0.0)
+            unconfirmed = [s.name for s in self.servos if s.torque]
+            if unconfirmed:
+                reasons = reasons + [f'torque off not confirmed on {", ".join(unconfirmed)}']
             self.reasons = reasons
             present = np.array([s.position_rad for s in self.servos])
             self._hold_goal = np.clip(present, self.lower, self.upper)
@@ -665,7 +715,9 @@ class Driver:
                 with self._patient():
                     self._first_goals_and_torque_on(ids)
             except (DxlError, StartupError) as exc:
-                self._event(f're-arm failed: {exc}')
+                self._event(f're-arm failed (trying again): {exc}')
+                with self._lock:
+                    self._reset_request = not self._estop      # a new estop cancels the re-arm
                 return
             self.mode = 'hold'
         self._resume_after = time.monotonic()
@@ -765,16 +817,27 @@ class Driver:
         if ids and not got:
             self.counters.full_read_failures += 1
         self.counters.read_failures += len(missing)
-        for sid, (err, data) in got.items():
+        for sid, (err, data) in list(got.items()):
             s = self.by_id[sid]
             k = self.k_by_id[sid]
             hw = data[0]
             cur = P.from_le(data[1:3], True)
             vel = P.from_le(data[3:7], True)
             pos = P.from_le(data[7:11], True)
+            current_a = cur * (self.model.current_unit_ma or 0.0) / 1000.0
+            if err & 0x7F or len(data) != STATE_LEN or not plausible_state(hw, pos, vel, current_a):
+                # The servo reported an error instead of data, or the values cannot be real: a failed
+                # read (last good value kept, stale), never a published value.
+                if not err & 0x7F:
+                    self.counters.rejected_readings += 1
+                    self._event(f'{s.name}: implausible reading rejected (hw 0x{hw:02x}, position {pos}, '
+                                f'velocity {vel}, current {cur})')
+                del got[sid]
+                missing.append(sid)
+                continue
             s.position_rad = float(self.direction[k] * ((pos - CENTER_TICK) * RAD_PER_TICK - self.offset[k]))
             s.velocity_rad_s = float(self.direction[k] * vel * RAD_S_PER_VELOCITY_UNIT)
-            s.current_a = float(self.direction[k] * cur * (self.model.current_unit_ma or 0.0) / 1000.0)
+            s.current_a = float(self.direction[k] * current_a)
             if (hw or err & P.ERR_ALERT) and not s.alert:
                 self._event(f'{s.name} alert: {", ".join(P.decode_hardware_error(hw)) or "error byte alert"}')
             s.hardware_error = hw
@@ -800,12 +863,9 @@ class Driver:
         self._health_next += 1
         if s.rebooting_until is not None:
             return
-        try:
-            data, _ = self.bus.read(s.servo_id, HEALTH_ADDR, HEALTH_LEN)
-        except DxlError:
+        data = self._read_servo_health(s)
+        if data is None:
             return
-        s.temperature_c = float(data[0])
-        s.voltage_v = P.from_le(data[1:3]) * 0.1
         if self.config.watchdog_ms and data[3] == 0xFF:
             # The servo's bus watchdog tripped (the loop stalled): it stopped and refuses goals until
             # the watchdog is cleared. Clear and re-arm it; the goal it holds is its present position.
@@ -816,6 +876,26 @@ class Driver:
                 self.bus.write_register(s.servo_id, 'bus_watchdog', self._watchdog_units())
             except DxlError as exc:
                 self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
+
+    def _read_servo_health(self, s: ServoState) -> bytes | None:
+        """Temperature and voltage of one servo; a failed or implausible read keeps the last good values
+        and marks them stale. Returns the raw health bytes when they were good, else None."""
+        try:
+            data, _ = self.bus.read(s.servo_id, HEALTH_ADDR, HEALTH_LEN)
+        except DxlError:
+            data = None
+        if data is not None and len(data) == HEALTH_LEN:
+            temperature, voltage = float(data[0]), P.from_le(data[1:3]) * 0.1
+            if plausible_health(temperature, voltage):
+                s.temperature_c, s.voltage_v, s.health_stale = temperature, voltage, False
+                return data
+            self.counters.rejected_readings += 1
+            self._event(f'{s.name}: implausible health reading rejected '
+                        f'({temperature:.0f} C, {voltage:.1f} V)')
+        s.health_stale = True
+        s.health_failures += 1
+        self.counters.health_failures += 1
+        return None
 
     def _publish(self, now: float):
         snap = JointStateSnapshot(

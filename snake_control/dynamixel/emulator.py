@@ -23,7 +23,14 @@ behind the same symlink).
 Control channel: one command per line on stdin, one JSON line back on stdout:
 ``state`` (per-servo torque, goal, position, hardware error, goal-write record summary), ``goals``
 (every goal write: [t_s, id, ticks, accepted]), ``silent ID SECONDS``, ``trip ID overload|overheating``,
-``unplug SECONDS``, ``corrupt RATE``, ``drop RATE``, ``set ID REGISTER VALUE``.
+``unplug SECONDS``, ``corrupt RATE``, ``drop RATE``, ``set ID REGISTER VALUE``, ``stall SECONDS`` (the
+emulator stops reading the wire for a while, as a stalled host would: what the driver writes piles up in
+the pty until its buffer is full).
+
+Mechanics in their own thread: a plant whose ``threaded`` attribute is true (the MuJoCo world: its steps
+release the interpreter lock) is stepped by a thread of its own at MECHANICS_STEP_S, and the serving loop
+only takes its latest state. Stepping a physics world in the serving loop would delay every reply behind
+a physics step (milliseconds on a loaded host), beyond the wire time and the driver's timeouts.
 """
 from __future__ import annotations
 
@@ -41,6 +48,7 @@ import struct
 import sys
 import tempfile
 import termios
+import threading
 import time
 import tty
 from dataclasses import dataclass, field
@@ -414,6 +422,13 @@ class BusEmulator:
         self._corrupt_countdown = self._next_corrupt()
         self.stop_requested = False
         self._last_rx = 0.0
+        self.stalled_until = 0.0        # monotonic time until which the wire is not read (`stall`)
+        self._mech_lock = threading.Lock()
+        self._mech_state = None         # latest {id: (q, v, i)} of a threaded plant
+        self._mech_thread = None
+        if getattr(self.plant, 'threaded', False):
+            self._mech_thread = threading.Thread(target=self._mechanics_loop, name='mechanics', daemon=True)
+            self._mech_thread.start()
         self.counters = {'packets': 0, 'crc_errors': 0, 'replies': 0, 'dropped': 0, 'corrupted_bytes': 0}
         self._open_pty()
 
@@ -444,6 +459,9 @@ class BusEmulator:
             os.unlink(self.path)
 
     def close(self):
+        self.stop_requested = True
+        if self._mech_thread is not None:
+            self._mech_thread.join(timeout=2.0)
         self._close_pty()
         if self._own_dir:
             shutil.rmtree(self._own_dir, ignore_errors=True)
@@ -521,6 +539,14 @@ class BusEmulator:
         if dt < MECHANICS_STEP_S:
             return                  # the mechanics advance in steps of at least 2 ms (cheap enough per cycle)
         self.last_tick = now
+        if self._mech_thread is not None:
+            with self._mech_lock:
+                state, self._mech_state = self._mech_state, None
+            if state:
+                self._apply_state(state)
+            for s in self.servos.values():
+                s.tick(now, dt)
+            return
         goals, torque = {}, {}
         for i, s in self.servos.items():
             if s._profile_changed:
@@ -528,13 +554,50 @@ class BusEmulator:
                 s._profile_changed = False
             goals[i] = s.goal_rad()
             torque[i] = s.torque_on
-        state = self.plant.step(dt, goals, torque)
+        self._apply_state(self.plant.step(dt, goals, torque))
+        for s in self.servos.values():
+            s.tick(now, dt)
+
+    def _apply_state(self, state: dict) -> None:
         for i, (q, v, c) in state.items():
             s = self.servos.get(i)
             if s is not None:
                 s.position_rad, s.velocity_rad_s, s.current_a = q, v, c
-        for s in self.servos.values():
-            s.tick(now, dt)
+
+    def _mechanics_loop(self) -> None:
+        """Step a threaded plant every MECHANICS_STEP_S of wall time, apart from the serving loop.
+
+        Goals, torque and profile changes are taken under the lock (the serving loop writes them);
+        the step itself runs outside it, so serving a packet never waits for physics."""
+        last = time.monotonic()
+        next_t = last
+        while not self.stop_requested:
+            next_t += MECHANICS_STEP_S
+            with self._mech_lock:
+                goals, torque, profiles = {}, {}, []
+                for i, s in self.servos.items():
+                    if s._profile_changed:
+                        s._profile_changed = False
+                        profiles.append((i, s.profile()))
+                    goals[i] = s.goal_rad()
+                    torque[i] = s.torque_on
+            for i, prof in profiles:
+                self.plant.set_profile(i, *prof)
+            now = time.monotonic()
+            try:
+                state = self.plant.step(now - last, goals, torque)
+            except Exception as exc:          # a broken world must not look like frozen servos silently
+                print(f'sim-bus: physics step failed, mechanics stopped: {exc!r}', file=sys.stderr,
+                      flush=True)
+                return
+            last = now
+            with self._mech_lock:
+                self._mech_state = state
+            wait = next_t - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            else:
+                next_t = time.monotonic()       # behind (slow host): never step in bursts to catch up
 
     # -------------------------------------------------------------- instructions
     def handle(self, pkt: P.Packet, now: float, baud: int) -> list[tuple[float, bytes]]:
@@ -736,6 +799,8 @@ class BusEmulator:
                 self.faults.drop_rate = _rate(args[0])
             elif cmd == 'set':
                 self.servos[int(args[0])].set(args[1], int(args[2]))
+            elif cmd == 'stall':
+                self.stalled_until = time.monotonic() + float(args[0] if args else 1.0)
             else:
                 return {'error': f'unknown command {cmd!r}'}
             return {'ok': cmd}
@@ -744,22 +809,38 @@ class BusEmulator:
 
     # -------------------------------------------------------------- loop
     def _write(self, data: bytes):
-        try:
-            os.write(self.master, self._corrupt(data))
-            self.counters['replies'] += 1
-        except (BlockingIOError, OSError):
-            pass                # nobody reading: the bytes are lost, as on a real bus
+        data = self._corrupt(data)
+        deadline = None
+        while data:
+            try:
+                data = data[os.write(self.master, data):]
+                continue
+            except BlockingIOError:
+                # The driver's side is full (it stopped reading): wait a little, then the rest is lost
+                # (as on a real bus, where nobody listening loses the bytes).
+                now = time.monotonic()
+                deadline = deadline or now + 0.05
+                if now >= deadline:
+                    return
+                try:
+                    select.select([], [self.master], [], deadline - now)
+                except (OSError, ValueError):
+                    return
+            except OSError:
+                return
+        self.counters['replies'] += 1
 
     def poll(self, timeout_s: float, extra_fds=()) -> list[int]:
         """Wait up to timeout_s for bytes; answer every complete packet. Returns ready extra fds."""
-        fds = list(extra_fds) + ([self.master] if self.master >= 0 else [])
+        stalled = time.monotonic() < self.stalled_until
+        fds = list(extra_fds) + ([self.master] if self.master >= 0 and not stalled else [])
         try:
             ready, _, _ = select.select(fds, [], [], timeout_s)
         except InterruptedError:
             ready = []
         now = time.monotonic()
         self.tick(now)
-        if self.master >= 0 and self.master in ready:
+        if self.master >= 0 and self.master in ready and not stalled:
             try:
                 data = os.read(self.master, 65536)
             except (BlockingIOError, OSError):

@@ -33,7 +33,13 @@ PLANT_MODULES = ['snake_control.physics.servo_plant']
 
 
 class Plant:
-    """Mechanics behind the emulated servos. Subclass and override step (and configure)."""
+    """Mechanics behind the emulated servos. Subclass and override step (and configure).
+
+    ``threaded``: True for a plant whose step releases the interpreter lock (a physics engine): the
+    emulator then steps it in a thread of its own, so replies never wait behind a physics step.
+    """
+
+    threaded = False
 
     def configure(self, servo_id: int, model: ServoModel, position_rad: float) -> None:
         """Called once per servo before the first step: its model and initial servo angle (rad)."""

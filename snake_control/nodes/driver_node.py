@@ -166,7 +166,9 @@ class DriverNode(Node):
                 st.level, st.message = DiagnosticStatus.OK, 'ok'
             st.values = [kv('hardware_error', s['hardware_error']),
                          kv('hardware_error_names', ','.join(s['hardware_error_names'])),
-                         kv('temperature_c', s['temperature_c']), kv('voltage_v', s['voltage_v']),
+                         kv('temperature_c', 'unknown' if s['temperature_c'] is None else s['temperature_c']),
+                         kv('voltage_v', 'unknown' if s['voltage_v'] is None else s['voltage_v']),
+                         kv('health_stale', s['health_stale']), kv('health_failures', s['health_failures']),
                          kv('stale_count', s['stale_count']), kv('stale_cycles', s['stale_cycles']),
                          kv('torque', s['torque']), kv('reboots', s['reboots'])]
             arr.status.append(st)

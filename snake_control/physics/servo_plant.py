@@ -16,9 +16,9 @@ virtual chassis, snake_control.physics.validation.BodyFrameTracker) is written e
 simulated time as a pose CSV (t,x,y,z,qx,qy,qz,qw; t in simulated seconds), to compare with
 `snake odometry`.
 
-Time: the emulator's ticks follow the wall clock. The plant steps the physics by whole timesteps,
-carrying the remainder to the next tick; a tick longer than MAX_CATCH_UP_S (the host stalled) is cut
-there rather than stepped through in one burst.
+Time: the emulator steps this plant in a thread of its own (``threaded``) every 2 ms of wall clock.
+The plant steps the physics by whole timesteps, carrying the remainder to the next tick; a tick longer
+than MAX_CATCH_UP_S (the host stalled) is cut there rather than stepped through in one burst.
 """
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ class MujocoPlant(Plant):
     robot; default all); world: an existing SnakeWorld of that robot (default a new one); truth_csv: a
     path to write the ground-truth body pose to (see the module docstring), or None.
     """
+
+    threaded = True          # mj_step releases the interpreter lock: the emulator steps it in its own thread
 
     def __init__(self, robot: Robot | str, ids=None, world: SnakeWorld | None = None, truth_csv=None):
         self.robot = load_robot(robot) if isinstance(robot, str) else robot
