@@ -28,6 +28,7 @@ def test_record_read_and_plot(tmp_path):
         gait = h.publisher(DiagnosticStatus, 'gait/state')
         assert wait_until(lambda: {'/snake/odom', '/snake/joint_states',
                                    '/snake/gait/state'} <= set(rec.counts))
+        start = time.monotonic()
         for k in range(40):
             o = Odometry()
             o.pose.pose.position.x = 0.01 * k
@@ -39,6 +40,7 @@ def test_record_read_and_plot(tmp_path):
             g = 'serpentine' if k < 20 else 'rolling'
             gait.publish(DiagnosticStatus(values=[KeyValue(key='target_gait', value=g)]))
             time.sleep(0.01)
+        published_hz = 39 / (time.monotonic() - start)
         assert wait_until(lambda: rec.counts['/snake/odom'] == 40 and rec.counts['/snake/joint_states'] == 41)
     finally:
         h.close()
@@ -48,7 +50,8 @@ def test_record_read_and_plot(tmp_path):
     np.testing.assert_allclose(s.odom_xyyaw[:, 2], 0.02 * np.arange(40), atol=1e-12)
     assert s.distance_m() == pytest.approx(0.39)
     assert [g for _, g in s.gait_switches] == ['serpentine', 'rolling']
-    assert 50 < s.rate_hz() < 150
+    # Against the rate the test actually published at: a loaded machine stretches the sleeps.
+    assert 0.5 * published_hz < s.rate_hz() < 2.0 * published_hz
     png = plot_session(s, tmp_path / 's.png', title='test')
     assert png.stat().st_size > 10000
 
