@@ -108,6 +108,12 @@ class GaitNode(Node):
             self.declare_parameter(name, default, ParameterDescriptor(
                 description=text, floating_point_range=[FloatingPointRange(from_value=low, to_value=high)]))
 
+        self.declare_parameter('torque_check_fraction', 0.8, ParameterDescriptor(
+            description='refuse a gait parameter change whose estimated peak joint torque exceeds this '
+                        'fraction of the servo stall torque and is higher than before (seed 001 dynamics, '
+                        'robot on the ground); 0 disables the check',
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=1.0)]))
+        self._torque_peaks = {}     # gait -> (params, peak torque N m) of the accepted parameters
         self.catalog = catalog
         self.gait_names = list(catalog.gaits_for(self.robot))
         self.declare_parameter('gait', default_gait(self.robot), ParameterDescriptor(
@@ -277,6 +283,9 @@ class GaitNode(Node):
                         # Validated by the catalogue for every gait; the target gait changes through the
                         # scheduler's smooth, phase-matched switch.
                         self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
+                        reason = self._torque_refusal(gait, candidate)
+                        if reason:
+                            return SetParametersResult(successful=False, reason=f'{p.name}: {reason}')
                         if self.scheduler is not None and self.scheduler.state()['target_gait'] == gait:
                             self.scheduler.set_params({name: float(value)})
                     except ValueError as exc:
@@ -291,6 +300,37 @@ class GaitNode(Node):
                 self.commands.limits = CommandLimits(*(float(current[n]) for n in LIMIT_PARAMETERS))
                 self.commands.timeout_s = float(current['cmd_timeout_s'])
         return SetParametersResult(successful=True)
+
+    def _torque_peak_nm(self, gait: str, params: dict) -> tuple[float, object]:
+        from snake_control.dynamics.gait_check import gait_params_torque_report
+        # One period at 25 Hz: about 0.1 s of work, paid only when a parameter changes.
+        report = gait_params_torque_report(self.robot, gait, params, self._torque_fraction(),
+                                           periods=1.0, rate_hz=25.0)
+        return float(np.max(report.peak_nm)), report
+
+    def _torque_fraction(self) -> float:
+        return float(self.get_parameter('torque_check_fraction').value)
+
+    def _torque_refusal(self, gait: str, candidate: dict) -> str | None:
+        """Why a parameter change must be refused for the torque it needs, or None.
+
+        A change is refused when the new parameters need more than the configured fraction of stall
+        torque and more than the parameters in force: a gait already over the line can still be
+        tuned down, never up.
+        """
+        if self._torque_fraction() <= 0.0:
+            return None
+        new_peak, report = self._torque_peak_nm(gait, candidate)
+        if report.ok:
+            return None
+        current = self.overrides[gait]
+        cached = self._torque_peaks.get(gait)
+        old_peak = cached[1] if cached and cached[0] == current else self._torque_peak_nm(gait, current)[0]
+        self._torque_peaks[gait] = (dict(current), old_peak)
+        if new_peak <= old_peak + 1e-9:
+            return None
+        return (f'{report.message} Peak {new_peak:.2f} N m against {old_peak:.2f} N m now; changes that '
+                f'raise the peak above the limit are refused (torque_check_fraction 0 disables the check)')
 
     # -- the loop ---------------------------------------------------------------------------------
     def _publish_joints(self, positions, velocities):
