@@ -6,7 +6,7 @@ import time
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 
@@ -16,11 +16,12 @@ class RosHarness:
     def __init__(self, args=None):
         self.context = Context()
         rclpy.init(args=args, context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.probe = Node('probe', context=self.context)
         self.executor.add_node(self.probe)
         self.nodes = []
         self._stop = threading.Event()
+        self.error: Exception | None = None
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
 
@@ -28,8 +29,11 @@ class RosHarness:
         try:
             while self.context.ok() and not self._stop.is_set():
                 self.executor.spin_once(timeout_sec=0.05)
-        except Exception:  # shutdown races end the spin
-            pass
+        except Exception as exc:
+            # A callback that raised stops every node here: keep it, so close() fails the test with it
+            # instead of the test waiting on messages that will never come. Shutdown races are not errors.
+            if not self._stop.is_set() and self.context.ok():
+                self.error = exc
 
     def add(self, node):
         self.nodes.append(node)
@@ -60,6 +64,8 @@ class RosHarness:
         for node in self.nodes + [self.probe]:
             node.destroy_node()
         self.context.try_shutdown()
+        if self.error is not None:
+            raise AssertionError(f'a callback raised and stopped the executor: {self.error!r}') from self.error
 
 
 def wait_until(predicate, timeout_s=10.0, period_s=0.01) -> bool:
