@@ -30,6 +30,8 @@ QUICK_ROBOT, QUICK_DURATION_S = 'wheeled_8', 10.0
 DEMO_BAUD = 4_000_000
 # Path length is summed over samples this far apart: the body frame's small per-cycle wiggle is not travel.
 PATH_SAMPLE_S = 0.25
+# No gait moves the body this fast: a larger step between ground-truth samples is a glitch, not travel.
+MAX_TRUE_SPEED_M_S = 2.0
 
 
 # ---------------------------------------------------------------------------------------------- pure math
@@ -79,6 +81,24 @@ def path_length_m(t_s: np.ndarray, xy_m: np.ndarray, sample_s: float = PATH_SAMP
     return float(np.sum(np.linalg.norm(np.diff(pts, axis=0), axis=1)))
 
 
+def truth_jumps(t_s: np.ndarray, xy_m: np.ndarray, max_speed_m_s: float = MAX_TRUE_SPEED_M_S,
+                slack_m: float = 0.05) -> np.ndarray:
+    """Mask (k,) of ground-truth samples that jump from the last good one faster than any gait moves
+    (max_speed_m_s, plus slack_m): a body frame that flipped or a physics glitch, not travel."""
+    t_s, xy_m = np.asarray(t_s, float), np.asarray(xy_m, float)
+    bad = np.zeros(len(t_s), dtype=bool)
+    if len(t_s) == 0:
+        return bad
+    good = 0
+    for k in range(1, len(t_s)):
+        step = float(np.hypot(*(xy_m[k] - xy_m[good])))
+        if step > max_speed_m_s * (t_s[k] - t_s[good]) + slack_m:
+            bad[k] = True
+        else:
+            good = k
+    return bad
+
+
 def yaw_from_quaternion(qx, qy, qz, qw):
     """Yaw (rad) about the world z axis of a unit quaternion (arrays or floats)."""
     return np.arctan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
@@ -110,6 +130,7 @@ class RobotSummary:
     counters: dict = field(default_factory=dict)
     stale_reads: int = 0
     gait_saturation_messages: int = 0
+    truth_jumps: int = 0
     gait_switches: list = field(default_factory=list)
     torque_off: bool | None = None
     picture: str = ''
@@ -126,7 +147,8 @@ class RobotSummary:
                f'estimated {self.estimated_distance_m:.2f} m',
                f'  estimator error at the end: {self.final_position_error_m:.3f} m '
                f'({self.final_position_error_pct:.1f} % of the distance), '
-               f'heading {self.final_heading_error_deg:+.1f} deg',
+               f'heading {self.final_heading_error_deg:+.1f} deg'
+               + (f' ({self.truth_jumps} ground-truth samples dropped as jumps)' if self.truth_jumps else ''),
                f'  speed while commanded ({self.moving_time_s:.0f} s): '
                f'commanded {self.commanded_speed_m_s:.3f} m/s, '
                f'achieved {self.achieved_speed_m_s:.3f} m/s (x{self._ratio():.1f})',
@@ -294,6 +316,9 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     truth_t = w0 + (truth[:, 0] - s0) * scale - ex.t_first_ns * 1e-9
     keep = (truth_t >= t0 - 0.5) & (truth_t <= t1 + 0.5)
     truth_t, truth = truth_t[keep], truth[keep]
+    jumps = truth_jumps(truth[:, 0], truth[:, 1:3])
+    summ.truth_jumps = int(jumps.sum())
+    truth_t, truth = truth_t[~jumps], truth[~jumps]
     if len(truth_t) < 2:
         raise RuntimeError(f'{robot}: the ground truth does not cover the session')
     yaw_unwrapped = np.unwrap(truth[:, 3])
@@ -348,26 +373,35 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
 # ---------------------------------------------------------------------------------------------- picture
 
 def plot_robot(robot, s, ex, true_t, true_rel, est_rel, summ: RobotSummary, path: Path) -> Path:
-    """True and estimated paths, joint-angle heatmap with gait switches, loop timing; one PNG."""
+    """True and estimated paths, joint-angle heatmap with gait switches, heading, loop timing; one PNG."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    import matplotlib.transforms as mtransforms
 
-    fig = plt.figure(figsize=(14, 7.5))
-    grid = fig.add_gridspec(2, 2, width_ratios=(1, 1.5), height_ratios=(2.2, 1))
+    fig = plt.figure(figsize=(15, 9))
+    grid = fig.add_gridspec(3, 2, width_ratios=(1, 1.45), height_ratios=(2.2, 1, 1))
     ax = fig.add_subplot(grid[:, 0])
     ax.plot(true_rel[:, 0], true_rel[:, 1], 'k-', lw=2, label='true (MuJoCo)')
     ax.plot(est_rel[:, 0], est_rel[:, 1], '-', color='tab:orange', lw=1.5, label='estimated (odom)')
     ax.plot(0, 0, 'go', ms=8, label='start')
     ax.plot(*true_rel[-1, :2], 'ks', ms=7, label='end (true)')
     ax.plot(*est_rel[-1, :2], 's', color='tab:orange', ms=7, label='end (estimated)')
+    last = None
     for t, name in s.gait_switches[1:]:
-        p = [np.interp(t, true_t, true_rel[:, i]) for i in range(2)]
+        p = np.array([np.interp(t, true_t, true_rel[:, i]) for i in range(2)])
         ax.plot(*p, 'v', color='tab:purple', ms=6)
-        ax.annotate(name, p, fontsize=8, color='tab:purple', xytext=(4, 4), textcoords='offset points')
-    ax.set(xlabel='x (m), start frame: x forward', ylabel='y (m), left',
-           title=f'path: {summ.true_distance_m:.2f} m travelled, end error '
-                 f'{summ.final_position_error_pct:.1f} % / {summ.final_heading_error_deg:+.0f} deg')
+        # Switches at one place (a gait passed through on the way to another) share one label.
+        if last is not None and np.linalg.norm(p - last[0]) < 0.15:
+            last[1].set_text(last[1].get_text() + ' > ' + name)
+            continue
+        label = ax.annotate(name, p, fontsize=8, color='tab:purple', xytext=(5, -10),
+                            textcoords='offset points')
+        last = (p, label)
+    ax.set(xlabel='x (m), start frame: x forward', ylabel='y (m), left')
+    ax.set_title(f'path: {summ.true_distance_m:.2f} m travelled (true); estimate off by '
+                 f'{summ.final_position_error_m:.2f} m ({summ.final_position_error_pct:.0f} %), '
+                 f'{summ.final_heading_error_deg:+.0f} deg at the end', fontsize=10)
     ax.axis('equal')
     ax.grid(alpha=0.3)
     ax.legend(loc='best', fontsize=8)
@@ -379,33 +413,46 @@ def plot_robot(robot, s, ex, true_t, true_rel, est_rel, summ: RobotSummary, path
         image = ax_heat.imshow(s.states_rad.T, aspect='auto', extent=extent, cmap='RdBu_r', vmin=-lim,
                                vmax=lim, interpolation='nearest')
         fig.colorbar(image, ax=ax_heat, label='joint angle (rad)', pad=0.01)
-    for t, name in s.gait_switches:
+    top = mtransforms.blended_transform_factory(ax_heat.transData, ax_heat.transAxes)
+    for k, (t, name) in enumerate(s.gait_switches):
         ax_heat.axvline(t, color='k', lw=1.2)
-        ax_heat.text(t, -0.5, f' {name}', rotation=0, va='bottom', ha='left', fontsize=8)
+        ax_heat.text(t, 1.01 + 0.06 * (k % 2), f' {name}', transform=top, va='bottom', ha='left',
+                     fontsize=7.5)
     ax_heat.set(ylabel='joint (tail to head)')
-    ax_heat.set_title('measured joint angles (joint_states), gait switches marked', pad=14)
+    ax_heat.set_title('measured joint angles (joint_states), gait switches marked', pad=30, fontsize=10)
 
-    ax_dt = fig.add_subplot(grid[1, 1], sharex=ax_heat)
+    ax_yaw = fig.add_subplot(grid[1, 1], sharex=ax_heat)
+    ax_yaw.plot(true_t, np.degrees(np.unwrap(true_rel[:, 2])), 'k-', lw=1.5, label='true')
+    ax_yaw.plot(s.odom_t_s, np.degrees(np.unwrap(est_rel[:, 2])), '-', color='tab:orange', lw=1.2,
+                label='estimated')
+    for t, _ in s.gait_switches:
+        ax_yaw.axvline(t, color='k', lw=0.8, alpha=0.5)
+    ax_yaw.set(ylabel='heading (deg)')
+    ax_yaw.set_title('body heading in the start frame', fontsize=10)
+    ax_yaw.legend(loc='best', fontsize=7)
+    ax_yaw.grid(alpha=0.3)
+
+    ax_dt = fig.add_subplot(grid[2, 1], sharex=ax_heat)
     if len(s.states_t_s) > 1:
-        ax_dt.plot(s.states_t_s[1:], 1000 * np.diff(s.states_t_s), lw=0.5, color='tab:blue',
+        ax_dt.plot(s.states_t_s[1:], 1000 * np.diff(s.states_t_s), lw=0.4, color='tab:blue',
                    label='joint_states period')
     target_ms = 1000.0 / summ.control_rate_hz_target if summ.control_rate_hz_target else None
     if target_ms:
-        ax_dt.axhline(target_ms, color='tab:green', ls='--', lw=1, label=f'target {target_ms:g} ms')
-    ax_dt.axhline(summ.wire_time_ms, color='tab:red', ls=':', lw=1.2,
+        ax_dt.axhline(target_ms, color='tab:green', ls='--', lw=1.2, label=f'control period {target_ms:g} ms')
+    ax_dt.axhline(summ.wire_time_ms, color='tab:red', ls=':', lw=1.5,
                   label=f'bus wire time {summ.wire_time_ms:.2f} ms')
+    if len(s.states_t_s) > 1:
+        p99_ms = float(np.percentile(1000 * np.diff(s.states_t_s), 99))
+        ax_dt.set_ylim(0, max(3 * (target_ms or 10), p99_ms))
     if len(ex.diag_t_s):
         ax_r = ax_dt.twinx()
-        ax_r.plot(ex.diag_t_s, ex.diag_rate_hz, '.-', color='tab:gray', ms=3, lw=0.8)
-        ax_r.set_ylabel('driver cycle rate (Hz)', color='tab:gray')
+        ax_r.plot(ex.diag_t_s, ex.diag_rate_hz, 'o-', color='tab:gray', ms=3, lw=1)
+        ax_r.set_ylabel('driver cycles/s', color='tab:gray')
         ax_r.set_ylim(0, max(1.3 * summ.control_rate_hz_target, float(np.max(ex.diag_rate_hz)) * 1.1))
-    if len(s.states_t_s) > 1:
-        p995_ms = float(np.percentile(1000 * np.diff(s.states_t_s), 99.5))
-        ax_dt.set_ylim(0, max(3 * (target_ms or 10), p995_ms))
     ax_dt.set(xlabel='time (s)', ylabel='period (ms)')
-    ax_dt.set_title(f'loop timing: driver {summ.cycle_rate_hz:.0f} Hz, '
-                    f'joint_states {summ.joint_states_rate_hz:.0f} Hz '
-                    f'(bus limit {summ.wire_limit_hz:.0f} Hz)', fontsize=10)
+    ax_dt.set_title(f'loop timing: driver {summ.cycle_rate_hz:.0f} Hz (grey, median), '
+                    f'joint_states {summ.joint_states_rate_hz:.0f} Hz; bus limit {summ.wire_limit_hz:.0f} Hz',
+                    fontsize=10)
     ax_dt.legend(loc='upper left', fontsize=7, ncol=3)
     fig.suptitle(f'{robot}: scripted session in MuJoCo through the full node graph')
     fig.tight_layout()
