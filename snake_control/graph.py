@@ -186,6 +186,19 @@ def default_gait_cycle(robot) -> list[str]:
     return cycle or [g for g in available if g != 'straight']
 
 
+def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
+    """estimator_node's parameters. In the MuJoCo world a pitch-yaw robot's modules slide along their
+    axis far more easily than across it (anisotropic capsule friction); the estimator's default
+    axial_weight of 1 (no axial sliding) then reads serpentine as no motion, so the graph passes the
+    weight that matches the world's friction (snake_control.physics.validation.matching_axial_weight,
+    (mu_axial / mu_lateral)^2, about 0.028). Real robots keep the node's default."""
+    params = {'robot': robot_path}
+    if args.physics == 'mujoco' and robot.kind == 'pitch_yaw':
+        from snake_control.physics.validation import matching_axial_weight
+        params['axial_weight'] = float(matching_axial_weight())
+    return params
+
+
 def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
     """The node list for the launch arguments. `port` overrides the serial device (bringup passes the
     emulated bus's pty here once it has started it)."""
@@ -208,7 +221,8 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
         NodeSpec(PACKAGE, 'gait_node', 'gait_node', ns,
                  {'robot': robot_path, 'rate_hz': rate, 'gait': gait},
                  module='snake_control.nodes.gait_node', class_name='GaitNode'),
-        NodeSpec(PACKAGE, 'estimator_node', 'estimator_node', ns, {'robot': robot_path},
+        NodeSpec(PACKAGE, 'estimator_node', 'estimator_node', ns,
+                 estimator_parameters(robot, robot_path, args),
                  module='snake_control.nodes.estimator_node', class_name='EstimatorNode'),
         NodeSpec(PACKAGE, 'teleop_node', 'teleop_node', ns,
                  {'robot': robot_path, 'teleop': args.teleop, 'gait_cycle': cycle},

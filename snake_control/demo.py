@@ -1,0 +1,543 @@
+"""`snake demo`: both shipped robots driven by the whole node graph through their scripts, in MuJoCo.
+
+For each robot (pitch_yaw_32, then wheeled_8) snake_control.bringup.run_bringup runs the graph (driver on
+the emulated bus at the robot's 4 Mbit/s, coupled to the MuJoCo world; gait; estimator; teleop fed by
+config/scripts/demo_<robot>.yaml) under the namespace /<robot>, recording every topic. The MuJoCo plant
+in the bus process writes the true body pose (SNAKE_PHYSICS_TRUTH) next to it. Afterwards each session
+is read back, compared with the truth, drawn, and the two recordings are merged into one demo.mcap:
+
+    /<robot>/...             every topic of that robot's session (odom, joint_states, gait/state, ...)
+    /<robot>/diagnostics     its /diagnostics (and any other absolute topic, e.g. /rosout, /tf), moved
+                             under the robot's namespace so the two sessions never share a topic
+
+Truth and estimate are compared in the estimator's odom frame: both are taken relative to their own pose
+at the first odom message (the robot is still then: the script holds the deadman for a second), after
+mapping the plant's simulated time onto the wall clock at the moment the graph was ready.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+DEMO_ROBOTS = ('pitch_yaw_32', 'wheeled_8')
+QUICK_ROBOT, QUICK_DURATION_S = 'wheeled_8', 10.0
+DEMO_BAUD = 4_000_000
+# Path length is summed over samples this far apart: the body frame's small per-cycle wiggle is not travel.
+PATH_SAMPLE_S = 0.25
+# No gait moves the body this fast: a larger step between ground-truth samples is a glitch, not travel.
+MAX_TRUE_SPEED_M_S = 2.0
+
+
+# ---------------------------------------------------------------------------------------------- pure math
+
+def bus_cycle_wire_time_s(n_servos: int, baud: int, state_bytes: int, fast: bool,
+                          return_delay_s: float = 0.0) -> float:
+    """Wire time of one control cycle: a sync write of 4-byte goals plus a (fast) sync read of state_bytes.
+
+    Bytes per cycle (10 bits each on the wire, /work/shared/DYNAMIXEL.md): sync write 14 + 5N, read request
+    14 + N, replies N (11 + L) for sync read (one return delay each) or 8 + N (L + 4) for fast sync read
+    (one return delay). Returns seconds; its inverse is the highest control rate the bus allows.
+
+    Example: 32 servos at 4 Mbit/s reading 10 bytes: 2.23 ms (sync read), 1.69 ms (fast sync read).
+    """
+    if n_servos < 1 or baud <= 0 or state_bytes < 1:
+        raise ValueError(f'n_servos, baud, state_bytes: expected positive values, '
+                         f'got {n_servos}, {baud}, {state_bytes}')
+    n, length = int(n_servos), int(state_bytes)
+    write, request = 14 + 5 * n, 14 + n
+    if fast:
+        reply, delays = 8 + n * (length + 4), 1
+    else:
+        reply, delays = n * (11 + length), n
+    return (write + request + reply) * 10.0 / baud + delays * return_delay_s
+
+
+def se2_relative(poses_xyyaw: np.ndarray, origin_xyyaw) -> np.ndarray:
+    """Poses (k, 3) (x m, y m, yaw rad in a world frame) expressed in the frame of origin (3,)."""
+    p = np.asarray(poses_xyyaw, dtype=float)
+    if p.ndim != 2 or p.shape[1] != 3:
+        raise ValueError(f'poses_xyyaw: expected shape (k, 3), got {p.shape}')
+    x0, y0, th0 = (float(v) for v in origin_xyyaw)
+    c, s = math.cos(th0), math.sin(th0)
+    dx, dy = p[:, 0] - x0, p[:, 1] - y0
+    yaw = np.arctan2(np.sin(p[:, 2] - th0), np.cos(p[:, 2] - th0))
+    return np.column_stack((c * dx + s * dy, -s * dx + c * dy, yaw))
+
+
+def path_length_m(t_s: np.ndarray, xy_m: np.ndarray, sample_s: float = PATH_SAMPLE_S) -> float:
+    """Length of a planar path (k, 2) resampled every sample_s (times t_s (k,) increasing)."""
+    t_s, xy_m = np.asarray(t_s, float), np.asarray(xy_m, float)
+    if len(t_s) < 2:
+        return 0.0
+    grid = np.arange(t_s[0], t_s[-1], sample_s)
+    grid = np.append(grid, t_s[-1])
+    pts = np.column_stack([np.interp(grid, t_s, xy_m[:, i]) for i in range(2)])
+    return float(np.sum(np.linalg.norm(np.diff(pts, axis=0), axis=1)))
+
+
+def truth_jumps(t_s: np.ndarray, xy_m: np.ndarray, max_speed_m_s: float = MAX_TRUE_SPEED_M_S,
+                slack_m: float = 0.05) -> np.ndarray:
+    """Mask (k,) of ground-truth samples that jump from the last good one faster than any gait moves
+    (max_speed_m_s, plus slack_m): a body frame that flipped or a physics glitch, not travel."""
+    t_s, xy_m = np.asarray(t_s, float), np.asarray(xy_m, float)
+    bad = np.zeros(len(t_s), dtype=bool)
+    if len(t_s) == 0:
+        return bad
+    good = 0
+    for k in range(1, len(t_s)):
+        step = float(np.hypot(*(xy_m[k] - xy_m[good])))
+        if step > max_speed_m_s * (t_s[k] - t_s[good]) + slack_m:
+            bad[k] = True
+        else:
+            good = k
+    return bad
+
+
+def yaw_from_quaternion(qx, qy, qz, qw):
+    """Yaw (rad) about the world z axis of a unit quaternion (arrays or floats)."""
+    return np.arctan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+@dataclass
+class RobotSummary:
+    """What one robot's session achieved; figures for the printed summary and for tests."""
+
+    robot: str
+    n_joints: int = 0
+    duration_s: float = 0.0
+    true_distance_m: float = 0.0
+    estimated_distance_m: float = 0.0
+    final_position_error_m: float = float('nan')
+    final_position_error_pct: float = float('nan')
+    final_heading_error_deg: float = float('nan')
+    control_rate_hz_target: float = 0.0
+    cycle_rate_hz: float = 0.0
+    joint_states_rate_hz: float = 0.0
+    read_mode: str = ''
+    wire_time_ms: float = 0.0
+    wire_limit_hz: float = 0.0
+    commanded_speed_m_s: float = 0.0
+    achieved_speed_m_s: float = 0.0
+    moving_time_s: float = 0.0
+    counters: dict = field(default_factory=dict)
+    stale_reads: int = 0
+    gait_saturation_messages: int = 0
+    truth_jumps: int = 0
+    gait_switches: list = field(default_factory=list)
+    torque_off: bool | None = None
+    picture: str = ''
+    message_counts: dict = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """The summary of this session, one figure group per line."""
+        c = self.counters
+        torque = 'off at the end' if self.torque_off else 'unknown' if self.torque_off is None else 'STILL ON'
+        rejected = sum(v for k, v in c.items() if k.startswith('rejected'))
+        out = [f'{self.robot} ({self.n_joints} joints), {self.duration_s:.0f} s, gaits: '
+               + ' -> '.join(g for _, g in self.gait_switches),
+               f'  distance travelled (true): {self.true_distance_m:.2f} m; '
+               f'estimated {self.estimated_distance_m:.2f} m',
+               f'  estimator error at the end: {self.final_position_error_m:.3f} m '
+               f'({self.final_position_error_pct:.1f} % of the distance), '
+               f'heading {self.final_heading_error_deg:+.1f} deg'
+               + (f' ({self.truth_jumps} ground-truth samples dropped as jumps)' if self.truth_jumps else ''),
+               f'  speed while commanded ({self.moving_time_s:.0f} s): '
+               f'commanded {self.commanded_speed_m_s:.3f} m/s, '
+               f'achieved {self.achieved_speed_m_s:.3f} m/s (x{self._ratio():.1f})',
+               f'  loop: driver {self.cycle_rate_hz:.1f} Hz (target {self.control_rate_hz_target:g} Hz), '
+               f'joint_states {self.joint_states_rate_hz:.1f} Hz; bus limit {self.wire_limit_hz:.0f} Hz '
+               f'({self.wire_time_ms:.2f} ms wire time per cycle, {self.read_mode} sync read, '
+               f'{DEMO_BAUD / 1e6:g} Mbit/s)',
+               f'  faults: stale reads {self.stale_reads}, read failures {c.get("read_failures", 0)} '
+               f'(whole-bus {c.get("full_read_failures", 0)}), write failures {c.get("write_failures", 0)}, '
+               f'overruns {c.get("overruns", 0)}/{c.get("cycles", 0)} cycles, '
+               f'goals clamped {c.get("clamped", 0)}, rejected {rejected}, '
+               f'gait saturation reports {self.gait_saturation_messages}; torque {torque}']
+        return out
+
+    def _ratio(self) -> float:
+        if self.commanded_speed_m_s <= 0:
+            return float('nan')
+        return self.achieved_speed_m_s / self.commanded_speed_m_s
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+def demo_script_path(robot: str) -> Path:
+    from snake_control.paths import share_dir
+    return share_dir() / 'config' / 'scripts' / f'demo_{robot}.yaml'
+
+
+def read_truth_csv(path: str | Path) -> np.ndarray:
+    """The plant's ground-truth CSV (t,x,y,z,qx,qy,qz,qw) as (k, 4): t simulated s, x m, y m, yaw rad."""
+    rows = []
+    with open(path, newline='') as f:
+        for row in csv.DictReader(f):
+            try:
+                rows.append([float(row[k]) for k in ('t', 'x', 'y', 'qx', 'qy', 'qz', 'qw')])
+            except (TypeError, ValueError, KeyError):
+                continue        # a line cut short while the plant was writing it
+    if not rows:
+        raise ValueError(f'ground-truth file {path}: no complete rows')
+    a = np.array(rows)
+    return np.column_stack((a[:, 0], a[:, 1], a[:, 2], yaw_from_quaternion(*a[:, 3:7].T)))
+
+
+def _last_truth_time_s(path: Path) -> float | None:
+    try:
+        return float(read_truth_csv(path)[-1, 0])
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class _Extra:
+    """What read_session does not decode: absolute start time, gait commands and driver diagnostics."""
+
+    t_first_ns: int = 0
+    gait_t_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    gait_speed_m_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    saturation_messages: int = 0
+    diag_t_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    diag_rate_hz: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def _read_extra(path: Path, namespace: str) -> _Extra:
+    from mcap_ros2.reader import read_ros2_messages
+
+    ex, gait, diag = _Extra(), [], []
+    gait_topic = f'/{namespace}/gait/state'
+    for m in read_ros2_messages(str(path)):
+        if not ex.t_first_ns:
+            ex.t_first_ns = m.log_time_ns
+        t = (m.log_time_ns - ex.t_first_ns) * 1e-9
+        if m.channel.topic == gait_topic:
+            v = {kv.key: kv.value for kv in m.ros_msg.values}
+            try:
+                gait.append((t, math.hypot(float(v.get('command_forward_m_s', 0)),
+                                           float(v.get('command_sideways_m_s', 0)))))
+            except ValueError:
+                continue
+            ex.saturation_messages += bool(v.get('saturated_joints'))
+        elif m.channel.topic.endswith('/diagnostics') or m.channel.topic == '/diagnostics':
+            for st in m.ros_msg.status:
+                v = {kv.key: kv.value for kv in st.values}
+                if 'cycle_rate_hz' in v:
+                    diag.append((t, float(v['cycle_rate_hz'])))
+    if gait:
+        a = np.array(gait)
+        ex.gait_t_s, ex.gait_speed_m_s = a[:, 0], a[:, 1]
+    if diag:
+        a = np.array(diag)
+        ex.diag_t_s, ex.diag_rate_hz = a[:, 0], a[:, 1]
+    return ex
+
+
+# ---------------------------------------------------------------------------------------------- one robot
+
+def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
+              duration_s: float | None = None, log=print) -> tuple[RobotSummary, Path]:
+    """Run one robot's scripted session in MuJoCo and analyse it; returns (summary, its mcap path)."""
+    from snake_control.bringup import run_bringup
+    from snake_control.graph import GraphArgs
+    from snake_control.physics.servo_plant import TRUTH_ENV
+    from snake_control.robot import load_robot
+
+    out = Path(out_dir)
+    parts = out / 'demo_parts'
+    parts.mkdir(parents=True, exist_ok=True)
+    truth_path, mcap_path = parts / f'truth_{robot}.csv', parts / f'{robot}.mcap'
+    for p in (truth_path, mcap_path):
+        p.unlink(missing_ok=True)
+    script = Path(script) if script else demo_script_path(robot)
+    anchors, diagnostics = [], {}
+
+    def anchor():
+        sim_t = _last_truth_time_s(truth_path)
+        if sim_t is not None:
+            anchors.append((time.time(), sim_t))
+
+    def before_stop(run):
+        anchor()
+        diagnostics.update(run.nodes['driver_node'].driver.diagnostics())
+
+    previous = os.environ.get(TRUTH_ENV)
+    os.environ[TRUTH_ENV] = str(truth_path)     # the bus process (the plant) inherits it
+    try:
+        result = run_bringup(
+            GraphArgs(robot=robot, bus='sim', physics='mujoco', baud=DEMO_BAUD, namespace=robot, joy=False),
+            script=str(script), record=str(mcap_path), duration_s=duration_s, log=log,
+            status_period_s=3.0, on_ready=lambda run: anchor(), before_stop=before_stop)
+    finally:
+        if previous is None:
+            os.environ.pop(TRUTH_ENV, None)
+        else:
+            os.environ[TRUTH_ENV] = previous
+    summary = analyse(robot, mcap_path, truth_path, anchors, diagnostics, out / f'demo_{robot}.png')
+    summary.torque_off = result.torque_off
+    summary.message_counts = result.message_counts
+    summary.n_joints = load_robot(robot).n_joints
+    return summary, mcap_path
+
+
+def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagnostics: dict,
+            picture: Path) -> RobotSummary:
+    """Compare the recorded odometry with the plant's truth, gather loop figures and faults, draw."""
+    from snake_control.dynamixel.driver import STATE_LEN
+    from snake_control.robot import load_robot
+    from snake_control.session import read_session
+
+    rb = load_robot(robot)
+    s = read_session(mcap_path, namespace=robot)
+    ex = _read_extra(mcap_path, robot)
+    summ = RobotSummary(robot=robot, n_joints=rb.n_joints, gait_switches=list(s.gait_switches))
+    if len(s.odom_t_s) < 2:
+        raise RuntimeError(f'{robot}: the session recorded no odometry ({mcap_path})')
+    t0, t1 = float(s.odom_t_s[0]), float(s.odom_t_s[-1])
+    summ.duration_s = t1 - t0
+
+    # Plant time -> file time (s from the first message) through the wall-clock anchors.
+    truth = read_truth_csv(truth_path)
+    if len(anchors) >= 2 and anchors[-1][1] > anchors[0][1]:
+        (w0, s0), (w1, s1) = anchors[0], anchors[-1]
+        scale = (w1 - w0) / (s1 - s0)
+    elif anchors:
+        (w0, s0), scale = anchors[0], 1.0
+    else:
+        raise RuntimeError(f'{robot}: no ground truth was written ({truth_path})')
+    truth_t = w0 + (truth[:, 0] - s0) * scale - ex.t_first_ns * 1e-9
+    keep = (truth_t >= t0 - 0.5) & (truth_t <= t1 + 0.5)
+    truth_t, truth = truth_t[keep], truth[keep]
+    jumps = truth_jumps(truth[:, 0], truth[:, 1:3])
+    summ.truth_jumps = int(jumps.sum())
+    truth_t, truth = truth_t[~jumps], truth[~jumps]
+    if len(truth_t) < 2:
+        raise RuntimeError(f'{robot}: the ground truth does not cover the session')
+    yaw_unwrapped = np.unwrap(truth[:, 3])
+
+    def truth_at(t):
+        return np.array([np.interp(t, truth_t, truth[:, 1]), np.interp(t, truth_t, truth[:, 2]),
+                         np.interp(t, truth_t, yaw_unwrapped)])
+
+    in_run = (truth_t >= t0) & (truth_t <= t1)
+    true_rel = se2_relative(np.vstack([truth_at(t0), truth[in_run, 1:4], truth_at(t1)]), truth_at(t0))
+    true_t = np.concatenate([[t0], truth_t[in_run], [t1]])
+    est_rel = se2_relative(s.odom_xyyaw, s.odom_xyyaw[0])
+    summ.true_distance_m = path_length_m(true_t, true_rel[:, :2])
+    summ.estimated_distance_m = path_length_m(s.odom_t_s, est_rel[:, :2])
+    err = true_rel[-1, :2] - est_rel[-1, :2]
+    summ.final_position_error_m = float(np.hypot(*err))
+    summ.final_position_error_pct = 100.0 * summ.final_position_error_m / max(summ.true_distance_m, 1e-9)
+    dyaw = true_rel[-1, 2] - est_rel[-1, 2]
+    summ.final_heading_error_deg = math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))
+
+    # Commanded against achieved speed, over the time a motion command was in force.
+    if len(ex.gait_t_s) > 1:
+        grid = np.arange(t0, t1, PATH_SAMPLE_S)
+        idx = np.clip(np.searchsorted(ex.gait_t_s, grid, side='right') - 1, 0, len(ex.gait_t_s) - 1)
+        cmd = ex.gait_speed_m_s[idx]
+        moving = cmd[:-1] > 1e-3
+        pts = np.column_stack([np.interp(grid, true_t, true_rel[:, i]) for i in range(2)])
+        step = np.linalg.norm(np.diff(pts, axis=0), axis=1)
+        summ.moving_time_s = float(moving.sum() * PATH_SAMPLE_S)
+        if moving.any():
+            summ.commanded_speed_m_s = float(cmd[:-1][moving].mean())
+            summ.achieved_speed_m_s = float(step[moving].sum() / summ.moving_time_s)
+    summ.gait_saturation_messages = ex.saturation_messages
+
+    # Loop rate against what the wire allows, and faults.
+    d = diagnostics
+    summ.control_rate_hz_target = float(d.get('rate_hz_target', rb.bus.control_rate_hz))
+    in_run_diag = ex.diag_rate_hz[(ex.diag_t_s > t0 + 2.0) & (ex.diag_t_s <= t1)] if len(ex.diag_t_s) else []
+    summ.cycle_rate_hz = (float(np.median(in_run_diag)) if len(in_run_diag)
+                          else float(d.get('cycle_rate_hz', 0)))
+    summ.joint_states_rate_hz = s.rate_hz('states')
+    summ.read_mode = d.get('read_mode', 'fast')
+    wire = bus_cycle_wire_time_s(rb.n_joints, int(d.get('baud', DEMO_BAUD)), STATE_LEN,
+                                 summ.read_mode == 'fast')
+    summ.wire_time_ms, summ.wire_limit_hz = wire * 1000.0, 1.0 / wire
+    summ.counters = dict(d.get('counters', {}))
+    summ.stale_reads = int(sum(sv.get('stale_count', 0) for sv in d.get('servos', [])))
+    summ.picture = str(plot_robot(robot, s, ex, true_t, true_rel, est_rel, summ, picture))
+    return summ
+
+
+# ---------------------------------------------------------------------------------------------- picture
+
+def plot_robot(robot, s, ex, true_t, true_rel, est_rel, summ: RobotSummary, path: Path) -> Path:
+    """True and estimated paths, joint-angle heatmap with gait switches, heading, loop timing; one PNG."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    import matplotlib.transforms as mtransforms
+
+    fig = plt.figure(figsize=(15, 9))
+    grid = fig.add_gridspec(3, 2, width_ratios=(1, 1.45), height_ratios=(2.2, 1, 1))
+    ax = fig.add_subplot(grid[:, 0])
+    ax.plot(true_rel[:, 0], true_rel[:, 1], 'k-', lw=2, label='true (MuJoCo)')
+    ax.plot(est_rel[:, 0], est_rel[:, 1], '-', color='tab:orange', lw=1.5, label='estimated (odom)')
+    ax.plot(0, 0, 'go', ms=8, label='start')
+    ax.plot(*true_rel[-1, :2], 'ks', ms=7, label='end (true)')
+    ax.plot(*est_rel[-1, :2], 's', color='tab:orange', ms=7, label='end (estimated)')
+    last = None
+    for t, name in s.gait_switches[1:]:
+        p = np.array([np.interp(t, true_t, true_rel[:, i]) for i in range(2)])
+        ax.plot(*p, 'v', color='tab:purple', ms=6)
+        # Switches at one place (a gait passed through on the way to another) share one label.
+        if last is not None and np.linalg.norm(p - last[0]) < 0.15:
+            last[1].set_text(last[1].get_text() + ' > ' + name)
+            continue
+        label = ax.annotate(name, p, fontsize=8, color='tab:purple', xytext=(5, -10),
+                            textcoords='offset points')
+        last = (p, label)
+    ax.set(xlabel='x (m), start frame: x forward', ylabel='y (m), left')
+    ax.set_title(f'path: {summ.true_distance_m:.2f} m travelled (true); estimate off by '
+                 f'{summ.final_position_error_m:.2f} m ({summ.final_position_error_pct:.0f} %), '
+                 f'{summ.final_heading_error_deg:+.0f} deg at the end', fontsize=10)
+    ax.axis('equal')
+    ax.grid(alpha=0.3)
+    ax.legend(loc='best', fontsize=8)
+
+    ax_heat = fig.add_subplot(grid[0, 1])
+    if len(s.states_rad):
+        extent = (s.states_t_s[0], s.states_t_s[-1], len(s.joint_names) - 0.5, -0.5)
+        lim = max(0.2, float(np.percentile(np.abs(s.states_rad), 99)))
+        image = ax_heat.imshow(s.states_rad.T, aspect='auto', extent=extent, cmap='RdBu_r', vmin=-lim,
+                               vmax=lim, interpolation='nearest')
+        fig.colorbar(image, ax=ax_heat, label='joint angle (rad)', pad=0.01)
+    top = mtransforms.blended_transform_factory(ax_heat.transData, ax_heat.transAxes)
+    for k, (t, name) in enumerate(s.gait_switches):
+        ax_heat.axvline(t, color='k', lw=1.2)
+        ax_heat.text(t, 1.01 + 0.06 * (k % 2), f' {name}', transform=top, va='bottom', ha='left',
+                     fontsize=7.5)
+    ax_heat.set(ylabel='joint (tail to head)')
+    ax_heat.set_title('measured joint angles (joint_states), gait switches marked', pad=30, fontsize=10)
+
+    ax_yaw = fig.add_subplot(grid[1, 1], sharex=ax_heat)
+    ax_yaw.plot(true_t, np.degrees(np.unwrap(true_rel[:, 2])), 'k-', lw=1.5, label='true')
+    ax_yaw.plot(s.odom_t_s, np.degrees(np.unwrap(est_rel[:, 2])), '-', color='tab:orange', lw=1.2,
+                label='estimated')
+    for t, _ in s.gait_switches:
+        ax_yaw.axvline(t, color='k', lw=0.8, alpha=0.5)
+    ax_yaw.set(ylabel='heading (deg)')
+    ax_yaw.set_title('body heading in the start frame', fontsize=10)
+    ax_yaw.legend(loc='best', fontsize=7)
+    ax_yaw.grid(alpha=0.3)
+
+    ax_dt = fig.add_subplot(grid[2, 1], sharex=ax_heat)
+    if len(s.states_t_s) > 1:
+        ax_dt.plot(s.states_t_s[1:], 1000 * np.diff(s.states_t_s), lw=0.4, color='tab:blue',
+                   label='joint_states period')
+    target_ms = 1000.0 / summ.control_rate_hz_target if summ.control_rate_hz_target else None
+    if target_ms:
+        ax_dt.axhline(target_ms, color='tab:green', ls='--', lw=1.2, label=f'control period {target_ms:g} ms')
+    ax_dt.axhline(summ.wire_time_ms, color='tab:red', ls=':', lw=1.5,
+                  label=f'bus wire time {summ.wire_time_ms:.2f} ms')
+    if len(s.states_t_s) > 1:
+        p99_ms = float(np.percentile(1000 * np.diff(s.states_t_s), 99))
+        ax_dt.set_ylim(0, max(3 * (target_ms or 10), p99_ms))
+    if len(ex.diag_t_s):
+        ax_r = ax_dt.twinx()
+        ax_r.plot(ex.diag_t_s, ex.diag_rate_hz, 'o-', color='tab:gray', ms=3, lw=1)
+        ax_r.set_ylabel('driver cycles/s', color='tab:gray')
+        ax_r.set_ylim(0, max(1.3 * summ.control_rate_hz_target, float(np.max(ex.diag_rate_hz)) * 1.1))
+    ax_dt.set(xlabel='time (s)', ylabel='period (ms)')
+    ax_dt.set_title(f'loop timing: driver {summ.cycle_rate_hz:.0f} Hz (grey, median), '
+                    f'joint_states {summ.joint_states_rate_hz:.0f} Hz; bus limit {summ.wire_limit_hz:.0f} Hz',
+                    fontsize=10)
+    ax_dt.legend(loc='upper left', fontsize=7, ncol=3)
+    fig.suptitle(f'{robot}: scripted session in MuJoCo through the full node graph')
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- merge
+
+def merge_recordings(parts: list[tuple[str, Path]], out_path: str | Path) -> dict:
+    """Merge per-robot MCAP files into one: each robot's topics keep their /<robot>/ names, absolute
+    topics (/diagnostics, /rosout, /tf, ...) move under /<robot>/. Returns message counts per topic."""
+    from mcap.reader import make_reader
+    from mcap.writer import CompressionType, Writer
+
+    out_path = Path(out_path)
+    counts: dict[str, int] = {}
+    with open(out_path, 'wb') as f_out:
+        writer = Writer(f_out, compression=CompressionType.ZSTD)
+        writer.start(profile='ros2', library='snake_control demo')
+        schemas, channels = {}, {}
+        for robot, path in parts:
+            prefix = f'/{robot}'
+            with open(path, 'rb') as f_in:
+                for schema, channel, message in make_reader(f_in).iter_messages(log_time_order=True):
+                    topic = channel.topic
+                    if not topic.startswith(prefix + '/'):
+                        topic = prefix + topic
+                    if topic not in channels:
+                        sid = 0
+                        if schema is not None:
+                            key = (schema.name, schema.encoding, schema.data)
+                            if key not in schemas:
+                                schemas[key] = writer.register_schema(schema.name, schema.encoding,
+                                                                      schema.data)
+                            sid = schemas[key]
+                        channels[topic] = writer.register_channel(topic, channel.message_encoding, sid,
+                                                                  dict(channel.metadata))
+                        counts[topic] = 0
+                    writer.add_message(channels[topic], message.log_time, message.data, message.publish_time,
+                                       sequence=counts[topic])
+                    counts[topic] += 1
+        writer.finish()
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------- the demo
+
+def run_demo(out_dir: str | Path = 'out', quick: bool = False, docs_dir: str | Path | None = None,
+             log=print) -> list[RobotSummary]:
+    """The whole demo: each robot's session, pictures, out/demo.mcap, printed summary.
+
+    quick: wheeled_8 only, the first QUICK_DURATION_S of its script. docs_dir: copy the pictures there.
+    """
+    import shutil
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    robots = (QUICK_ROBOT,) if quick else DEMO_ROBOTS
+    summaries, parts = [], []
+    started = time.monotonic()
+    for k, robot in enumerate(robots, 1):
+        tag = f'[{robot} {k}/{len(robots)}]'
+        log(f'{tag} script {demo_script_path(robot)}')
+        summ, mcap_path = run_robot(robot, out, duration_s=QUICK_DURATION_S if quick else None,
+                                    log=lambda line, tag=tag: log(f'{tag} {line}'))
+        summaries.append(summ)
+        parts.append((robot, mcap_path))
+        log(f'{tag} wrote {summ.picture}')
+    counts = merge_recordings(parts, out / 'demo.mcap')
+    shutil.rmtree(out / 'demo_parts', ignore_errors=True)
+    log(f'wrote {out / "demo.mcap"}: {sum(counts.values())} messages on {len(counts)} topics '
+        f'(one namespace per robot: {", ".join("/" + r for r in robots)})')
+    if docs_dir is not None:
+        docs = Path(docs_dir)
+        docs.mkdir(parents=True, exist_ok=True)
+        for summ in summaries:
+            shutil.copy(summ.picture, docs / Path(summ.picture).name)
+        log(f'copied the pictures to {docs}/')
+    log('')
+    log(f'=== demo summary ({time.monotonic() - started:.0f} s) ===')
+    for summ in summaries:
+        for line in summ.lines():
+            log(line)
+    return summaries

@@ -1,0 +1,115 @@
+"""snake demo: the wire-time formula against DYNAMIXEL.md, the graph's estimator weight in MuJoCo, the
+recording merge, and a short end-to-end run (wheeled_8 through its script in MuJoCo)."""
+import math
+
+import numpy as np
+import pytest
+
+from snake_control.demo import bus_cycle_wire_time_s, path_length_m, se2_relative
+from snake_control.graph import GraphArgs, build_graph
+
+
+@pytest.mark.parametrize('baud, fast, expected_ms', [
+    (4_000_000, False, 2.2), (4_000_000, True, 1.7), (1_000_000, False, 8.9), (1_000_000, True, 6.8),
+    (2_000_000, True, 3.4), (57_600, True, 117.0), (57_600, False, 155.0)])
+def test_wire_time_matches_the_dynamixel_table(baud, fast, expected_ms):
+    # /work/shared/DYNAMIXEL.md: 32 servos, 10 state bytes, return delay 0.
+    got_ms = 1000 * bus_cycle_wire_time_s(32, baud, 10, fast)
+    assert got_ms == pytest.approx(expected_ms, rel=0.02)
+
+
+def test_wire_time_counts_one_return_delay_per_sync_read_reply():
+    base = bus_cycle_wire_time_s(32, 4_000_000, 10, fast=False)
+    assert bus_cycle_wire_time_s(32, 4_000_000, 10, False, return_delay_s=500e-6) == pytest.approx(
+        base + 32 * 500e-6)
+    assert bus_cycle_wire_time_s(32, 4_000_000, 10, True, return_delay_s=500e-6) == pytest.approx(
+        bus_cycle_wire_time_s(32, 4_000_000, 10, True) + 500e-6)
+    with pytest.raises(ValueError, match='n_servos'):
+        bus_cycle_wire_time_s(0, 4_000_000, 10, True)
+
+
+def test_se2_relative_and_path_length():
+    origin = (1.0, 2.0, math.pi / 2)
+    poses = np.array([[1.0, 2.0, math.pi / 2], [1.0, 3.0, math.pi], [0.0, 2.0, 0.0]])
+    rel = se2_relative(poses, origin)
+    np.testing.assert_allclose(rel, [[0, 0, 0], [1, 0, math.pi / 2], [0, 1, -math.pi / 2]], atol=1e-12)
+    t = np.linspace(0, 2, 201)
+    assert path_length_m(t, np.column_stack((0.5 * t, 0 * t))) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match='poses_xyyaw'):
+        se2_relative(np.zeros((3, 2)), origin)
+
+
+def test_estimator_gets_the_matching_axial_weight_only_for_pitch_yaw_in_mujoco():
+    from snake_control.physics.validation import matching_axial_weight
+
+    def est(robot, physics):
+        specs = build_graph(GraphArgs(robot=robot, bus='sim', physics=physics), port='/dev/null')
+        return next(s for s in specs if s.name == 'estimator_node').parameters
+
+    assert est('pitch_yaw_32', 'mujoco')['axial_weight'] == pytest.approx(matching_axial_weight())
+    assert 0 < est('pitch_yaw_32', 'mujoco')['axial_weight'] < 0.1
+    assert 'axial_weight' not in est('pitch_yaw_32', 'none')
+    assert 'axial_weight' not in est('wheeled_8', 'mujoco')
+
+
+def _write_mcap(path, topics):
+    from mcap.writer import Writer
+    with open(path, 'wb') as f:
+        w = Writer(f)
+        w.start(profile='ros2')
+        sid = w.register_schema('std_msgs/String', 'ros2msg', b'string data')
+        for k, topic in enumerate(topics):
+            cid = w.register_channel(topic, 'cdr', sid)
+            w.add_message(cid, log_time=1000 + k, data=bytes([k]), publish_time=1000 + k)
+        w.finish()
+
+
+def test_merge_keeps_robot_topics_and_moves_absolute_ones_under_the_robot(tmp_path):
+    from mcap.reader import make_reader
+
+    from snake_control.demo import merge_recordings
+    _write_mcap(tmp_path / 'a.mcap', ['/a/odom', '/diagnostics'])
+    _write_mcap(tmp_path / 'b.mcap', ['/b/odom', '/diagnostics'])
+    counts = merge_recordings([('a', tmp_path / 'a.mcap'), ('b', tmp_path / 'b.mcap')], tmp_path / 'm.mcap')
+    assert counts == {'/a/odom': 1, '/a/diagnostics': 1, '/b/odom': 1, '/b/diagnostics': 1}
+    with open(tmp_path / 'm.mcap', 'rb') as f:
+        got = sorted((c.topic, m.data) for _, c, m in make_reader(f).iter_messages())
+    assert got == [('/a/diagnostics', b'\x01'), ('/a/odom', b'\x00'), ('/b/diagnostics', b'\x01'),
+                   ('/b/odom', b'\x00')]
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_quick_demo_end_to_end(tmp_path):
+    """wheeled_8 through the first 10 s of its script: it moves, the estimate follows the truth, and every
+    output is written."""
+    from mcap_ros2.reader import read_ros2_messages
+
+    from snake_control.demo import run_demo
+
+    [summ] = run_demo(tmp_path, quick=True, log=lambda line: None)
+    assert (tmp_path / 'demo_wheeled_8.png').stat().st_size > 10_000
+    assert summ.true_distance_m > 0.5
+    assert math.isfinite(summ.final_position_error_pct) and summ.final_position_error_pct < 50
+    assert abs(summ.final_heading_error_deg) < 45
+    assert summ.torque_off is True
+    assert summ.commanded_speed_m_s > 0 and summ.achieved_speed_m_s > 0
+    assert summ.wire_limit_hz > summ.control_rate_hz_target > 0
+    assert [g for _, g in summ.gait_switches][:1] == ['wheeled_undulation']
+    topics = {}
+    for m in read_ros2_messages(str(tmp_path / 'demo.mcap')):
+        topics[m.channel.topic] = topics.get(m.channel.topic, 0) + 1
+    assert topics.get('/wheeled_8/joint_states', 0) > 100
+    assert topics.get('/wheeled_8/odom', 0) > 20
+    assert '/wheeled_8/diagnostics' in topics and '/diagnostics' not in topics
+    assert not (tmp_path / 'demo_parts').exists()
+
+
+def test_truth_jumps_drop_isolated_and_lasting_jumps_only():
+    from snake_control.demo import truth_jumps
+    t = np.arange(6) * 0.02
+    xy = np.column_stack((0.01 * np.arange(6), np.zeros(6)))
+    assert not truth_jumps(t, xy).any()
+    xy[2] = (1.0, 0.0)          # an isolated glitch
+    xy[5] = (0.05, 0.9)         # a lasting jump at the end
+    assert truth_jumps(t, xy).tolist() == [False, False, True, False, False, True]
