@@ -173,7 +173,10 @@ class NodeSpec:
 # Gaits the gamepad's next/previous buttons cycle through, by robot kind, in this order (the first is the
 # gait at start). Every other gait of the catalogue stays reachable through gait/select.
 TELEOP_GAIT_CYCLES = {
-    'pitch_yaw': ('serpentine', 'lateral_undulation', 'sidewinding', 'rolling', 'turn_in_place'),
+    # aeh_sidewinding before the serpenoid one: its contacts hold still (a real tread) in MuJoCo, where
+    # serpenoid sidewinding slips at about a third of the body speed.
+    'pitch_yaw': ('serpentine', 'lateral_undulation', 'aeh_sidewinding', 'sidewinding', 'rolling',
+                  'turn_in_place'),
     'planar': ('wheeled_undulation', 'lateral_undulation', 'kinematic_snake_preset'),
 }
 
