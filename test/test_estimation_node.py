@@ -154,3 +154,54 @@ def test_imu_orientation_reaches_the_estimate(ros):
         executor.shutdown()
         node.destroy_node()
         peer.destroy_node()
+
+
+class _TransformLog:
+    """Stands in for tf2_ros.TransformBroadcaster, which is not installable here: keeps what is sent."""
+
+    def __init__(self):
+        self.sent = []
+
+    def sendTransform(self, transform):  # noqa: N802 (tf2_ros's name)
+        self.sent.append(transform)
+
+
+def test_tf_hangs_the_urdf_root_under_the_estimate(ros):
+    from snake_control.kinematics.chain import chain_frames
+    from snake_control.lie import matrix_from_quaternion
+
+    robot = load_robot('wheeled_8')
+    node = EstimatorNode(context=ros, parameter_overrides=[Parameter('robot', value='wheeled_8')])
+    node.tf_broadcaster = _TransformLog()
+    peer = rclpy.create_node('estimator_tf_peer', context=ros)
+    odoms = []
+    peer.create_subscription(Odometry, 'odom', odoms.append, QoSProfile(depth=100))
+    pub = peer.create_publisher(JointState, 'joint_states', QoSProfile(depth=50))
+    executor = SingleThreadedExecutor(context=ros)
+    executor.add_node(node)
+    executor.add_node(peer)
+    try:
+        assert _spin_until(executor, lambda: pub.get_subscription_count() > 0)
+        for i, t in enumerate(np.arange(0.0, 0.6, 0.02)):
+            q = 0.5 * np.sin(2 * np.pi * t - 0.9 * np.arange(7))
+            msg = JointState(name=robot.joint_names, position=[float(v) for v in q])
+            msg.header.stamp.sec, msg.header.stamp.nanosec = 100, int(t * 1e9)
+            for _ in range(3):
+                pub.publish(msg)
+                if _spin_until(executor, lambda: len(odoms) > i, timeout_s=2.0):
+                    break
+        tf = node.tf_broadcaster.sent[-1]
+        assert tf.header.frame_id == 'odom' and tf.child_frame_id == 'link_0'
+        root = np.eye(4)
+        root[:3, :3] = matrix_from_quaternion(np.array([tf.transform.rotation.x, tf.transform.rotation.y,
+                                                        tf.transform.rotation.z, tf.transform.rotation.w]))
+        root[:3, 3] = [tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z]
+        # link_0 in odom times the chain's own link_4 (the reported body link) is the odometry pose.
+        body = root @ chain_frames(q, robot.axis_vectors, robot.link_lengths_m)[4]
+        p = odoms[-1].pose.pose.position
+        np.testing.assert_allclose(body[:3, 3], [p.x, p.y, p.z], atol=1e-9)
+        assert odoms[-1].child_frame_id == 'link_4'
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        peer.destroy_node()

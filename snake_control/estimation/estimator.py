@@ -732,3 +732,23 @@ def run_offline(robot, times_s, positions_rad, velocities_rad_s=None, **options)
         if est.skipped == before:
             out.append(state)
     return out
+
+
+def root_link_pose(robot, body_pose, positions_rad, body_frame=None, previous=None):
+    """Pose (4x4) of link 0, the URDF's root, in odom: what the odom -> link_0 transform must carry so
+    robot_state_publisher's tree (link_0 -> link_k from the joint angles) hangs under the estimate.
+
+    Parameters: robot; body_pose (4x4) the reported body frame in odom (Estimator.pose);
+    positions_rad (n_joints,) the shape it was estimated at; body_frame as for Estimator; previous:
+    the body_in_root this function returned last time (keeps virtual chassis axes continuous) or None.
+    Returns (root_pose (4x4), body_in_root (4x4)). The body frame is found in the chain's own frames by
+    the same rule (body_pose_from_links) the validation uses, so the two stay consistent.
+    """
+    from snake_control.kinematics.chain import chain_frames
+
+    frames = chain_frames(np.asarray(positions_rad, dtype=float), robot.axis_vectors, robot.link_lengths_m)
+    body_in_root = body_pose_from_links(robot, frames, body_frame, previous)
+    inverse = np.eye(4)
+    inverse[:3, :3] = body_in_root[:3, :3].T
+    inverse[:3, 3] = -body_in_root[:3, :3].T @ body_in_root[:3, 3]
+    return np.asarray(body_pose, dtype=float) @ inverse, body_in_root

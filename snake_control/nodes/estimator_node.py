@@ -6,7 +6,7 @@ Subscribes: joint_states (sensor_msgs/JointState, best effort: accepts reliable 
 publishers), imu (sensor_msgs/Imu, only with use_imu:=true).
 Publishes: odom (nav_msgs/Odometry, frame odom_frame -> base frame, with covariance), /diagnostics
 (diagnostic_msgs/DiagnosticArray: slip residual, rank, singularity, message counts), and the odom -> base
-transform on /tf where tf2_ros is installed.
+transform on /tf where tf2_ros is installed (odom -> link_0, so the URDF tree hangs under it).
 
 Parameters (read-only ones are fixed at start):
   robot (str, read-only)            robot name or YAML path
@@ -18,7 +18,7 @@ Parameters (read-only ones are fixed at start):
   use_imu (bool, read-only), imu_link (int, read-only)
   axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1)
   slip_warn_m_s (float)             slip rms above which diagnostics report WARN
-  publish_tf (bool)                 broadcast odom -> base (needs tf2_ros)
+  publish_tf (bool)                 broadcast odom -> link_0, the URDF root (needs tf2_ros)
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
 
-from snake_control.estimation.estimator import Estimator, reorder_joints
+from snake_control.estimation.estimator import Estimator, reorder_joints, root_link_pose
+from snake_control.lie import quaternion_from_matrix
 from snake_control.robot import load_robot
 
 
@@ -82,7 +83,10 @@ class EstimatorNode(Node):
 
         gp = self.get_parameter
         self.robot = load_robot(gp('robot').value)
-        self.estimator = Estimator(self.robot, _body_frame(gp('body_frame').value),
+        self.body_frame_choice = _body_frame(gp('body_frame').value)
+        self._last_q = None
+        self._body_in_root = None
+        self.estimator = Estimator(self.robot, self.body_frame_choice,
                                    imu_link=gp('imu_link').value, axial_weight=gp('axial_weight').value)
         self.odom_frame = gp('odom_frame').value
         base = gp('base_frame').value
@@ -153,6 +157,7 @@ class EstimatorNode(Node):
                 v = reorder_joints(names, list(msg.velocity), self.robot.joint_names)
             orientation, rate = self._imu if self.use_imu else (None, None)
             state = self.estimator.update(stamp, q, v, orientation, rate)
+            self._last_q = q
         except ValueError as exc:
             self.rejected += 1
             self.last_error = str(exc)
@@ -181,13 +186,19 @@ class EstimatorNode(Node):
         tw.angular.x, tw.angular.y, tw.angular.z = (float(c) for c in state.twist[3:])
         odom.twist.covariance = [float(c) for c in state.twist_covariance.ravel()]
         self.odom_pub.publish(odom)
-        if self.tf_broadcaster is not None:
+        if self.tf_broadcaster is not None and self._last_q is not None:
+            # TF carries odom -> link_0, the URDF's root, so robot_state_publisher's tree hangs under the
+            # estimate; a transform to the body link itself would give that link a second parent.
             from geometry_msgs.msg import TransformStamped
+            root, self._body_in_root = root_link_pose(self.robot, self.estimator.pose, self._last_q,
+                                                      self.body_frame_choice, self._body_in_root)
             t = TransformStamped()
             t.header = odom.header
-            t.child_frame_id = self.base_frame
-            t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = x, y, z
-            t.transform.rotation = pose.orientation
+            t.child_frame_id = 'link_0'
+            t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = (
+                float(c) for c in root[:3, 3])
+            (t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z,
+             t.transform.rotation.w) = (float(c) for c in quaternion_from_matrix(root[:3, :3]))
             self.tf_broadcaster.sendTransform(t)
 
     def publish_diagnostics(self):
