@@ -199,15 +199,11 @@ def n_velocities(model: ChainModel, base: str) -> int:
     return model.n_joints + (6 if base == 'free' else 0)
 
 
-def chain_state(model: ChainModel, q_rad, nu=None, *, base: str = 'fixed',
-                base_rot=None) -> ChainState:
-    """Build B (eq. 89-90) and, if velocities are given, Bdot (eq. 91-92) at S samples.
 
-    Parameters: q_rad (S, n) joint angles; nu (S, m) generalised velocities (see module docstring) or
-    None (Bdot and omega are then zero); base 'fixed' or 'free'; base_rot (S, 3, 3) or (3, 3) world
-    rotation of link 0 (identity by default).
-    Returns a ChainState.
-    """
+def _state_inputs(model, q_rad, nu, base, base_rot):
+    """Checked sample arrays shared by chain_state and chain_state_unrolled:
+    (n joints, m velocities, q (S, n), S, has velocities, nu (S, m), base rotations (S, 3, 3),
+    column of joint 0 in nu)."""
     n = model.n_joints
     m = n_velocities(model, base)
     q = _as_samples('q_rad', q_rad, n)
@@ -217,7 +213,18 @@ def chain_state(model: ChainModel, q_rad, nu=None, *, base: str = 'fixed',
     if v.shape[0] != s:
         raise ValueError(f'nu has {v.shape[0]} samples but q_rad has {s}')
     r0 = np.broadcast_to(np.eye(3) if base_rot is None else np.asarray(base_rot, float), (s, 3, 3))
-    off = m - n  # column of joint 0
+    return n, m, q, s, has_vel, v, r0, m - n
+
+def chain_state(model: ChainModel, q_rad, nu=None, *, base: str = 'fixed',
+                base_rot=None) -> ChainState:
+    """Build B (eq. 89-90) and, if velocities are given, Bdot (eq. 91-92) at S samples.
+
+    Parameters: q_rad (S, n) joint angles; nu (S, m) generalised velocities (see module docstring) or
+    None (Bdot and omega are then zero); base 'fixed' or 'free'; base_rot (S, 3, 3) or (3, 3) world
+    rotation of link 0 (identity by default).
+    Returns a ChainState.
+    """
+    n, m, q, s, has_vel, v, r0, off = _state_inputs(model, q_rad, nu, base, base_rot)
 
     rot = np.empty((s, n + 1, 3, 3))
     bx = np.zeros((s, n + 1, 3, m))
@@ -279,14 +286,7 @@ def chain_state_unrolled(model: ChainModel, q_rad, nu=None, *, base: str = 'fixe
     few numpy calls per evaluation instead of a few per link), which is what a sequential integrator
     (RK4, one sample at a time) needs. test_dynamics_moving_frame checks it against chain_state.
     """
-    n = model.n_joints
-    m = n_velocities(model, base)
-    q = _as_samples('q_rad', q_rad, n)
-    s = q.shape[0]
-    has_vel = nu is not None
-    v = _as_samples('nu', nu, m) if has_vel else np.zeros((s, m))
-    r0 = np.broadcast_to(np.eye(3) if base_rot is None else np.asarray(base_rot, float), (s, 3, 3))
-    off = m - n
+    n, m, q, s, has_vel, v, r0, off = _state_inputs(model, q_rad, nu, base, base_rot)
     k_hat = _hat(model.axes)                                             # (n, 3, 3)
     sin, cos = np.sin(q)[..., None, None], np.cos(q)[..., None, None]
     r_rel = np.eye(3) + sin * k_hat + (1.0 - cos) * (k_hat @ k_hat)      # (S, n, 3, 3)
