@@ -107,6 +107,7 @@ class BringupRun:
     sim: object
     context: object
     executor: object
+    driver_process: object = None       # DriverProcess, or None when the driver runs in this process
 
 
 def parameters_file(specs: list[NodeSpec], folder: Path) -> Path:
@@ -288,7 +289,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             spin.start()
             _wait_for_driver(bringup, driver_proc, stop)
 
-            run = BringupRun(nodes, sim, context, executor)
+            run = BringupRun(nodes, sim, context, executor, driver_proc)
             if on_ready is not None:
                 on_ready(run)
             if 'script_player' in nodes:

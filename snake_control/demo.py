@@ -106,6 +106,11 @@ def yaw_from_quaternion(qx, qy, qz, qw):
 
 # ---------------------------------------------------------------------------------------------- results
 
+# Aims the demo's summary judges a session by (WARN lines when missed).
+ESTIMATOR_AIM_PCT = 5.0         # end position error, % of the distance travelled
+SPEED_RATIO_AIM = (0.9, 1.1)    # achieved / commanded speed while moving
+
+
 @dataclass
 class RobotSummary:
     """What one robot's session achieved; figures for the printed summary and for tests."""
@@ -161,7 +166,31 @@ class RobotSummary:
                f'overruns {c.get("overruns", 0)}/{c.get("cycles", 0)} cycles, '
                f'goals clamped {c.get("clamped", 0)}, rejected {rejected}, '
                f'gait saturation reports {self.gait_saturation_messages}; torque {torque}']
+        return out + [f'  {w}' for w in self.warnings()]
+
+    def warnings(self) -> list[str]:
+        """WARN lines for every figure that misses its aim: the loop (snake_control.bringup.loop_warnings),
+        the estimator's error, the achieved speed against the command, torque at the end."""
+        from snake_control.bringup import FAULT_AIM, loop_warnings
+        out = loop_warnings(self.control_rate_hz_target, self.cycle_rate_hz, self.joint_states_rate_hz,
+                            self.counters)
+        if self.stale_reads > FAULT_AIM * max(int(self.counters.get('cycles', 0) or 0), 1):
+            out.append(f'WARN {self.stale_reads} stale servo readings')
+        if not self.final_position_error_pct <= ESTIMATOR_AIM_PCT:
+            out.append(f'WARN estimator error {self.final_position_error_pct:.1f} % of the distance '
+                       f'(aim under {ESTIMATOR_AIM_PCT:g} %)')
+        ratio = self._ratio()
+        if self.commanded_speed_m_s > 0 and not SPEED_RATIO_AIM[0] <= ratio <= SPEED_RATIO_AIM[1]:
+            out.append(f'WARN achieved speed x{ratio:.2f} of the commanded (aim x{SPEED_RATIO_AIM[0]:g} to '
+                       f'x{SPEED_RATIO_AIM[1]:g})')
+        if self.torque_off is not True:
+            out.append('WARN torque not confirmed off at the end')
         return out
+
+    def missed_rate(self) -> bool:
+        from snake_control.bringup import loop_warnings, rate_missed
+        return rate_missed(loop_warnings(self.control_rate_hz_target, self.cycle_rate_hz,
+                                         self.joint_states_rate_hz, self.counters))
 
     def _ratio(self) -> float:
         if self.commanded_speed_m_s <= 0:

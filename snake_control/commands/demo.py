@@ -69,4 +69,9 @@ def run(args) -> int:
             docs = root / 'docs'
     summaries = run_demo(args.out, quick=args.quick, docs_dir=docs)
     print(f'wrote {draw_models(args.out)}')
+    missed = [s.robot for s in summaries if s.missed_rate()]
+    if missed:
+        print(f'snake demo: error: the controller missed its control rate ({", ".join(missed)}); see the WARN '
+              f'lines above', flush=True)
+        return 1
     return 0 if summaries else 1
