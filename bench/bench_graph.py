@@ -125,8 +125,8 @@ def main():
     # Our own DDS domain on localhost, so other runs on this machine neither hear nor disturb this one.
     os.environ.setdefault('ROS_DOMAIN_ID', str(np.random.default_rng().integers(1, 102)))
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    from snake_control.bringup import run_bringup
-    from snake_control.graph import GraphArgs
+    from snake_control.app.bringup import run_bringup
+    from snake_control.app.graph import GraphArgs
 
     probe = _Probe()
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from snake_control.graph import (GraphArgs, LaunchArgument, build_graph, launch_arguments, ros_arguments,
+from snake_control.app.graph import (GraphArgs, LaunchArgument, build_graph, launch_arguments, ros_arguments,
                                  rviz_config_path)
 from snake_control.paths import robot_names, share_dir
 

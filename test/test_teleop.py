@@ -4,7 +4,7 @@ import math
 import pytest
 import yaml
 
-from snake_control.teleop import TeleopConfigError, TeleopMapper, load_teleop_config, teleop_names
+from snake_control.teleop.mapping import TeleopConfigError, TeleopMapper, load_teleop_config, teleop_names
 
 XBOX_AXES, XBOX_BUTTONS = 8, 11
 
@@ -108,7 +108,7 @@ def test_joystick_timeout(mapper):
 
 
 def _xbox_doc():
-    from snake_control.teleop import resolve_teleop
+    from snake_control.teleop.mapping import resolve_teleop
     return yaml.safe_load(resolve_teleop('xbox').read_text())
 
 

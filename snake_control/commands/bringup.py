@@ -45,9 +45,9 @@ SWITCH_INTERVAL_S = 0.001
 def run(args) -> int:
     import sys
 
-    from snake_control.bringup import run_bringup
+    from snake_control.app.bringup import run_bringup
     from snake_control.cli import CommandError
-    from snake_control.graph import GraphArgs
+    from snake_control.app.graph import GraphArgs
 
     if args.physics and args.bus != 'sim':
         raise CommandError('--physics needs --bus sim')

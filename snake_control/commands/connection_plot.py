@@ -42,7 +42,7 @@ def gait_cycle_motion(amp1, amp2, phase, length_m, steps=2000):
     import numpy as np
 
     from snake_control.estimation.connection import planar_connection
-    from snake_control.lie import se2_compose, se2_exp
+    from snake_control.kinematics.lie import se2_compose, se2_exp
 
     t = np.linspace(0.0, 2.0 * np.pi, steps + 1)
     alpha = np.stack([amp1 * np.sin(t), amp2 * np.sin(t + phase)], axis=1)

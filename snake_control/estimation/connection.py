@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_control.lie import se2_adjoint, se2_inverse
+from snake_control.kinematics.lie import se2_adjoint, se2_inverse
 
 # Below this normalised singular value of W^1/2 C_xi S a direction counts as weak (near-singular).
 DEFAULT_SINGULAR_THRESHOLD = 0.02

@@ -24,7 +24,7 @@ Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
    own axes. Stacked contacts are solved by (regularised, weighted) least squares; the residual is each
    contact's slip.
 
-All positions in m, rotations as 3x3 matrices, twists (v, w) linear first as in snake_control.lie.
+All positions in m, rotations as 3x3 matrices, twists (v, w) linear first as in snake_control.kinematics.lie.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, regularised_normal_solve,
                                                  symmetric_eigh)
-from snake_control.lie import so3_log
+from snake_control.kinematics.lie import so3_log
 
 _EYE3 = np.eye(3)
 

@@ -89,9 +89,9 @@ from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _co
                                                  planar_frame_offset)
 from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, contact_step,
                                               resting_down, support_plane, virtual_chassis)
-from snake_control.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix, se2_adjoint,
-                               se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse, se3_log,
-                               se3_matrix, so3_exp, so3_log, wrap_angle)
+from snake_control.kinematics.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
+                                          se2_adjoint, se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse,
+                                          se3_log, se3_matrix, so3_exp, so3_log, wrap_angle)
 
 _UP = np.array([0.0, 0.0, 1.0])
 
@@ -627,7 +627,7 @@ def _hat3(w):
 
 
 def _se3_exp(twist) -> np.ndarray:
-    """se3_exp of snake_control.lie with fewer numpy calls (it runs on every message)."""
+    """se3_exp of snake_control.kinematics.lie with fewer numpy calls (it runs on every message)."""
     w = twist[3:]
     th2 = float(w @ w)
     if th2 < 1e-8:

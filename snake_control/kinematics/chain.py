@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from snake_control.lie import so3_exp
+from snake_control.kinematics.lie import so3_exp
 
 
 def _lengths(link_lengths_m, n_links: int) -> np.ndarray:

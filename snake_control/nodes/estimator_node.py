@@ -36,7 +36,7 @@ from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
 
 from snake_control.estimation.estimator import Estimator, reorder_joints, root_link_pose
-from snake_control.lie import quaternion_from_matrix
+from snake_control.kinematics.lie import quaternion_from_matrix
 from snake_control.robot import load_robot
 
 

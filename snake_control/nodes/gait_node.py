@@ -48,7 +48,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 
-from snake_control.gait_command import CommandFilter, CommandLimits
+from snake_control.teleop.command_filter import CommandFilter, CommandLimits
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from snake_control.teleop import TeleopConfig, load_teleop_config
+from snake_control.teleop.mapping import TeleopConfig, load_teleop_config
 
 
 class ScriptError(ValueError):

@@ -1,6 +1,6 @@
 """`snake bringup`: the whole node graph in one process, for machines without `ros2 launch`.
 
-The node list is snake_control.graph.build_graph, the same list gait.launch.py starts; here every
+The node list is snake_control.app.graph.build_graph, the same list gait.launch.py starts; here every
 snake_control node is instantiated in this process and spun by one MultiThreadedExecutor (ros2/examples'
 composed.py pattern). Nodes of other packages (robot_state_publisher, joy_node, rviz2) are left out; the
 URDF is published on robot_description (transient-local) so RViz or Foxglove on another machine can show
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from snake_control.graph import GraphArgs, NodeSpec, build_graph
+from snake_control.app.graph import GraphArgs, NodeSpec, build_graph
 
 # Executor threads: callbacks of one node never overlap (one mutually exclusive group each), so more
 # threads than busy nodes only add interpreter-lock contention.
@@ -105,7 +105,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     args = args.validated()
     loaded_script = None
     if script:
-        from snake_control.teleop_script import load_script
+        from snake_control.teleop.script import load_script
         loaded_script = load_script(script)
         if args.teleop == GraphArgs.teleop:
             # The script names controls of its gamepad: teleop must read the same map.

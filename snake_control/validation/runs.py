@@ -202,7 +202,7 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, imu: bool = 
     that); pitch-yaw robots only, planar robots ignore it.
     """
     from snake_control.estimation.estimator import Estimator
-    from snake_control.lie import quaternion_from_matrix
+    from snake_control.kinematics.lie import quaternion_from_matrix
 
     robot = recording.robot
     truth = true_body_poses(robot, recording.link_poses, body_frame)
