@@ -40,7 +40,7 @@ def test_se2_relative_and_path_length():
 
 
 def test_estimator_gets_the_matching_axial_weight_only_for_pitch_yaw_in_mujoco():
-    from snake_control.validation.runs import matching_axial_weight
+    from snake_control.physics.mjcf import matching_axial_weight
 
     def est(robot, physics):
         specs = build_graph(GraphArgs(robot=robot, bus='sim', physics=physics), port='/dev/null')

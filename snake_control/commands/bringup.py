@@ -46,7 +46,7 @@ def run(args) -> int:
     import sys
 
     from snake_control.app.bringup import run_bringup
-    from snake_control.cli import CommandError
+    from snake_control.commands import CommandError
     from snake_control.app.graph import GraphArgs
 
     if args.physics and args.bus != 'sim':

@@ -752,3 +752,25 @@ def root_link_pose(robot, body_pose, positions_rad, body_frame=None, previous=No
     inverse[:3, :3] = body_in_root[:3, :3].T
     inverse[:3, 3] = -body_in_root[:3, :3].T @ body_in_root[:3, 3]
     return np.asarray(body_pose, dtype=float) @ inverse, body_in_root
+
+
+class BodyFrameTracker:
+    """Ground-truth pose of the estimator's body frame, one sample of link poses at a time.
+
+    body_frame: None (the estimator's default: 'middle' for planar robots, 'chassis' for pitch-yaw),
+    'middle', 'head', 'tail', 'chassis' or a link index. The pose comes from the estimator's own
+    ``body_pose_from_links`` (so both sides define the frame the same way), fed the previous result to
+    keep the virtual chassis axes continuous. Call reset() to start a new run.
+    """
+
+    def __init__(self, robot: Robot, body_frame=None):
+        self.robot, self.body_frame = robot, body_frame
+        self.reset()
+
+    def reset(self) -> None:
+        self._previous = None
+
+    def __call__(self, link_poses: np.ndarray) -> np.ndarray:
+        """(4, 4) world pose of the body frame from (n_links, 4, 4) world link poses."""
+        self._previous = body_pose_from_links(self.robot, link_poses, self.body_frame, self._previous)
+        return self._previous.copy()

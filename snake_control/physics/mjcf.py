@@ -79,6 +79,19 @@ class PhysicsOptions:
         return self
 
 
+def matching_axial_weight(options=None) -> float:
+    """The estimator's axial_weight that matches the world's anisotropic module friction.
+
+    The estimator minimises squared slip velocities, axial ones weighted by axial_weight; weighting
+    each direction by its friction coefficient squared, (mu_axial / mu_lateral)^2, makes that cost a
+    quadratic stand-in for the friction the floor applies. With 1 (no axial sliding) the estimator reads
+    the axial sliding that propels serpentine as slip and sees almost no motion; with 0 it ignores the
+    axial friction drag and overestimates serpentine speed by about a fifth.
+    """
+    options = options or PhysicsOptions()
+    return (options.axial_friction / options.lateral_friction) ** 2
+
+
 def servo_gains(robot: Robot, options: PhysicsOptions | None = None) -> tuple[float, float]:
     """(stiffness N m/rad, damping N m s/rad) of the robot's servo in position mode.
 

@@ -32,6 +32,8 @@ from typing import Callable
 
 import numpy as np
 
+from snake_control.estimation.estimator import BodyFrameTracker
+from snake_control.physics.mjcf import matching_axial_weight
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
 
@@ -96,30 +98,6 @@ def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: flo
         rec.link_poses[k] = world.link_poses()
         rec.contacts[k] = world.floor_contacts()
     return rec
-
-
-class BodyFrameTracker:
-    """Ground-truth pose of the estimator's body frame, one sample of link poses at a time.
-
-    body_frame: None (the estimator's default: 'middle' for planar robots, 'chassis' for pitch-yaw),
-    'middle', 'head', 'tail', 'chassis' or a link index. The pose comes from the estimator's own
-    ``body_pose_from_links`` (so both sides define the frame the same way), fed the previous result to
-    keep the virtual chassis axes continuous. Call reset() to start a new run.
-    """
-
-    def __init__(self, robot: Robot, body_frame=None):
-        self.robot, self.body_frame = robot, body_frame
-        self.reset()
-
-    def reset(self) -> None:
-        self._previous = None
-
-    def __call__(self, link_poses: np.ndarray) -> np.ndarray:
-        """(4, 4) world pose of the body frame from (n_links, 4, 4) world link poses."""
-        from snake_control.estimation.estimator import body_pose_from_links
-
-        self._previous = body_pose_from_links(self.robot, link_poses, self.body_frame, self._previous)
-        return self._previous.copy()
 
 
 def true_body_poses(robot: Robot, link_poses: np.ndarray, body_frame=None) -> np.ndarray:
@@ -340,21 +318,6 @@ CASES = (
     # and 7 % for 0.2 (26 degrees over the body), which the no-slip estimate follows (28, 15, 9 %).
     Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.2}, note='A1 = 0.2 1/m: a flat arc'),
 )
-
-
-def matching_axial_weight(options=None) -> float:
-    """The estimator's axial_weight that matches the world's anisotropic module friction.
-
-    The estimator minimises squared slip velocities, axial ones weighted by axial_weight; weighting
-    each direction by its friction coefficient squared, (mu_axial / mu_lateral)^2, makes that cost a
-    quadratic stand-in for the friction the floor applies. With 1 (no axial sliding) the estimator reads
-    the axial sliding that propels serpentine as slip and sees almost no motion; with 0 it ignores the
-    axial friction drag and overestimates serpentine speed by about a fifth.
-    """
-    from snake_control.physics.mjcf import PhysicsOptions
-
-    options = options or PhysicsOptions()
-    return (options.axial_friction / options.lateral_friction) ** 2
 
 
 def gait_goal_fn(robot: Robot, gait: str, command=(0.0, 0.0, 0.0), params=None) -> GoalFn:
