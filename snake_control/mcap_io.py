@@ -211,6 +211,8 @@ def read_joint_states(path, joint_names, topic: str | None = None):
     from mcap.reader import make_reader
     from mcap_ros2.decoder import DecoderFactory
 
+    from snake_control.robot import joint_index
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'{path}: no such .mcap file')
@@ -236,11 +238,10 @@ def read_joint_states(path, joint_names, topic: str | None = None):
         for _, _, message, msg in reader.iter_decoded_messages(topics=[topic]):
             names = list(msg.name)
             if index is None or names != index[1]:
-                lookup = {n: i for i, n in enumerate(names)}
-                missing = [n for n in joint_names if n not in lookup]
-                if missing:
-                    raise ValueError(f'{path}: {topic}: message lacks joints {missing}')
-                index = ([lookup[n] for n in joint_names], names)
+                try:
+                    index = (joint_index(names, joint_names), names)
+                except ValueError as exc:
+                    raise ValueError(f'{path}: {topic}: message {exc}') from None
             stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
             times.append(stamp if stamp > 0 else message.log_time * 1e-9)
             position = np.asarray(msg.position, dtype=float)

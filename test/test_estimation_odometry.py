@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from snake_control.estimation.connection import planar_body_frame, planar_connection
-from snake_control.estimation.estimator import Estimator, reorder_joints, run_offline
+from snake_control.estimation.estimator import Estimator, run_offline
 from snake_control.kinematics.chain import planar_chain, planar_jacobians
 from snake_control.kinematics.lie import se2_compose, se2_inverse
-from snake_control.robot import load_robot
+from snake_control.robot import load_robot, reorder_joints
 
 W8 = load_robot('wheeled_8')
 

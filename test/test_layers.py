@@ -15,10 +15,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / 'snake_control'
 
 # Lowest floor first. A room may import its own floor's rooms only if that makes no cycle.
 FLOORS = [
-    ['paths', 'mcap_io'],
+    ['paths'],
     ['dynamixel', 'bus_process'],
     ['robot'],
-    ['kinematics', 'description', 'teleop'],
+    ['kinematics', 'description', 'teleop', 'mcap_io'],
     ['gaits', 'estimation'],
     ['physics', 'dynamics'],
     ['validation'],

@@ -4,7 +4,8 @@ import pytest
 import yaml
 
 from snake_control.paths import share_dir
-from snake_control.teleop.script import ScriptClock, ScriptError, load_script
+from snake_control.paths import ConfigError
+from snake_control.teleop.script import ScriptClock, load_script
 
 SCRIPTS = sorted((share_dir() / 'config' / 'scripts').glob('*.yaml'))
 
@@ -43,7 +44,7 @@ def test_events_hold_tap_and_silence(tmp_path):
 def test_bad_scripts_name_file_and_key(tmp_path, doc, key):
     path = tmp_path / 'bad_script.yaml'
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(ScriptError) as err:
+    with pytest.raises(ConfigError) as err:
         load_script(path)
     assert 'bad_script.yaml' in str(err.value) and key in str(err.value)
 

@@ -36,7 +36,7 @@ class LaunchArgument:
 def launch_arguments() -> tuple[LaunchArgument, ...]:
     """Every argument of gait.launch.py (and the matching `snake bringup` options)."""
     from snake_control.paths import robot_names
-    from snake_control.teleop.mapping import teleop_names
+    from snake_control.paths import teleop_names
     return (
         LaunchArgument('robot', 'pitch_yaw_32',
                        f'robot description: a shipped name ({", ".join(robot_names())}) or a path to a '

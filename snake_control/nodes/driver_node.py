@@ -23,11 +23,11 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType,
                                 SetParametersResult)
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, StartupError
+from snake_control.nodes.qos import COMMAND_QOS, DIAGNOSTICS_QOS, ESTOP_QOS, STATE_QOS
 from snake_control.robot import load_robot
 
 LIVE_POLICIES = ('stale_policy', 'alert_policy', 'estop_policy')
@@ -48,8 +48,10 @@ def _desc(text, read_only=False, type_=None, lo=None, hi=None, step=0):
 class DriverNode(Node):
     """The servo driver node; the bus starts in the constructor (StartupError if the bus is wrong)."""
 
+    NODE_NAME = 'driver_node'
+
     def __init__(self, **kwargs):
-        super().__init__('driver', **kwargs)
+        super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
         P = ParameterType
         # name, default, description, read-only, type, range
         for name, default, text, read_only, type_, limits in (
@@ -94,12 +96,10 @@ class DriverNode(Node):
         d = self.driver
         self.get_logger().info(f'{len(d.ids)} servos on {d.port} at {d.baud} baud, {d.rate_hz:g} Hz, '
                                f'{"fast " if d.fast else ""}sync read')
-        self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
-        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        estop_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                               durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.create_subscription(Bool, 'estop', self._on_estop, estop_qos)
-        self.create_subscription(JointState, 'joint_commands', self._on_command, 10)
+        self.state_pub = self.create_publisher(JointState, 'joint_states', STATE_QOS)
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', DIAGNOSTICS_QOS)
+        self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_QOS)
+        self.create_subscription(JointState, 'joint_commands', self._on_command, COMMAND_QOS)
         self._last_stamp = None
         self.create_timer(1.0 / self.driver.rate_hz, self._publish_state)
         self.create_timer(g('diagnostics_period'), self._publish_diagnostics)

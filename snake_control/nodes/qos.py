@@ -1,9 +1,11 @@
-"""QoS profiles of the snake_control topics, chosen per stream (ARCHITECTURE.md).
+"""QoS profiles of the snake_control topics, chosen per stream (docs/architecture.md), for every node.
 
 Commands and states are reliable and shallow (the newest value is the one that matters; reliable so
 robot_state_publisher and RViz, which subscribe reliably, can hear them). The e-stop is reliable and
 transient-local: a node that starts late still learns that the robot is stopped. Gamepads are sensor
-data: best-effort subscription, which also matches joy_node's reliable publisher.
+data: best-effort subscription, which also matches joy_node's reliable publisher. The estimator reads
+joint_states and imu best-effort (it wants the newest sample, and matches any publisher); diagnostics are
+reliable, depth 10.
 """
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
@@ -13,4 +15,9 @@ COMMAND_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=
 STATE_QOS = COMMAND_QOS
 ESTOP_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# robot_description: latched, so RViz and robot_state_publisher get it whenever they start.
+DESCRIPTION_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
 JOY_QOS = qos_profile_sensor_data
+SENSOR_QOS = qos_profile_sensor_data
+DIAGNOSTICS_QOS = COMMAND_QOS
