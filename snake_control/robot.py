@@ -4,7 +4,7 @@ One file describes one robot: its kind (a 3D chain of alternating pitch/yaw join
 of yaw joints on passive wheels), link geometry and mass, the servo bus, and every joint from tail to
 head with its Dynamixel ID, limits, zero offset and direction. Every tool (gaits, driver, estimator,
 URDF, MuJoCo) reads the robot through this module, so they all agree on what a joint angle means:
-alpha_i = theta_{i+1} - theta_i, counter-clockwise positive about the joint axis (MATH.md).
+alpha_i = theta_{i+1} - theta_i, counter-clockwise positive about the joint axis (docs/kinematics.md).
 
 A bad file raises ConfigError naming the file, the key path (``joints[3].id``) and the problem.
 """

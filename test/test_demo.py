@@ -1,4 +1,4 @@
-"""snake demo: the wire-time formula against DYNAMIXEL.md, the graph's estimator weight in MuJoCo, the
+"""snake demo: the wire-time formula against docs/dynamixel.md, the graph's estimator weight in MuJoCo, the
 recording merge, and a short end-to-end run (wheeled_8 through its script in MuJoCo)."""
 import math
 
@@ -13,7 +13,7 @@ from snake_control.app.graph import GraphArgs, build_graph
     (4_000_000, False, 2.2), (4_000_000, True, 1.7), (1_000_000, False, 8.9), (1_000_000, True, 6.8),
     (2_000_000, True, 3.4), (57_600, True, 117.0), (57_600, False, 155.0)])
 def test_wire_time_matches_the_dynamixel_table(baud, fast, expected_ms):
-    # /work/shared/DYNAMIXEL.md: 32 servos, 10 state bytes, return delay 0.
+    # docs/dynamixel.md: 32 servos, 10 state bytes, return delay 0.
     got_ms = 1000 * bus_cycle_wire_time_s(32, baud, 10, fast)
     assert got_ms == pytest.approx(expected_ms, rel=0.02)
 

@@ -40,7 +40,7 @@ def bus_cycle_wire_time_s(n_servos: int, baud: int, state_bytes: int, fast: bool
                           return_delay_s: float = 0.0) -> float:
     """Wire time of one control cycle: a sync write of 4-byte goals plus a (fast) sync read of state_bytes.
 
-    Bytes per cycle (10 bits each on the wire, /work/shared/DYNAMIXEL.md): sync write 14 + 5N, read request
+    Bytes per cycle (10 bits each on the wire, docs/dynamixel.md): sync write 14 + 5N, read request
     14 + N, replies N (11 + L) for sync read (one return delay each) or 8 + N (L + 4) for fast sync read
     (one return delay). Returns seconds; its inverse is the highest control rate the bus allows.
 

@@ -1,4 +1,4 @@
-"""3D body motion of pitch-yaw snakes from their ground contacts (MATH.md section 4), pure numpy.
+"""3D body motion of pitch-yaw snakes from their ground contacts (docs/estimation.md), pure numpy.
 
 Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
 
@@ -359,7 +359,7 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         for i in np.flatnonzero(ang > 3.0):     # near pi the skew part loses the axis: use the robust log
             dtheta[i] = so3_log(rel[i])
     # The contact point lies one radius below the module centre: c = q + rho d with d pointing down.
-    # (MATH.md section 4 writes c = q - rho d; with d the *down* vector that point would be on top of the
+    # (docs/estimation.md writes c = q - rho d; with d the *down* vector that point would be on top of the
     # module and rolling would move the wrong way: a cylinder spinning by +w about x rolls toward -y.)
     c = qm + radius_m * down
     # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and

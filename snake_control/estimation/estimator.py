@@ -3,11 +3,11 @@
 One stateful class serves the ROS node (snake_control/nodes/estimator_node.py) and offline runs
 (`snake odometry`, validation against MuJoCo). It picks its model from the robot's kind:
 
-- planar (passive wheels, MATH.md section 2): the weighted least-squares local connection
+- planar (passive wheels, docs/estimation.md): the weighted least-squares local connection
   xi = -A(r) r_dot of ``snake_control.estimation.connection``, evaluated at the mid-point shape of each
   step, integrated on SE(2) with the exponential map: g_{k+1} = g_k exp(-A(r_{k+1/2}) (r_{k+1} - r_k)).
   The pose lies in the plane z = 0.
-- pitch_yaw (MATH.md section 4): the virtual chassis and the no-slip ground contacts of
+- pitch_yaw (docs/estimation.md): the virtual chassis and the no-slip ground contacts of
   ``snake_control.estimation.contact``, integrated on SE(3) the same way; gravity from the integrated
   orientation, or from an IMU orientation when one is given; a gyro rate fixes the rotation.
 

@@ -1,6 +1,6 @@
 """Joint trajectories and pose tracks on disk: CSV and .mcap (no ROS installation needed).
 
-Formats (ARCHITECTURE.md):
+Formats (docs/architecture.md):
 - joint-trajectory CSV: header ``t,<joint name>,...``, time in s, angles in rad; columns in any order,
   every joint of the robot present (extra columns are ignored).
 - pose CSV: header ``t,x,y,z,qx,qy,qz,qw`` (m, unit quaternion of the body frame in odom).

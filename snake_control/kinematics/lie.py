@@ -1,6 +1,6 @@
 """SE(2) and SE(3): exponential, logarithm, adjoint, composition (pure numpy).
 
-Conventions (MATH.md section 1, seed 000):
+Conventions (docs/kinematics.md, seed 000):
 - An SE(2) pose is g = (x, y, theta) or its 3x3 homogeneous matrix. A twist is (vx, vy, omega).
 - An SE(3) pose is a 4x4 homogeneous matrix; a twist is (vx, vy, vz, wx, wy, wz): linear first,
   the same order as SE(2).
@@ -8,8 +8,8 @@ Conventions (MATH.md section 1, seed 000):
 - Odometry composes on the right: g_{k+1} = g_k exp(xi_k dt) with xi_k a body twist.
 
 Example (a quarter turn on a unit circle, driven forward at 1 m/s with 1 rad/s):
-    >>> se2_exp(np.array([np.pi / 2, 0.0, np.pi / 2]))
-    array([1., 1., 1.5707963])
+    >>> np.round(se2_exp(np.array([np.pi / 2, 0.0, np.pi / 2])), 6)
+    array([1.      , 1.      , 1.570796])
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Two kinds of ground contact:
 - planar robots ride on real passive wheels: a pair of hinged wheels at every link centre, axle along the
   link's y axis (perpendicular to the link), ``track_m`` apart. The wheels are the only geoms that touch
   the floor. Rolling costs nothing (hinge), sliding sideways is resisted by Coulomb friction (condim 3,
-  no torsional or rolling friction), which is the no-lateral-slip constraint of MATH.md section 2.
+  no torsional or rolling friction), which is the no-lateral-slip constraint of docs/estimation.md.
 - pitch-yaw robots lie on the floor as capsules (radius = module radius, spanning joint to joint) with
   anisotropic Coulomb friction: low along the module axis, high across it. Hirose's ACM snakes and seed
   004's robot get this from passive wheels or skin; without it a planar serpentine gait cannot propel

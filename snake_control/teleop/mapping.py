@@ -31,7 +31,7 @@ A teleop YAML::
       pick: {serpentine: {button: 0}}             # a button that selects one gait directly
 
 Everything is in SI units; cmd_vel is (linear.x m/s forward, linear.y m/s to the left, angular.z rad/s
-counter-clockwise), the robot base frame of ARCHITECTURE.md.
+counter-clockwise), the robot base frame of docs/architecture.md.
 """
 from __future__ import annotations
 
