@@ -92,8 +92,8 @@ class _TimingProbe:
 
 def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) -> dict:
     """One scripted run of the graph: figures of how it kept time."""
-    from snake_control.bringup import run_bringup
-    from snake_control.graph import GraphArgs
+    from snake_control.app.bringup import run_bringup
+    from snake_control.app.graph import GraphArgs
 
     probe = _TimingProbe()
     result = run_bringup(GraphArgs(robot=ROBOT, bus='sim', rate=rate_hz, baud=BAUD, physics=physics, joy=False),
@@ -136,7 +136,7 @@ def _timing_line(label: str, f: dict, rate_hz: float) -> str:
 
 
 def bench_timing():
-    from snake_control.demo import demo_script_path
+    from snake_control.app.demo import demo_script_path
     script = demo_script_path(ROBOT)
     print(f'Keeping time: {ROBOT} on the {BAUD / 1e6:g} Mbit/s emulated bus with MuJoCo, script {script.name}',
           flush=True)
@@ -218,8 +218,8 @@ class _LatencyProbe:
 
 
 def bench_latency(label: str, **kind):
-    from snake_control.bringup import run_bringup
-    from snake_control.graph import GraphArgs
+    from snake_control.app.bringup import run_bringup
+    from snake_control.app.graph import GraphArgs
 
     probe = _LatencyProbe()
     with tempfile.TemporaryDirectory() as tmp:

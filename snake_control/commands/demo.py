@@ -59,7 +59,7 @@ def draw_models(out_dir):
 
 
 def run(args) -> int:
-    from snake_control.demo import run_demo
+    from snake_control.app.demo import run_demo
     from snake_control.paths import share_dir
 
     docs = None

@@ -1,4 +1,4 @@
-"""QoS profiles of the snake_control topics, chosen per stream.
+"""QoS profiles of the snake_control topics, chosen per stream (docs/architecture.md), for every node.
 
 Commands and states are reliable and shallow (the newest value is the one that matters; reliable so
 robot_state_publisher and RViz, which subscribe reliably, can hear them). The e-stop is published
@@ -9,7 +9,8 @@ ESTOP_SUB_QOS is best-effort and volatile, which DDS matches with every publishe
 transient-local subscription for latched messages would deliver each message twice in an order that
 rclpy's events executor cannot reconcile: a late duplicate of a stop could undo a release, or of a
 release undo a stop.) Gamepads are sensor data: best-effort subscription, which also matches
-joy_node's reliable publisher.
+joy_node's reliable publisher. The estimator reads joint_states and imu best-effort (it wants the
+newest sample, and matches any publisher); diagnostics are reliable, depth 10.
 """
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
@@ -22,5 +23,9 @@ ESTOP_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=Rel
 ESTOP_SUB_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
                            reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE)
 ESTOP_REPEAT_S = 0.5
+# robot_description: latched, so RViz and robot_state_publisher get it whenever they start.
+DESCRIPTION_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
 JOY_QOS = qos_profile_sensor_data
-
+SENSOR_QOS = qos_profile_sensor_data
+DIAGNOSTICS_QOS = COMMAND_QOS

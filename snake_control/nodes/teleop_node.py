@@ -2,7 +2,7 @@
 
 Publishes cmd_vel (geometry_msgs/Twist), gait/select (std_msgs/String) and estop (std_msgs/Bool,
 transient-local). The mapping (deadman, axes, speed scales, gait buttons, latched e-stop and its release
-combination, joystick timeout) is snake_control.teleop.TeleopMapper, configured by a YAML in
+combination, joystick timeout) is snake_control.teleop.mapping.TeleopMapper, configured by a YAML in
 config/teleop/ (parameter `teleop`: a shipped name such as xbox or playstation, or a path).
 
 Parameters (read-only: they are read once at start):
@@ -23,7 +23,7 @@ from std_msgs.msg import Bool, String
 
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_QOS, ESTOP_REPEAT_S, JOY_QOS
 from snake_control.nodes.runner import run_node
-from snake_control.teleop import TeleopMapper, load_teleop_config
+from snake_control.teleop.mapping import TeleopMapper, load_teleop_config
 
 
 class TeleopNode(Node):
