@@ -18,7 +18,7 @@ $(STAMP): requirements.txt constraints.txt setup.py
 	$(PY) -m pip install --quiet --disable-pip-version-check pip==26.3 setuptools==84.2.1 wheel==0.48.0
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
-	$(PY) -c "import rclpy, numpy, scipy, mujoco, dynamixel_sdk, serial, yaml, xacro, yourdfpy, mcap_ros2" 
+	$(PY) -c "import rclpy, numpy, scipy, mujoco, dynamixel_sdk, serial, yaml, yourdfpy, mcap_ros2" 
 	touch $(STAMP)
 
 test: $(STAMP)

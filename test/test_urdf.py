@@ -1,5 +1,5 @@
-"""The URDF (xacro + robot YAML) checked by independent parsers: yourdfpy, and Debian's check_urdf where
-installed. Its forward kinematics must agree with ours."""
+"""The URDF (built from the validated robot model) checked by independent parsers: yourdfpy, and Debian's
+check_urdf where installed. Its forward kinematics must agree with ours."""
 import shutil
 import subprocess
 import sys
@@ -70,11 +70,24 @@ def test_check_urdf_accepts_it(urdf):
     assert 'Successfully Parsed XML' in out.stdout
 
 
-def test_xacro_effort_table_matches_servo_models():
-    # The xacro carries its own copy of the stall torques (xacro cannot import Python): keep them equal.
-    text = (share_dir() / 'snake_description' / 'urdf' / 'snake.urdf.xacro').read_text()
-    for model in SERVO_MODELS.values():
-        assert f"('{model.name}', {model.stall_torque_nm})" in text, model.name
+def test_urdf_follows_the_model_not_the_raw_yaml(tmp_path):
+    # A joint overriding joint_defaults, and a smaller servo: the URDF shows the merged limits and
+    # that servo's stall torque, taken from the servo model table.
+    import yourdfpy
+    text = (share_dir() / 'config' / 'robots' / 'kinematic_snake_3.yaml').read_text()
+    text = text.replace('servo_model: XM430-W350', 'servo_model: XL430-W250')
+    text = text.replace('{name: joint_2, axis: yaw, id: 2}', '{name: joint_2, axis: yaw, id: 2, upper_rad: 0.7}')
+    path = tmp_path / 'small.yaml'
+    path.write_text(text)
+    urdf = tmp_path / 'small.urdf'
+    urdf.write_text(urdf_xml(path))
+    model = yourdfpy.URDF.load(str(urdf), load_meshes=False, build_scene_graph=True)
+    assert model.joint_map['joint_1'].limit.upper == pytest.approx(1.4)     # from joint_defaults
+    assert model.joint_map['joint_2'].limit.upper == pytest.approx(0.7)     # the joint's own
+    for name in ('joint_1', 'joint_2'):
+        assert model.joint_map[name].limit.effort == pytest.approx(SERVO_MODELS['XL430-W250'].stall_torque_nm)
+    # Planar robots carry a wheel pair per link as visuals (they roll in physics, not in the tree).
+    assert all(len(link.visuals) == 3 for link in model.link_map.values())
 
 
 def test_snake_urdf_command_prints_it():

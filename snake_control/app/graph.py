@@ -230,7 +230,7 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
         NodeSpec(PACKAGE, 'teleop_node', 'teleop_node', ns,
                  {'robot': robot_path, 'teleop': args.teleop, 'gait_cycle': cycle},
                  module='snake_control.nodes.teleop_node', class_name='TeleopNode'),
-        # robot_description is filled by the launch file (xacro Command) or by bringup (urdf_xml).
+        # robot_description is filled by the launch file or by bringup, both from description.urdf_xml.
         NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', ns,
                  {'publish_frequency': min(rate, 50.0)}),
     ]

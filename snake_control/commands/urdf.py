@@ -1,9 +1,9 @@
 """snake urdf: print a robot's URDF."""
-HELP = 'print the URDF of a robot (expanded from the xacro and the robot YAML)'
+HELP = 'print the URDF of a robot (built from its validated robot model)'
 DESCRIPTION = '''Print the URDF of a robot to standard output.
 
-The URDF comes from snake_description/urdf/snake.urdf.xacro, parameterised by the robot YAML, the same
-expansion that launch/display.launch.py and gait.launch.py feed robot_state_publisher.
+The URDF is built by snake_control/description.py from the validated robot model, the same text that
+launch/display.launch.py, gait.launch.py and `snake bringup` feed robot_state_publisher.
 
   snake urdf --robot pitch_yaw_32 > pitch_yaw_32.urdf
   snake urdf --robot ./my_robot.yaml | check_urdf /dev/stdin'''
