@@ -24,7 +24,7 @@ def bench_torque_report():
     print(f'torque report, {robot.name} ({robot.n_joints} joints), 2 gait periods at {rate:g} Hz:')
     for gait in ('lateral_undulation', 'sidewinding', 'vertical_undulation', 'rolling'):
         probe = run_gait(robot, gait, {}, 1.0, rate)
-        phase_rate = abs(probe.scheduler.state()['phase_rate_rad_s'])
+        phase_rate = abs(probe.scheduler.state().phase_rate_rad_s)
         period = 2 * np.pi / phase_rate
         run = run_gait(robot, gait, {}, 2 * period, rate)
         t, q, phases = run.t_s, run.positions_rad, run.phases_rad

@@ -53,7 +53,7 @@ def main():
             for g in chain:
                 sched.select(g)
                 _time_ticks(sched, 20)
-            assert sched.state()['layers'] == len(chain) + 1
+            assert sched.state().layers == len(chain) + 1
             samples.append(_time_ticks(sched, 150))
         us = np.concatenate(samples)
         print(f'{label:<34} {np.median(us):>10.1f} {np.percentile(us, 99):>10.1f}')

@@ -35,8 +35,8 @@ def assert_smooth(robot, q, v, q_before, v_before, dt=DT):
 def target_shape(s):
     """Joint angles of the scheduler's target gait at its current phase, clamped to the joint limits."""
     st = s.state()
-    spec = catalog.gait_spec(st['target_gait'])
-    q = catalog.GaitShape(spec, s.robot, st['params']).angles(st['phase_rad'], st['turn_offset'])
+    spec = catalog.gait_spec(st.target_gait)
+    q = catalog.GaitShape(spec, s.robot, st.params).angles(st.phase_rad, st.turn_offset)
     return np.clip(q, s.robot.lower_rad, s.robot.upper_rad)
 
 
@@ -45,11 +45,11 @@ def settle_and_check_target(s, target):
     for _ in range(2000):
         tick = s.step(DT)
         st = s.state()
-        if st['layers'] == 1 and not tick.rate_limited:
+        if st.layers == 1 and not tick.rate_limited:
             break
     st = s.state()
-    assert st['target_gait'] == st['active_gait'] == target
-    assert st['transition_progress'] == 1.0
+    assert st.target_gait == st.active_gait == target
+    assert st.transition_progress == 1.0
     tick = s.step(DT)
     np.testing.assert_allclose(tick.reference_rad, target_shape(s), atol=1e-12)
     if not tick.rate_limited:
@@ -67,7 +67,7 @@ def test_switch_between_every_pair_at_random_phases(robot_name):
         q0, v0, _ = run(s, rng.uniform(0.1, 2.0))
         s.select(b)
         q, v, _ = run(s, 0.5)
-        assert s.state()['target_gait'] == b
+        assert s.state().target_gait == b
         assert_smooth(robot, q, v, q0[-1], v0[-1])
         settle_and_check_target(s, b)
 
@@ -115,10 +115,10 @@ def test_rolling_moves_psi0_at_the_commanded_rate(py32):
     run(s, 1.0)
     psi_b = s.curve()[0].psi0
     assert psi_b - psi_a == pytest.approx(v / py32.module_radius_m * 1.0, rel=1e-9)
-    assert s.state()['phase_rate_rad_s'] == pytest.approx(v / py32.module_radius_m)
+    assert s.state().phase_rate_rad_s == pytest.approx(v / py32.module_radius_m)
     s.set_command(0.0, -v, 0.0)                 # reverse
     run(s, 2.0)
-    assert s.state()['phase_rate_rad_s'] == pytest.approx(-v / py32.module_radius_m)
+    assert s.state().phase_rate_rad_s == pytest.approx(-v / py32.module_radius_m)
 
 
 def test_forward_command_advances_phi1_and_turning_sets_a1(py32):
@@ -127,15 +127,15 @@ def test_forward_command_advances_phi1_and_turning_sets_a1(py32):
     run(s, 2.0)
     spec = catalog.gait_spec('serpentine')
     st = s.state()
-    stride = st['params']['stride']
-    assert st['phase_rate_rad_s'] == pytest.approx(2 * math.pi * 0.1 / stride)
-    assert st['turn_offset'] == pytest.approx(spec.turn_gain * 0.5)
+    stride = st.params['stride']
+    assert st.phase_rate_rad_s == pytest.approx(2 * math.pi * 0.1 / stride)
+    assert st.turn_offset == pytest.approx(spec.turn_gain * 0.5)
     curve, _ = s.curve()
-    assert curve.A1 == pytest.approx(st['params']['A1'] + spec.turn_gain * 0.5)
-    assert curve.phi1 == pytest.approx(st['params']['phi1'] + st['phase_rad'])
+    assert curve.A1 == pytest.approx(st.params['A1'] + spec.turn_gain * 0.5)
+    assert curve.phi1 == pytest.approx(st.params['phi1'] + st.phase_rad)
     s.set_command(0.1, 0.0, 100.0)              # huge turn: capped at turn_max
     run(s, 2.0)
-    assert s.state()['turn_offset'] == pytest.approx(spec.turn_max)
+    assert s.state().turn_offset == pytest.approx(spec.turn_max)
 
 
 def test_stop_ramps_down_and_holds_the_shape(py32):
@@ -145,8 +145,8 @@ def test_stop_ramps_down_and_holds_the_shape(py32):
     s.stop()
     q, v, _ = run(s, 3.0)
     assert_smooth(py32, q, v, q0[-1], v0[-1])
-    assert s.state()['phase_rate_rad_s'] == 0.0
-    assert s.state()['turn_offset'] != 0.0                 # the turning shape is held too
+    assert s.state().phase_rate_rad_s == 0.0
+    assert s.state().turn_offset != 0.0                 # the turning shape is held too
     np.testing.assert_allclose(q[-1], q[-20], atol=1e-12)  # holding still
     assert np.abs(q[-1]).max() > 0.3                       # not snapped to straight
 
@@ -157,7 +157,7 @@ def test_huge_and_nan_commands_are_safe(py32):
         s.set_command(float('nan'), 0.0, 0.0)
     with pytest.raises(ValueError, match='turn_rad_s must be a number'):
         s.set_command(0.0, 0.0, 'fast')
-    assert s.state()['command']['forward_m_s'] == 0.0
+    assert s.state().command_forward_m_s == 0.0
     s.set_command(1e12, -1e12, 1e12)
     q0, v0, _ = run(s, 0.02)
     q, v, ticks = run(s, 4.0)
@@ -177,9 +177,9 @@ def test_set_params_validated_and_applied_smoothly(py32):
         s.set_params({'amplitude': 1.0})
     with pytest.raises(ValueError, match="'B1' .* must be finite"):
         s.set_params({'B1': float('inf')})
-    assert s.state()['layers'] == 1
+    assert s.state().layers == 1
     s.set_params({'B1': 2.0})
-    assert s.state()['params']['B1'] == 2.0 and s.state()['transition_progress'] == 0.0
+    assert s.state().params['B1'] == 2.0 and s.state().transition_progress == 0.0
     q, v, _ = run(s, 0.6)
     assert_smooth(py32, q, v, q0[-1], v0[-1])
     settle_and_check_target(s, 'serpentine')
@@ -203,7 +203,7 @@ def test_starts_from_a_measured_pose_without_jumping(py32):
     rng = np.random.default_rng(3)
     pose = rng.uniform(-1.0, 1.0, py32.n_joints)
     s = GaitScheduler(py32, 'helix_rolling', initial_positions_rad=pose)
-    assert s.state()['active_gait'] == 'hold'
+    assert s.state().active_gait == 'hold'
     q, v, _ = run(s, 0.5)
     assert_smooth(py32, q, v, pose, np.zeros(py32.n_joints))
     settle_and_check_target(s, 'helix_rolling')
@@ -222,7 +222,7 @@ def test_many_overlapping_switches_stay_smooth(py32):
         q, v, _ = run(s, 0.1)
         qs.append(q)
         vs.append(v)
-        assert s.state()['layers'] <= 8
+        assert s.state().layers <= 8
     assert_smooth(py32, np.vstack(qs), np.vstack(vs), q0[-1], v0[-1])
     settle_and_check_target(s, names[19 % len(names)])
 
@@ -237,7 +237,7 @@ def test_stop_during_a_switch_finishes_the_switch_and_holds(py32):
     q2, v2, _ = run(s, 4.0)
     assert_smooth(py32, np.vstack([q1, q2]), np.vstack([v1, v2]), q0[-1], v0[-1])
     st = s.state()
-    assert st['target_gait'] == st['active_gait'] == 'sidewinding' and st['phase_rate_rad_s'] == 0.0
+    assert st.target_gait == st.active_gait == 'sidewinding' and st.phase_rate_rad_s == 0.0
     np.testing.assert_allclose(q2[-1], target_shape(s), atol=1e-9)
     np.testing.assert_allclose(q2[-1], q2[-10], atol=1e-12)
 

@@ -174,7 +174,7 @@ def run(args) -> int:
     t, q, ticks = res.t_s, res.positions_rad, res.ticks
     st = res.scheduler.state()
     print(f'{args.gait} on {robot.name}: {len(t) - 1} ticks at {args.rate:g} Hz over {t[-1]:.3f} s; '
-          f'final phase {st["phase_rad"]:.3f} rad, phase rate {st["phase_rate_rad_s"]:.3f} rad/s')
+          f'final phase {st.phase_rad:.3f} rad, phase rate {st.phase_rate_rad_s:.3f} rad/s')
     vel = np.abs(np.array([tk.velocities_rad_s for tk in ticks]))
     print(f'max joint speed {vel.max():.3f} rad/s (limit {robot.velocity_limit_rad_s.min():.3f}); '
           f'ticks with a joint at its limit: {sum(1 for tk in ticks if tk.saturated)}; '

@@ -35,9 +35,21 @@ def gait_params_torque_report(robot, gait: str, params: dict | None = None, frac
     if not (np.isfinite(periods) and periods > 0):
         raise ValueError(f'periods must be positive, got {periods}')
     probe = run_gait(robot, gait, params, 2.0 / rate_hz, rate_hz, speed)
-    phase_rate = abs(probe.scheduler.state()['phase_rate_rad_s'])
+    phase_rate = abs(probe.scheduler.state().phase_rate_rad_s)
     duration = periods * 2 * np.pi / phase_rate if phase_rate > 1e-9 else 1.0
     duration = min(max(duration, 4.0 / rate_hz), max_duration_s)
     run = run_gait(robot, gait, params, duration, rate_hz, speed)
     return gait_torque_report(robot, run.t_s, run.positions_rad, fraction, phase_rad=run.phases_rad,
                               **report_kwargs)
+
+
+def torque_estimator(robot, *, periods: float = 1.0, rate_hz: float = 25.0):
+    """The gait controller's torque check for `robot` (snake_control.gaits.controller.TorqueEstimator):
+    (gait, params, fraction) -> TorqueEstimate. One period at 25 Hz is about 0.1 s of work, paid only
+    when a parameter changes."""
+    from snake_control.gaits.controller import TorqueEstimate
+
+    def estimate(gait: str, params: dict, fraction: float) -> TorqueEstimate:
+        report = gait_params_torque_report(robot, gait, params, fraction, periods=periods, rate_hz=rate_hz)
+        return TorqueEstimate(float(np.max(report.peak_nm)), bool(report.ok), report.message)
+    return estimate

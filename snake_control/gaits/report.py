@@ -98,7 +98,7 @@ def run_gait(robot, name: str, params: dict | None = None, duration_s: float = 1
     if steps < 1:
         raise ValueError(f'duration {duration_s} s is shorter than one tick at {rate_hz} Hz')
     q = [sched.positions_rad]
-    phases = [sched.state()['phase_rad']]
+    phases = [sched.state().phase_rad]
     ticks = []
     for _ in range(steps):
         tick = sched.step(dt)

@@ -12,7 +12,7 @@ API (everything else is private):
                                       by the gait's phase-rate limit
     s.stop()                          speeds ramp to zero and the shape is held (turning offset frozen)
     tick = s.step(dt_s)               advance dt_s seconds; returns a GaitTick
-    s.state()                         plain dict (see state())
+    s.state()                         a GaitState snapshot (see GaitState)
     s.positions_rad, s.curve()        last output (n,); target MCC curve and s0, or None
 
 GaitTick: t_s, positions_rad (n,), velocities_rad_s (n,), reference_rad (n,) (the blended gait before
@@ -78,6 +78,37 @@ class GaitTick:
     saturated: dict = field(default_factory=dict)
     rate_limited: tuple = ()
     phase_rad: float = 0.0          # the target gait's phase after this tick
+
+
+@dataclass(frozen=True)
+class GaitState:
+    """A snapshot of the scheduler (GaitScheduler.state()).
+
+    active_gait: the oldest layer still shown; target_gait: the newest. transition_progress: 0..1 of
+    the newest switch, 1 when not switching; layers: gait layers blending now. phase_rad and
+    phase_rate_rad_s: the target gait's phase and its rate; turn_offset: added to the target gait's
+    turn_param (that parameter's units). params: the target gait's parameters. command_*: the command
+    in force (cmd_vel semantics); stopped: stop() is holding the shape. saturated: {joint name: rad the
+    reference exceeded its limit by} and rate_limited: names held back, both from the last tick; t_s:
+    the scheduler's time.
+    """
+
+    active_gait: str
+    target_gait: str
+    transition_progress: float
+    layers: int
+    phase_rad: float
+    phase_rate_rad_s: float
+    turn_param: str | None
+    turn_offset: float
+    params: dict
+    command_forward_m_s: float
+    command_lateral_m_s: float
+    command_turn_rad_s: float
+    stopped: bool
+    saturated: dict
+    rate_limited: tuple
+    t_s: float
 
 
 class _Layer:
@@ -339,25 +370,24 @@ class GaitScheduler:
         top = self._layers[-1]
         return top.shape.curve(top.phase, top.turn)
 
-    def state(self) -> dict:
-        """Plain dict: active_gait (the oldest layer still shown), target_gait, transition_progress
-        (0..1 of the newest switch; 1 when not switching), phase_rad and phase_rate_rad_s of the target,
-        turn_offset (units of the gait's turn_param), params, command, saturated, rate_limited."""
+    def state(self) -> GaitState:
+        """A snapshot of the scheduler now (GaitState)."""
         top = self._layers[-1]
-        return {
-            'active_gait': self._layers[0].spec.name,
-            'target_gait': top.spec.name,
-            'transition_progress': float(top.progress) if len(self._layers) > 1 else 1.0,
-            'layers': len(self._layers),
-            'phase_rad': float(top.phase),
-            'phase_rate_rad_s': float(top.rate),
-            'turn_param': top.spec.turn_param,
-            'turn_offset': float(top.turn),
-            'params': dict(top.shape.params),
-            'command': {'forward_m_s': self._command[0], 'lateral_m_s': self._command[1],
-                        'turn_rad_s': self._command[2]},
-            'stopped': self._hold_turn,
-            'saturated': dict(self._saturated),
-            'rate_limited': list(self._rate_limited),
-            't_s': self._t,
-        }
+        return GaitState(
+            active_gait=self._layers[0].spec.name,
+            target_gait=top.spec.name,
+            transition_progress=float(top.progress) if len(self._layers) > 1 else 1.0,
+            layers=len(self._layers),
+            phase_rad=float(top.phase),
+            phase_rate_rad_s=float(top.rate),
+            turn_param=top.spec.turn_param,
+            turn_offset=float(top.turn),
+            params=dict(top.shape.params),
+            command_forward_m_s=self._command[0],
+            command_lateral_m_s=self._command[1],
+            command_turn_rad_s=self._command[2],
+            stopped=self._hold_turn,
+            saturated=dict(self._saturated),
+            rate_limited=tuple(self._rate_limited),
+            t_s=self._t,
+        )

@@ -48,10 +48,11 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 
+from snake_control.gaits.controller import ERROR, OK, WARN, GaitController, default_gait
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, STATE_QOS
-from snake_control.teleop.command_filter import CommandFilter, CommandLimits
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot, reorder_joints
+from snake_control.teleop.command_filter import CommandLimits
 
 COMMAND_PARAMETERS = {
     # name: (default, low, high, description)
@@ -66,17 +67,8 @@ COMMAND_PARAMETERS = {
 # CommandLimits' fields, in order.
 LIMIT_PARAMETERS = ('max_forward_m_s', 'max_sideways_m_s', 'max_turn_rad_s', 'accel_forward_m_s2',
                     'accel_sideways_m_s2', 'accel_turn_rad_s2')
-MAX_DT_PERIODS = 3.0   # a late tick advances the gait by at most this many periods
 POSE_TOLERANCE_RAD = 0.05   # a measured start pose may exceed the joint limits by this much (calibration)
-# Gait at start when the `gait` parameter is not given, by robot kind.
-DEFAULT_GAITS = {'pitch_yaw': 'serpentine', 'planar': 'wheeled_undulation'}
-
-
-def default_gait(robot) -> str:
-    from snake_control.gaits import catalog
-    names = catalog.gaits_for(robot)
-    preferred = DEFAULT_GAITS.get(robot.kind)
-    return preferred if preferred in names else names[0]
+LEVELS = {OK: DiagnosticStatus.OK, WARN: DiagnosticStatus.WARN, ERROR: DiagnosticStatus.ERROR}
 
 
 def _kv(key, value) -> KeyValue:
@@ -91,6 +83,7 @@ class GaitNode(Node):
     def __init__(self, **kwargs):
         super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
         from snake_control.gaits import catalog
+        from snake_control.dynamics.gait_check import torque_estimator
 
         ro = dict(read_only=True)
         self.declare_parameter('robot', 'pitch_yaw_32', ParameterDescriptor(
@@ -113,8 +106,6 @@ class GaitNode(Node):
                         'fraction of the servo stall torque and is higher than before (seed 001 dynamics, '
                         'robot on the ground); 0 disables the check',
             floating_point_range=[FloatingPointRange(from_value=0.0, to_value=1.0)]))
-        self._torque_peaks = {}     # gait -> (params, peak torque N m) of the accepted parameters
-        self.catalog = catalog
         self.gait_names = list(catalog.gaits_for(self.robot))
         self.declare_parameter('gait', default_gait(self.robot), ParameterDescriptor(
             description=f'active gait, one of: {", ".join(self.gait_names)}'))
@@ -123,7 +114,7 @@ class GaitNode(Node):
                         'nothing jumps); false: start from the gait\'s own shape', **ro))
         # Every gait's parameters as <gait>.<param>, with the catalogue's ranges, units and meaning.
         self.gait_param_names = {}
-        self.overrides = {g: {} for g in self.gait_names}
+        overrides = {g: {} for g in self.gait_names}
         for gait in self.gait_names:
             for p in catalog.gait_spec(gait).params:
                 full = f'{gait}.{p.name}'
@@ -135,25 +126,24 @@ class GaitNode(Node):
                     description=f'{p.meaning} ({p.unit})', floating_point_range=rng))
                 value = float(self.get_parameter(full).value)
                 if value != default:
-                    self.overrides[gait][p.name] = value
+                    overrides[gait][p.name] = value
 
-        self.lock = threading.Lock()
         initial = self.get_parameter('gait').value
         if initial not in self.gait_names:
             raise ValueError(f'parameter gait: unknown gait {initial!r} for robot {self.robot.name}; '
                              f'known: {", ".join(self.gait_names)}')
-        self.initial_gait = initial
-        self.scheduler = None
+        # Every decision lives in the controller; the lock serialises it between the executor's
+        # callbacks and the tick thread.
+        self.lock = threading.Lock()
+        self.controller = GaitController(
+            self.robot, initial, period_s=self.period_s, limits=self._limits(),
+            cmd_timeout_s=float(self.get_parameter('cmd_timeout_s').value), overrides=overrides,
+            torque_fraction=float(self.get_parameter('torque_check_fraction').value),
+            torque_estimator=torque_estimator(self.robot))
         if not self.get_parameter('start_from_joint_states').value:
             self._start_scheduler(None)
-        self.commands = CommandFilter(self._limits(), self.get_parameter('cmd_timeout_s').value)
-        self.estopped = False
         self.estop_stamps_ns = []   # when each e-stop reached this node (ROS time, ns): tests compare stamps
         self.estop_received_s = []  # the same in monotonic time (benchmarks)
-        self.hold_positions = None
-        self.last_tick = None
-        self.last_tick_s = None
-        self.rejected_selects = 0
         self._warn_s = {}
         self.joint_names = list(self.robot.joint_names)
         self.lower = np.asarray(self.robot.lower_rad, dtype=float)
@@ -181,11 +171,21 @@ class GaitNode(Node):
         self.get_logger().info(f'{self.robot.name}: {len(self.joint_names)} joints at {self.rate_hz:g} Hz, '
                                f'gait {initial}; gaits: {", ".join(self.gait_names)}')
 
+    @property
+    def scheduler(self):
+        """The controller's GaitScheduler, None until the start pose is known."""
+        return self.controller.scheduler
+
+    @property
+    def initial_gait(self) -> str:
+        return self.controller.initial_gait
+
+    @property
+    def estopped(self) -> bool:
+        return self.controller.estopped
+
     def _start_scheduler(self, positions_rad):
-        from snake_control.gaits import GaitScheduler
-        self.scheduler = GaitScheduler(self.robot, gait=self.initial_gait,
-                                       params=self.overrides[self.initial_gait] or None,
-                                       initial_positions_rad=positions_rad)
+        self.controller.start(positions_rad)
 
     def _on_joint_states(self, msg: JointState):
         """The first complete, finite measurement starts the gait from the robot's actual pose."""
@@ -216,31 +216,20 @@ class GaitNode(Node):
             self._warn_s[key] = now
             self.get_logger().warn(text)
 
-    def _limits(self) -> CommandLimits:
-        return CommandLimits(*(float(self.get_parameter(n).value) for n in LIMIT_PARAMETERS))
+    def _limits(self, changed=()) -> CommandLimits:
+        current = {n: self.get_parameter(n).value for n in LIMIT_PARAMETERS}
+        current.update({p.name: p.value for p in changed if p.name in LIMIT_PARAMETERS})
+        return CommandLimits(*(float(current[n]) for n in LIMIT_PARAMETERS))
 
     def _on_cmd_vel(self, msg: Twist):
         with self.lock:
-            reason = self.commands.offer(msg.linear.x, msg.linear.y, msg.angular.z, time.monotonic())
+            reason = self.controller.offer_command(msg.linear.x, msg.linear.y, msg.angular.z, time.monotonic())
         if reason:
-            self._warn('cmd_vel', f'{reason} ({self.commands.rejected} rejected so far)')
+            self._warn('cmd_vel', f'{reason} ({self.controller.commands.rejected} rejected so far)')
 
-    def _select(self, name: str) -> str | None:
-        """Switch gait; returns a reason when refused."""
-        if not isinstance(name, str) or name not in self.gait_names:
-            self.rejected_selects += 1
-            shown = repr(name)[:60]
-            return f'unknown gait {shown} for {self.robot.name}; known: {", ".join(self.gait_names)}'
+    def _select(self, name) -> str | None:
         with self.lock:
-            if self.scheduler is None:
-                self.initial_gait = name
-                return None
-            try:
-                self.scheduler.select(name, self.overrides[name] or None)
-            except ValueError as exc:
-                self.rejected_selects += 1
-                return str(exc)
-        return None
+            return self.controller.select(name)
 
     def _on_select(self, msg: String):
         reason = self._select(msg.data)
@@ -250,28 +239,19 @@ class GaitNode(Node):
             self.get_logger().info(f'switching to gait {msg.data}')
 
     def _on_estop(self, msg: Bool):
+        hold = None
         with self.lock:
-            if msg.data and not self.estopped:
+            if msg.data and self.controller.engage_estop():
                 self.estop_stamps_ns.append(self.get_clock().now().nanoseconds)
                 self.estop_received_s.append(time.monotonic())
-                self.estopped = True
-                self.commands.hold_zero()
-                self.hold_positions = None if self.last_tick is None else self.last_tick[0].copy()
-                self._publish_hold()
+                hold = self.controller.hold()
                 self.get_logger().warn('E-STOP: holding the current shape')
-            elif not msg.data and self.estopped:
-                self.estopped = False
-                self.commands.hold_zero()
-                if self.scheduler is not None and self.hold_positions is not None:
-                    # Restart from the held pose at rest, blending back into the gait: the scheduler's
-                    # own velocity from before the stop must not reappear as a jump.
-                    self.initial_gait = self.scheduler.state()['target_gait']
-                    self._start_scheduler(self.hold_positions)
-                self.last_tick_s = None
+            elif not msg.data and self.controller.release_estop():
                 self.get_logger().info('e-stop released: resuming from zero speed')
+        if hold is not None:
+            self._publish(hold)
 
     def _on_set_parameters(self, params) -> SetParametersResult:
-        limits_changed = False
         for p in params:
             if p.name == 'gait':
                 reason = self._select(p.value)
@@ -279,77 +259,31 @@ class GaitNode(Node):
                     return SetParametersResult(successful=False, reason=reason)
             elif p.name in self.gait_param_names:
                 gait, name = self.gait_param_names[p.name]
-                value = p.value
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    return SetParametersResult(successful=False, reason=f'{p.name}: expected a finite number')
-                candidate = {**self.overrides[gait], name: float(value)}
-                try:
-                    # Validated by the catalogue for every gait; the torque check (about 0.1 s) runs
-                    # without the lock, so the control tick goes on meanwhile.
-                    self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
-                    reason = self._torque_refusal(gait, candidate)
-                    if reason:
-                        return SetParametersResult(successful=False, reason=f'{p.name}: {reason}')
-                    with self.lock:
-                        # The target gait changes through the scheduler's smooth, phase-matched switch.
-                        if self.scheduler is not None and self.scheduler.state()['target_gait'] == gait:
-                            self.scheduler.set_params({name: float(value)})
-                        self.overrides[gait] = candidate
-                except ValueError as exc:
-                    return SetParametersResult(successful=False, reason=f'{p.name}: {exc}')
-            elif p.name in COMMAND_PARAMETERS:
-                limits_changed = True
-        if limits_changed:
-            current = {n: self.get_parameter(n).value for n in COMMAND_PARAMETERS}
-            current.update({p.name: p.value for p in params if p.name in COMMAND_PARAMETERS})
+                # The torque check (about 0.1 s) runs without the lock, so the control tick goes on.
+                reason = self.controller.param_refusal(gait, name, p.value)
+                if reason:
+                    return SetParametersResult(successful=False, reason=f'{p.name}: {reason}')
+                with self.lock:
+                    self.controller.set_param(gait, name, p.value)
+        for p in params:
+            if p.name == 'torque_check_fraction':
+                self.controller.torque_fraction = float(p.value)
+        if any(p.name in COMMAND_PARAMETERS for p in params):
+            timeout = next((p.value for p in params if p.name == 'cmd_timeout_s'),
+                           self.get_parameter('cmd_timeout_s').value)
+            limits = self._limits(params)
             with self.lock:
-                self.commands.limits = CommandLimits(*(float(current[n]) for n in LIMIT_PARAMETERS))
-                self.commands.timeout_s = float(current['cmd_timeout_s'])
+                self.controller.set_command_limits(limits, float(timeout))
         return SetParametersResult(successful=True)
 
-    def _torque_peak_nm(self, gait: str, params: dict) -> tuple[float, object]:
-        from snake_control.dynamics.gait_check import gait_params_torque_report
-        # One period at 25 Hz: about 0.1 s of work, paid only when a parameter changes.
-        report = gait_params_torque_report(self.robot, gait, params, self._torque_fraction(),
-                                           periods=1.0, rate_hz=25.0)
-        return float(np.max(report.peak_nm)), report
-
-    def _torque_fraction(self) -> float:
-        return float(self.get_parameter('torque_check_fraction').value)
-
-    def _torque_refusal(self, gait: str, candidate: dict) -> str | None:
-        """Why a parameter change must be refused for the torque it needs, or None.
-
-        A change is refused when the new parameters need more than the configured fraction of stall
-        torque and more than the parameters in force: a gait already over the line can still be
-        tuned down, never up.
-        """
-        if self._torque_fraction() <= 0.0:
-            return None
-        new_peak, report = self._torque_peak_nm(gait, candidate)
-        if report.ok:
-            return None
-        current = self.overrides[gait]
-        cached = self._torque_peaks.get(gait)
-        old_peak = cached[1] if cached and cached[0] == current else self._torque_peak_nm(gait, current)[0]
-        self._torque_peaks[gait] = (dict(current), old_peak)
-        if new_peak <= old_peak + 1e-9:
-            return None
-        return (f'{report.message} Peak {new_peak:.2f} N m against {old_peak:.2f} N m now; changes that '
-                f'raise the peak above the limit are refused (torque_check_fraction 0 disables the check)')
-
     # -- the loop ---------------------------------------------------------------------------------
-    def _publish_joints(self, positions, velocities):
+    def _publish(self, out):
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.name = self.joint_names
-        msg.position = positions.tolist()
-        msg.velocity = velocities.tolist()
+        msg.position = out.positions_rad.tolist()
+        msg.velocity = out.velocities_rad_s.tolist()
         self.joint_pub.publish(msg)
-
-    def _publish_hold(self):
-        if self.hold_positions is not None:
-            self._publish_joints(self.hold_positions, np.zeros_like(self.hold_positions))
 
     def _tick_loop(self):
         next_t = time.monotonic()
@@ -378,64 +312,21 @@ class GaitNode(Node):
         return super().destroy_node()
 
     def _on_tick(self):
-        now = time.monotonic()
         with self.lock:
-            if self.scheduler is None:
-                return
-            if self.estopped:
-                self._publish_hold()
-                return
-            dt = self.period_s if self.last_tick_s is None else now - self.last_tick_s
-            dt = min(max(dt, 0.0), MAX_DT_PERIODS * self.period_s)
-            self.last_tick_s = now
-            self.scheduler.set_command(*self.commands.update(now))
-            tick = self.scheduler.step(dt)
-            positions = np.asarray(tick.positions_rad, dtype=float)
-            velocities = np.asarray(tick.velocities_rad_s, dtype=float)
-            if positions.shape != (len(self.joint_names),) or not (
-                    np.all(np.isfinite(positions)) and np.all(np.isfinite(velocities))):
-                # Never forward a non-finite goal: keep the last good one.
-                self._warn('nonfinite', 'gait scheduler produced a non-finite or misshapen tick; holding')
-                if self.last_tick is not None:
-                    self._publish_joints(self.last_tick[0], np.zeros_like(self.last_tick[0]))
-                return
-            positions = np.clip(positions, self.lower, self.upper)
-            self.last_tick = (positions, velocities, tick)
-        self._publish_joints(positions, velocities)
+            out = self.controller.tick(time.monotonic())
+        if out is not None:
+            if out.warning:
+                self._warn('tick', out.warning)
+            self._publish(out)
 
     def _publish_state(self):
         with self.lock:
-            if self.scheduler is None:
-                return
-            state = dict(self.scheduler.state())
-            cmd = self.commands.current
-            estopped = self.estopped
-            rejected = self.commands.rejected + self.rejected_selects
-        sat = dict(state.get('saturated') or {})
-        saturated = list(sat)
-        worst = max((abs(v) for v in sat.values()), default=0.0)
-        msg = DiagnosticStatus(name='gait', hardware_id=self.robot.name)
-        active, target = state.get('active_gait'), state.get('target_gait')
-        if estopped:
-            msg.level, msg.message = DiagnosticStatus.ERROR, f'e-stop: holding ({active})'
-        elif saturated:
-            msg.level = DiagnosticStatus.WARN
-            msg.message = f'{active}: {len(saturated)} joints at their limits (worst {worst:.3f} rad)'
-        else:
-            msg.level = DiagnosticStatus.OK
-            msg.message = f'{active}' + (f' -> {target}' if target and target != active else '')
-        values = [_kv('active_gait', active), _kv('target_gait', target),
-                  _kv('transition_progress', float(state.get('transition_progress', 1.0))),
-                  _kv('phase_rad', float(state.get('phase_rad', 0.0))),
-                  _kv('phase_rate_rad_s', float(state.get('phase_rate_rad_s', 0.0))),
-                  _kv('turn_offset', float(state.get('turn_offset', 0.0))),
-                  _kv('command_forward_m_s', cmd[0]), _kv('command_sideways_m_s', cmd[1]),
-                  _kv('command_turn_rad_s', cmd[2]), _kv('estop', str(estopped).lower()),
-                  _kv('saturated_joints', ','.join(saturated)), _kv('max_saturation_rad', worst),
-                  _kv('rejected_commands', rejected)]
-        values += [_kv(f'{target}.{k}', float(v)) for k, v in (state.get('params') or {}).items()]
-        values.append(_kv('rate_limited_joints', ','.join(state.get('rate_limited') or [])))
-        msg.values = values
+            status = self.controller.status()
+        if status is None:
+            return
+        level, message, values = status.summary()
+        msg = DiagnosticStatus(name='gait', hardware_id=self.robot.name, level=LEVELS[level], message=message)
+        msg.values = [_kv(k, v) for k, v in values]
         self.state_pub.publish(msg)
 
 
