@@ -234,21 +234,29 @@ def test_error_replies(sim, sdk_port):
     assert 1 in ids
 
 
+def eventually(predicate, timeout_s=2.0):
+    """Poll predicate until it holds or timeout_s passes; its last value."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def test_status_return_level_and_reg_write_action(sdk_port):
     port, ph = sdk_port
     assert ph.write1ByteTxRx(port, 4, 68, 0) == (sdk.COMM_SUCCESS, 0)        # ping only
     assert ph.read1ByteTxRx(port, 4, 68)[1] == sdk.COMM_RX_TIMEOUT
     assert ph.ping(port, 4)[1] == sdk.COMM_SUCCESS
     ph.write1ByteTxOnly(port, 4, 68, 2)
-    time.sleep(0.01)
-    assert ph.read1ByteTxRx(port, 4, 68) == (2, sdk.COMM_SUCCESS, 0)
+    assert eventually(lambda: ph.read1ByteTxRx(port, 4, 68) == (2, sdk.COMM_SUCCESS, 0))
     # reg write takes effect only on action.
     assert ph.regWriteTxRx(port, 4, 65, 1, [1]) == (sdk.COMM_SUCCESS, 0)
     assert ph.read1ByteTxRx(port, 4, 69)[0] == 1
     assert ph.read1ByteTxRx(port, 4, 65)[0] == 0
     assert ph.action(port, sdk.BROADCAST_ID) == sdk.COMM_SUCCESS
-    time.sleep(0.01)
-    assert ph.read1ByteTxRx(port, 4, 65)[0] == 1 and ph.read1ByteTxRx(port, 4, 69)[0] == 0
+    assert eventually(lambda: ph.read1ByteTxRx(port, 4, 65)[0] == 1 and ph.read1ByteTxRx(port, 4, 69)[0] == 0)
 
 
 def test_group_instructions(sdk_port):
@@ -306,8 +314,7 @@ def test_reboot_clears_alert_and_factory_reset_and_clear():
         assert ph.read1ByteTxRx(port, 1, 64)[0] == 0            # shutdown cut torque
         assert ph.write1ByteTxRx(port, 1, 64, 1)[1] == P.ERR_RESULT_FAIL | P.ERR_ALERT
         assert ph.reboot(port, 1) == (sdk.COMM_SUCCESS, P.ERR_ALERT)
-        time.sleep(0.1)
-        assert ph.read1ByteTxRx(port, 1, 70) == (0, sdk.COMM_SUCCESS, 0)
+        assert eventually(lambda: ph.read1ByteTxRx(port, 1, 70) == (0, sdk.COMM_SUCCESS, 0))
         # Factory reset keeping ID and baud: return delay back to 250.
         ph.write1ByteTxRx(port, 2, 9, 0)
         assert ph.factoryReset(port, 2, 0x02) == (sdk.COMM_SUCCESS, 0)
@@ -321,7 +328,7 @@ def test_bus_watchdog_and_baud_register():
         bus = ServoBus(s.path, 1_000_000, margin_ms=30).open()
         bus.write_register(1, 'torque_enable', 1)
         bus.write_register(1, 'bus_watchdog', 1)             # 20 ms
-        time.sleep(0.15)
+        time.sleep(0.15)        # silence on the bus is what trips it: polling would feed the watchdog
         assert bus.read_register(1, 'bus_watchdog') == -1
         goal = bus.read_register(1, 'present_position')
         with pytest.raises(Exception, match='data range'):
@@ -375,12 +382,10 @@ def test_pluggable_plant_drives_present_position_in_process():
     thread.start()
     try:
         bus = ServoBus(bus_emu.path, BAUD, margin_ms=30).open()
-        time.sleep(0.02)
-        ticks = bus.read_register(1, 'present_position')
-        assert ticks == 2048 + round(0.5 / (2 * math.pi / 4096))
+        expected = 2048 + round(0.5 / (2 * math.pi / 4096))
+        assert eventually(lambda: bus.read_register(1, 'present_position') == expected)
         bus.write_register(2, 'goal_position', 3072)
-        time.sleep(0.02)
-        assert plant.goals[2] == pytest.approx(math.pi / 2)
+        assert eventually(lambda: plant.goals.get(2) == pytest.approx(math.pi / 2))
         bus.close()
     finally:
         bus_emu.stop_requested = True
