@@ -34,8 +34,8 @@ def test_unknown_robot_is_one_line_exit_2():
 def test_demo_model_picture(tmp_path):
     from snake_control.commands.demo import draw_models
     path = draw_models(tmp_path)
-    assert path.stat().st_size > 10_000
-    assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    from pictures import assert_picture
+    assert_picture(path)
 
 
 def test_closed_stdout_ends_quietly():

@@ -88,7 +88,8 @@ def test_quick_demo_end_to_end(tmp_path):
     from snake_control.app.demo import run_demo
 
     [summ] = run_demo(tmp_path, quick=True, log=lambda line: None)
-    assert (tmp_path / 'demo_wheeled_8.png').stat().st_size > 10_000
+    from pictures import assert_picture
+    assert_picture(tmp_path / 'demo_wheeled_8.png')
     assert summ.true_distance_m > 0.5
     assert math.isfinite(summ.final_position_error_pct) and summ.final_position_error_pct < 50
     assert abs(summ.final_heading_error_deg) < 45

@@ -75,15 +75,24 @@ def test_plot_and_subprocess(tmp_path):
                           '--csv', str(csv)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert 'no backbone curve' in res.stdout
-    assert png.stat().st_size > 10000 and png.read_bytes()[:4] == b'\x89PNG'
-    assert csv.read_text().splitlines()[0] == 't,joint_1,joint_2'
+    from pictures import assert_picture
+    assert_picture(png)
+    lines = csv.read_text().splitlines()
+    assert lines[0] == 't,joint_1,joint_2'
+    table = np.array([[float(v) for v in line.split(',')] for line in lines[1:]])
+    assert table.shape == (41, 3)                                   # 2 s at 20 Hz, both ends
+    np.testing.assert_allclose(table[:, 0], np.arange(41) / 20, atol=1e-9)
+    robot = load_robot('kinematic_snake_3')
+    q = table[:, 1:]
+    assert np.all(q >= robot.lower_rad) and np.all(q <= robot.upper_rad) and np.ptp(q, axis=0).min() > 0.1
 
 
 def test_backbone_plot(tmp_path, capsys):
     png = tmp_path / 'aeh.png'
     assert main(['gait', '--robot', 'pitch_yaw_32', '--gait', 'aeh_sidewinding', '--duration', '0.5',
                  '--rate', '20', '--plot', str(png)]) == 0
-    assert png.stat().st_size > 10000
+    from pictures import assert_picture
+    assert_picture(png)
 
 
 def test_fit_report_covers_every_backbone_gait():

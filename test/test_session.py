@@ -53,7 +53,8 @@ def test_record_read_and_plot(tmp_path):
     # Against the rate the test actually published at: a loaded machine stretches the sleeps.
     assert 0.5 * published_hz < s.rate_hz() < 2.0 * published_hz
     png = plot_session(s, tmp_path / 's.png', title='test')
-    assert png.stat().st_size > 10000
+    from pictures import assert_picture
+    assert_picture(png)
 
 
 def test_missing_file():

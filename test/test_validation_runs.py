@@ -123,7 +123,8 @@ def test_format_table_and_plot(tmp_path):
     assert result.contact_agreement == 1.0
     path = tmp_path / 'paths.png'
     V.plot_paths([result, result], path)
-    assert path.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    from pictures import assert_picture
+    assert_picture(path)
 
 
 def test_validate_command_rejects_unknown_runs(capsys):
@@ -166,4 +167,5 @@ def test_validate_command_prints_the_table(tmp_path, capsys):
     assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert 'kinematic_snake_3' in out and 'lateral_undulation' in out and 'met' in out
-    assert plot.stat().st_size > 10_000
+    from pictures import assert_picture
+    assert_picture(plot)

@@ -1,4 +1,9 @@
-"""MuJoCo physics for snake robots: an MJCF model built from the robot YAML, and a world to step it.
+"""MuJoCo physics for snake robots.
+
+- mjcf: the MJCF model built from the validated robot (servo actuators, wheels or anisotropic skin).
+- world: SnakeWorld, a running world: joint goals in; joint states, torques and link poses out.
+- servo_plant: that world as the plant behind the emulated servo bus (`--physics mujoco`), writing
+  ground truth in the estimator's body frame.
 
     from snake_control.physics import SnakeWorld
     world = SnakeWorld('wheeled_8')
