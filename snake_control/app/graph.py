@@ -57,6 +57,8 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
         LaunchArgument('physics', 'none', 'with bus:=sim, couple the emulated servos to a MuJoCo world',
                        PHYSICS_CHOICES),
         LaunchArgument('rviz', 'false', 'start RViz with snake_description/rviz/snake.rviz', BOOL_CHOICES),
+        LaunchArgument('robot_state_publisher', 'true', 'start robot_state_publisher (the links\' TF from '
+                       'joint_states and the URDF)', BOOL_CHOICES),
     )
 
 
@@ -87,6 +89,7 @@ class GraphArgs:
     gait: str = ''
     physics: str = 'none'
     rviz: bool = False
+    robot_state_publisher: bool = True
 
     @classmethod
     def from_strings(cls, values: dict[str, str]) -> 'GraphArgs':
@@ -230,16 +233,30 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
         NodeSpec(PACKAGE, 'teleop_node', 'teleop_node', ns,
                  {'robot': robot_path, 'teleop': args.teleop, 'gait_cycle': cycle},
                  module='snake_control.nodes.teleop_node', class_name='TeleopNode'),
-        # robot_description is filled by the launch file (xacro Command) or by bringup (urdf_xml).
-        NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', ns,
-                 {'publish_frequency': min(rate, 50.0)}),
     ]
+    if args.robot_state_publisher:
+        # robot_description is filled by the launch file or published by bringup (urdf_xml).
+        specs.append(NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', ns,
+                              {'publish_frequency': min(rate, 50.0)}))
     if args.joy:
         specs.append(NodeSpec('joy', 'joy_node', 'joy_node', ns,
                               {'device_id': args.joy_dev, 'deadzone': 0.05, 'autorepeat_rate': 20.0}))
     if args.rviz:
         specs.append(NodeSpec('rviz2', 'rviz2', 'rviz2', ns, {}, arguments=('-d', str(rviz_config_path()))))
     return specs
+
+
+def package_available(package: str) -> bool:
+    """Whether a ROS package is installed (on AMENT_PREFIX_PATH)."""
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    except ImportError:
+        return False
+    try:
+        get_package_prefix(package)
+    except (PackageNotFoundError, ValueError):
+        return False
+    return True
 
 
 def rviz_config_path() -> Path:
