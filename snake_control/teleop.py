@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from snake_control.yaml_file import load_yaml_file
 
 SCHEMA_VERSION = 1
 AXIS_NAMES = ('forward', 'sideways', 'turn')
@@ -287,10 +287,7 @@ def resolve_teleop(name_or_path: str | Path) -> Path:
 def load_teleop_config(name_or_path: str | Path) -> TeleopConfig:
     """Read and validate a teleop YAML (shipped name or path)."""
     path = resolve_teleop(name_or_path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise TeleopConfigError(str(path), '', f'not valid YAML: {exc}') from None
+    data = load_yaml_file(path, TeleopConfigError)
     return parse_teleop_config(data, str(path))
 
 

@@ -23,9 +23,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from snake_control.teleop import TeleopConfig, load_teleop_config
+from snake_control.yaml_file import load_yaml_file
 
 
 class ScriptError(ValueError):
@@ -129,10 +128,7 @@ def load_script(path: str | Path) -> TeleopScript:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'teleop script {path} does not exist')
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ScriptError(str(path), '', f'not valid YAML: {exc}') from None
+    data = load_yaml_file(path, ScriptError)
     return parse_script(data, str(path))
 
 
