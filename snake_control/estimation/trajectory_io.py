@@ -10,6 +10,7 @@ Formats (ARCHITECTURE.md):
 from __future__ import annotations
 
 import csv
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -52,8 +53,11 @@ def read_joint_csv(path, joint_names) -> JointTrajectory:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'{path}: no such joint-trajectory file')
-    with path.open(newline='') as f:
-        rows = list(csv.reader(f))
+    try:
+        with path.open(newline='', encoding='utf-8') as f:
+            rows = list(csv.reader(f))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f'{path}: not a UTF-8 CSV file ({exc.__class__.__name__})') from None
     if not rows:
         raise ValueError(f'{path}: empty file, expected a header t,<joint name>,...')
     header = [h.strip() for h in rows[0]]
@@ -110,9 +114,22 @@ def read_joint_mcap(path, joint_names, topic: str | None = None) -> JointTraject
     from mcap.reader import make_reader
     from mcap_ros2.decoder import DecoderFactory
 
+    from mcap.exceptions import McapError
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'{path}: no such .mcap file')
+    try:
+        return _read_joint_mcap(path, joint_names, topic, make_reader, DecoderFactory)
+    except (McapError, EOFError, OSError, struct.error, UnicodeDecodeError, IndexError, KeyError, TypeError,
+            OverflowError, MemoryError) as exc:
+        # A truncated, empty or foreign file: the reader fails anywhere in its records (a file shorter
+        # than the footer fails its seek with OSError).
+        raise ValueError(f'{path}: not a readable MCAP recording ({type(exc).__name__}: '
+                         f'{str(exc)[:120] or "truncated"})') from None
+
+
+def _read_joint_mcap(path, joint_names, topic, make_reader, DecoderFactory) -> JointTrajectory:
     with path.open('rb') as f:
         reader = make_reader(f, decoder_factories=[DecoderFactory()])
         summary = reader.get_summary()

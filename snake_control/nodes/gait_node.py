@@ -51,7 +51,7 @@ from std_msgs.msg import Bool, String
 from snake_control.gait_command import CommandFilter, CommandLimits
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
-from snake_control.robot import load_robot
+from snake_control.robot import LIMITS, check_rate_hz, load_robot
 
 COMMAND_PARAMETERS = {
     # name: (default, low, high, description)
@@ -98,8 +98,10 @@ class GaitNode(Node):
         self.robot = load_robot(self.get_parameter('robot').value)
         self.declare_parameter('rate_hz', 0.0, ParameterDescriptor(
             description='control rate (Hz); 0: the robot YAML\'s bus.control_rate_hz',
-            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=2000.0)], **ro))
-        self.rate_hz = float(self.get_parameter('rate_hz').value or self.robot.bus.control_rate_hz)
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=LIMITS['control_rate_hz'].high)],
+            **ro))
+        rate_hz = check_rate_hz(self.get_parameter('rate_hz').value, 'parameter rate_hz')
+        self.rate_hz = float(rate_hz or self.robot.bus.control_rate_hz)
         self.period_s = 1.0 / self.rate_hz
         self.declare_parameter('state_rate_hz', 10.0, ParameterDescriptor(
             description='rate of gait/state (Hz)',
