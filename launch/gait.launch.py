@@ -27,6 +27,20 @@ def node_action(spec):
                 arguments=list(spec.arguments), output='screen', emulate_tty=True)
 
 
+def report_and_stop_bus(sim):
+    """Say whether the driver left every emulated servo with torque off, then stop the bus."""
+    import launch.logging
+    try:
+        servos = sim.query('state', timeout_s=5.0)['servos']
+        on = sorted(int(i) for i, s in servos.items() if s['torque'])
+        text = (f'emulated bus: torque off on all {len(servos)} servos' if not on else
+                f'emulated bus: torque STILL ON on {len(on)} of {len(servos)} servos (IDs {on})')
+    except (RuntimeError, KeyError, OSError, ValueError) as exc:
+        text = f'emulated bus: torque state unknown ({exc})'
+    launch.logging.get_logger('snake_control').info(text)
+    sim.stop()
+
+
 def launch_setup(context, *args, **kwargs):
     # Concrete values are needed here: the graph, the URDF and the emulated bus's device path depend on them.
     from snake_control.description import urdf_xml
@@ -53,7 +67,7 @@ def launch_setup(context, *args, **kwargs):
             # The emulated bus goes only once the driver has exited, so its torque-off reaches the servos
             # (launch signals every node at once on shutdown).
             def stop_bus(event, ctx):
-                sim.stop()          # returns nothing: no further launch actions
+                report_and_stop_bus(sim)
             actions.append(RegisterEventHandler(OnProcessExit(target_action=action, on_exit=stop_bus)))
     return actions
 
