@@ -29,6 +29,7 @@ from snake_control.graph import GraphArgs, NodeSpec, build_graph
 # Executor threads: callbacks of one node never overlap (one mutually exclusive group each), so more
 # threads than busy nodes only add interpreter-lock contention.
 EXECUTOR_THREADS = 4
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STARTUP_ORDER = ('driver_node', 'estimator_node', 'gait_node', 'teleop_node')
 
 
@@ -41,7 +42,9 @@ class BringupResult:
     message_counts: dict = field(default_factory=dict)
     joy_sent: int = 0
     final_odom_xy_yaw: tuple | None = None
-    torque_off: bool | None = None
+    torque_off: bool | None = None                 # the emulated bus's answer (bus 'sim' only)
+    torque_off_unconfirmed: list | None = None     # servos the driver could not confirm off (None: no driver)
+    driver_error: str | None = None                # the driver's loop ended by itself
     record_path: str | None = None
     port: str | None = None
 
@@ -164,10 +167,15 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             previous = {}
 
             def request_stop(signum, frame):
+                if stop.is_set():
+                    log(f'{signal.Signals(signum).name} ignored: stopping already (torque off first)')
+                    return
                 result.stop_reason = signal.Signals(signum).name
                 stop.set()
             if threading.current_thread() is threading.main_thread():
-                for sig in (signal.SIGINT, signal.SIGTERM):
+                # SIGHUP too: a closed terminal or ssh session must stop the robot like Ctrl-C. The handler
+                # stays until torque is off: a second signal never interrupts the shutdown.
+                for sig in STOP_SIGNALS:
                     previous[sig] = signal.signal(sig, request_stop)
 
             spin = threading.Thread(target=_spin, args=(executor, context, stop), daemon=True)
@@ -188,6 +196,11 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 if not spin.is_alive():
                     result.stop_reason = 'executor stopped'
                     break
+                if not nodes['driver_node'].driver.running:
+                    driver = nodes['driver_node'].driver
+                    result.driver_error = driver.fatal_error or 'the bus loop ended'
+                    result.stop_reason = 'driver stopped'
+                    break
                 if now >= next_status:
                     log(bringup.status_line(now - start))
                     next_status += status_period_s
@@ -196,8 +209,6 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             result.duration_s = time.monotonic() - start
             if before_stop is not None:
                 before_stop(run)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             result.final_odom_xy_yaw = bringup.odom_xy_yaw
             if 'script_player' in nodes:
                 result.joy_sent = nodes['script_player'].sent
@@ -212,10 +223,15 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'bringup',
                          'driver_node'):
                 if name in nodes:
+                    node = nodes.pop(name)
                     try:
-                        _destroy(nodes.pop(name))
+                        _destroy(node)
                     except Exception as exc:  # keep shutting the rest down
                         log(f'error while stopping {name}: {exc}')
+                    if name == 'driver_node':
+                        result.torque_off_unconfirmed = list(node.driver.torque_off_unconfirmed)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             if sim is not None:
                 result.torque_off = torque_is_off(sim)
             if sim is not None:

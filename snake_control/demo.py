@@ -17,6 +17,7 @@ mapping the plant's simulated time onto the wall clock at the moment the graph w
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 import time
@@ -267,7 +268,7 @@ def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
 
     def before_stop(run):
         anchor()
-        diagnostics.update(run.nodes['driver_node'].driver.diagnostics())
+        diagnostics.update(dataclasses.asdict(run.nodes['driver_node'].driver.diagnostics()))
 
     previous = os.environ.get(TRUTH_ENV)
     os.environ[TRUTH_ENV] = str(truth_path)     # the bus process (the plant) inherits it

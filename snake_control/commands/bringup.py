@@ -31,6 +31,9 @@ def add_arguments(parser):
                         help='write every topic to this MCAP file')
     parser.add_argument('--duration', type=float, default=None, metavar='S',
                         help='stop after S seconds (default: the script\'s duration, else run until Ctrl-C)')
+    parser.add_argument('--watchdog-ms', type=int, default=-1, metavar='MS',
+                        help='servo Bus Watchdog: the servos stop when no packet reaches them for MS ms '
+                             '(-1, the default: five control periods, at least 100 ms; 0: off)')
     parser.add_argument('--namespace', default='snake', help='ROS namespace (default snake)')
     parser.add_argument('--teleop', default='xbox',
                         help='gamepad map: xbox, playstation or a teleop YAML path')
@@ -52,7 +55,8 @@ def run(args) -> int:
     if args.physics and args.bus != 'sim':
         raise CommandError('--physics needs --bus sim')
     graph_args = GraphArgs(robot=args.robot, bus=args.bus, port=args.port, baud=args.baud, rate=args.rate,
-                           namespace=args.namespace, joy=False, teleop=args.teleop, gait=args.gait,
+                           watchdog_ms=args.watchdog_ms, namespace=args.namespace, joy=False,
+                           teleop=args.teleop, gait=args.gait,
                            physics=args.physics or 'none')
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
@@ -60,7 +64,15 @@ def run(args) -> int:
                              log=lambda line: print(line, flush=True))
     except RuntimeError as exc:  # the emulated bus or the driver could not start
         raise CommandError(str(exc)) from None
+    from snake_control.nodes.driver_node import torque_off_line
+    code = 0
+    if result.driver_error:
+        print(f'snake bringup: error: the driver stopped: {result.driver_error}', flush=True)
+        code = 1
+    if result.torque_off_unconfirmed is not None:
+        print(torque_off_line('snake bringup', result.torque_off_unconfirmed), flush=True)
+        code = code or (2 if result.torque_off_unconfirmed else 0)
     if result.torque_off is False:
         print('snake bringup: error: torque is still on after shutdown', flush=True)
-        return 1
-    return 0
+        code = code or 2
+    return code
