@@ -253,8 +253,8 @@ def test_overload_alert_torque_off_policy_ends_with_torque_off(robot):
             sim.command('trip 2 overload')
             assert wait_for(lambda: d.mode == 'torque_off', 1.0)
             diag = d.diagnostics()
-            assert diag['servos'][1]['hardware_error_names'] == ['overload']
-            assert any('alert on j2: overload' in r for r in diag['reasons'])
+            assert diag.servos[1].hardware_error_names == ['overload']
+            assert any('alert on j2: overload' in r for r in diag.reasons)
             stream(d, robot, 0.2, t0=1.0)
             assert d.mode == 'torque_off'           # commands do not bring torque back
         finally:
@@ -309,8 +309,9 @@ def test_dropped_replies_and_slow_firmware(robot):
         try:
             assert d.diagnostics().read_mode == 'slow'
             stream(d, robot, 1.0)
-            c = d.counters
-            assert c.read_failures > 0 and d.running and d.mode in ('running', 'hold')
+            # Replies were lost, and the follow-up reads recovered most of them within their cycle.
+            assert sim.state()['counters']['dropped'] > 0 and d.running and d.mode in ('running', 'hold')
+            assert d.counters.all_fresh_cycles > 0.8 * d.counters.cycles
         finally:
             d.stop()
         assert_goals_safe(sim, d)

@@ -830,6 +830,21 @@ class Driver:
         if s.alert:
             s.torque = s.torque and not hw      # shutdown errors cut torque in the servo
         s.fresh, s.ever_read, s.stale_cycles = True, True, 0
+        if self.watchdog_ms and v['bus_watchdog'] == WATCHDOG_TRIPPED and s.torque:
+            self._rearm_watchdog(s)
+
+    def _rearm_watchdog(self, s: ServoState):
+        """The servo's bus watchdog tripped (the loop or the line stalled): it stopped where it was and
+        refuses goals until the watchdog is cleared. Clear and re-arm it, and hold: the robot resumes
+        from where the servos stopped."""
+        self.counters.watchdog_trips += 1
+        self._event(f'{s.name}: bus watchdog tripped; re-armed')
+        self._resume_after = time.monotonic()
+        try:
+            self.bus.write_register(s.servo_id, 'bus_watchdog', 0)
+            self.bus.write_register(s.servo_id, 'bus_watchdog', watchdog_units(self.watchdog_ms))
+        except DxlError as exc:
+            self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
 
     def _read_health(self):
         if self.config.health_every <= 0 or self.counters.cycles % self.config.health_every:
@@ -838,19 +853,7 @@ class Driver:
         self._health_next += 1
         if s.rebooting_until is not None:
             return
-        health = self._read_servo_health(s)
-        if health is None:
-            return
-        if self.watchdog_ms and health['bus_watchdog'] == WATCHDOG_TRIPPED:
-            # The servo's bus watchdog tripped (the loop stalled): it stopped and refuses goals until
-            # the watchdog is cleared. Clear and re-arm it; the goal it holds is its present position.
-            self._event(f'{s.name}: bus watchdog tripped; re-armed')
-            self.counters.watchdog_trips += 1
-            try:
-                self.bus.write_register(s.servo_id, 'bus_watchdog', 0)
-                self.bus.write_register(s.servo_id, 'bus_watchdog', watchdog_units(self.watchdog_ms))
-            except DxlError as exc:
-                self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
+        self._read_servo_health(s)
 
     def _read_servo_health(self, s: ServoState) -> dict | None:
         """Temperature and voltage of one servo; a failed or implausible read keeps the last good values

@@ -43,9 +43,10 @@ class RegisterBlock:
         return out
 
 
+# Bus Watchdog rides in every cycle's read: a servo it stopped is known and re-armed at once.
 STATE_BLOCK = RegisterBlock(('hardware_error_status', 'present_current', 'present_velocity',
-                             'present_position'), INDIRECT_DATA_0)
-HEALTH_BLOCK = RegisterBlock(('present_temperature', 'present_input_voltage', 'bus_watchdog'),
+                             'present_position', 'bus_watchdog'), INDIRECT_DATA_0)
+HEALTH_BLOCK = RegisterBlock(('present_temperature', 'present_input_voltage'),
                              INDIRECT_DATA_0 + STATE_BLOCK.size)
 INDIRECT_SOURCES = STATE_BLOCK.sources() + HEALTH_BLOCK.sources()
 assert len(INDIRECT_SOURCES) <= INDIRECT_COUNT

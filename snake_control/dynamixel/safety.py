@@ -122,7 +122,9 @@ def ramp(state: RampState, command_rad: np.ndarray, dt_s: float, velocity_limit_
     a_max = np.asarray(acceleration_limit_rad_s2, dtype=float)
     v_cmd = np.clip((command - state.last_command_rad) / dt_s, -v_max, v_max)
     error = command - state.goal_rad
-    v_approach = np.sign(error) * np.sqrt(2.0 * a_max * np.abs(error))
+    # The fastest speed that still stops within |error| when it drops by a*dt per step (the discrete
+    # form of v = sqrt(2 a |error|)).
+    v_approach = np.sign(error) * a_max * (np.sqrt(dt_s ** 2 / 4.0 + 2.0 * np.abs(error) / a_max) - dt_s / 2.0)
     v_want = np.clip(v_cmd + v_approach, -v_max, v_max)
     dv = a_max * dt_s
     v = np.clip(v_want, state.velocity_rad_s - dv, state.velocity_rad_s + dv)
