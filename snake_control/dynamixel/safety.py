@@ -113,7 +113,8 @@ def ramp(state: RampState, command_rad: np.ndarray, dt_s: float, velocity_limit_
     Each joint's goal velocity tracks the command's own velocity plus the fastest approach that can
     still brake (v = sqrt(2 a |error|)), limited to the velocity limit, and changes by at most the
     acceleration limit times dt. A goal that would reach or pass the command lands on it and moves
-    with it. ``done`` when every
+    with it (that last step may brake up to ~20 % harder than the limit: the discrete braking curve
+    meets the command between two steps). ``done`` when every
     goal is within tolerance_rad of the command and moves with it: from then on the command goes
     through unchanged. ``state`` is updated in place.
     """
