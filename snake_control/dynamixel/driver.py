@@ -150,6 +150,7 @@ class Driver:
         self._ramp: RampState | None = None  # resuming from a hold: the goal ramps to the command
         self._transmit_fault_since = None   # first of consecutive cycles whose packets did not leave
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
+        self.max_goal_step_rad = 0.0        # largest goal change of a joint between running cycles
         self._torque_off_done = False
         self._atexit_registered = False
 
@@ -639,11 +640,19 @@ class Driver:
             self._event('resuming: ramping from the held pose to the command')
         self.mode, self.reasons = 'running', []
         if self._ramp is None:
-            return command_rad
-        goal, done = ramp(self._ramp, command_rad, self.period_s, self.velocity_limit,
-                          self.acceleration_limit)
-        if done:
-            self._ramp = None
+            goal = command_rad
+        else:
+            goal, done = ramp(self._ramp, command_rad, self.period_s, self.velocity_limit,
+                              self.acceleration_limit)
+            if done:
+                self._ramp = None
+        if self._goal is not None:
+            # Last line of defence: no goal moves faster than its joint's velocity limit, whatever the
+            # command did (a late or jumping command stream).
+            step = self.velocity_limit * self.period_s
+            goal = self._goal + np.clip(goal - self._goal, -step, step)
+            # Moving goals only: entering a hold steps a goal back to where its servo is, not onwards.
+            self.max_goal_step_rad = max(self.max_goal_step_rad, float(np.max(np.abs(goal - self._goal))))
         return goal
 
     def _rearm(self):

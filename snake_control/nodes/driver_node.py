@@ -231,7 +231,7 @@ def main(args=None):
     # signal (Ctrl-C under ros2 launch reaches a node twice) must not interrupt that torque off: only its
     # deadline ends it.
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stopping = []
+    stopping, spinning = [], []
 
     def interrupt(signum, frame):
         if stopping:
@@ -239,14 +239,17 @@ def main(args=None):
                   flush=True)
             return
         stopping.append(signum)
-        raise KeyboardInterrupt
+        if spinning:                # during start-up the node is built first, then stopped below
+            raise KeyboardInterrupt
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupt)
     node = None
     code = 0
     try:
         node = DriverNode()
-        rclpy.spin(node)
+        if not stopping:
+            spinning.append(True)
+            rclpy.spin(node)
     except KeyboardInterrupt:
         pass
     except DriverStopped as exc:
