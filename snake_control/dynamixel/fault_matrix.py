@@ -70,7 +70,7 @@ def run_fault(fault: str, robot, sim_extra=(), seconds_before=0.6, seconds_after
             survived = d.running and d.fatal_error is None
             mode = d.mode
             cycles = max(1, d.counters.cycles - c0)
-            fresh = (d.counters.all_fresh_cycles - f0) / cycles
+            fresh = min(1.0, (d.counters.all_fresh_cycles - f0) / cycles)
             servo_fresh = min(1 - (s.stale_count - a) / cycles for s, a in zip(d.servos, stale0))
         finally:
             d.stop()
