@@ -1,7 +1,8 @@
 """snake bringup: the whole node graph in one process."""
 HELP = 'run the whole node graph in one process (no ros2 launch needed)'
-DESCRIPTION = '''Run the driver, gait, estimator and teleop nodes in one process with a multi-threaded
-executor: the node list of gait.launch.py, for machines without `ros2 launch`.
+DESCRIPTION = '''Run the node list of gait.launch.py, for machines without `ros2 launch`: the driver in
+a process of its own (nothing else can delay a servo cycle), the gait, estimator and teleop nodes in
+this one on rclpy's events executor.
 
 With --bus sim the emulated servo bus (`snake sim-bus`) starts as a child process and the driver opens
 its pseudo-terminal; add --physics mujoco to couple it to a MuJoCo world. --script replays a scripted
@@ -40,17 +41,10 @@ def add_arguments(parser):
     parser.add_argument('--gait', default='', help='gait at start (default: the first for the robot)')
 
 
-# The driver's bus thread shares this process with every node: when a reply arrives it should get the
-# interpreter lock back within a millisecond, not the default 5 ms switch interval (a whole 4 Mbit/s cycle).
-SWITCH_INTERVAL_S = 0.001
-
-
 def run(args) -> int:
-    import sys
-
-    from snake_control.bringup import run_bringup
-    from snake_control.cli import CommandError
-    from snake_control.graph import GraphArgs
+    from snake_control.app.bringup import run_bringup
+    from snake_control.commands import CommandError
+    from snake_control.app.graph import GraphArgs
 
     if args.physics and args.bus != 'sim':
         raise CommandError('--physics needs --bus sim')
@@ -58,21 +52,17 @@ def run(args) -> int:
                            watchdog_ms=args.watchdog_ms, namespace=args.namespace, joy=False,
                            teleop=args.teleop, gait=args.gait,
                            physics=args.physics or 'none')
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         result = run_bringup(graph_args, script=args.script, record=args.record, duration_s=args.duration,
                              log=lambda line: print(line, flush=True))
     except RuntimeError as exc:  # the emulated bus or the driver could not start
         raise CommandError(str(exc)) from None
-    from snake_control.nodes.driver_node import torque_off_line
-    code = 0
-    if result.driver_error:
-        print(f'snake bringup: error: the driver stopped: {result.driver_error}', flush=True)
-        code = 1
-    if result.torque_off_unconfirmed is not None:
-        print(torque_off_line('snake bringup', result.torque_off_unconfirmed), flush=True)
-        code = code or (2 if result.torque_off_unconfirmed else 0)
     if result.torque_off is False:
         print('snake bringup: error: torque is still on after shutdown', flush=True)
-        code = code or 2
-    return code
+        return 1
+    if result.driver_exit_code:
+        # The driver's own last line names the servos it could not confirm off: repeat it last.
+        print(f'snake bringup: error: the driver exited with code {result.driver_exit_code}'
+              + (f' ({result.driver_last_line})' if result.driver_last_line else ''), flush=True)
+        return 1
+    return 0

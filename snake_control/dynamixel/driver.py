@@ -153,6 +153,11 @@ class Driver:
         self.max_goal_step_rad = 0.0        # largest goal change of a joint between running cycles
         self._torque_off_done = False
         self._atexit_registered = False
+        # Called by the bus thread with each cycle's JointStateSnapshot, right after the read: publishing
+        # here (not from a timer) neither delays nor aliases the measurement.
+        self.on_state = None
+        # Called first thing by the bus thread (real-time priority, CPU pinning); returns problems to log.
+        self.thread_setup = None
 
     # ================================================================ conversions
     def joint_to_ticks(self, q_rad: np.ndarray) -> np.ndarray:
@@ -463,6 +468,10 @@ class Driver:
 
     # ================================================================ loop
     def _run(self):
+        if self.thread_setup is not None:
+            for problem in self.thread_setup():
+                self._event(problem)
+                log.warning(problem)
         next_t = time.monotonic()
         while not self._stop_request:
             now = time.monotonic()
@@ -573,7 +582,10 @@ class Driver:
         self._service_reboots(now)
         goal = self._decide(now, command, estop)
         sent = self._write_goals(goal)
+        read_start = time.monotonic()
         sent = self._read_state(now) and sent
+        # The servos sample their state while the read is on the wire: its midpoint is the measurement time.
+        stamp = 0.5 * (read_start + time.monotonic())
         if sent:
             self._transmit_fault_since = None
         else:
@@ -584,10 +596,10 @@ class Driver:
                 self._transmit_fault_since = now
             elif now - self._transmit_fault_since >= TRANSMIT_FAULT_RECONNECT_S:
                 self._on_disconnect(f'transmit failing for {now - self._transmit_fault_since:.1f} s')
-                self._publish(now)
+                self._publish(stamp)
                 return
         self._read_health()
-        self._publish(now)
+        self._publish(stamp)
 
     # ---------------------------------------------------------------- decisions
     def _decide(self, now, command, estop) -> np.ndarray:
@@ -607,6 +619,8 @@ class Driver:
             command_timeout_s=self.config.command_timeout_s))
         if d.command_timed_out:
             self.counters.stale_commands += 1
+        if np.any(np.array([s.stale_cycles for s in self.servos]) >= self.config.stale_limit):
+            self.counters.stale_hold_cycles += 1
         reasons = list(d.reasons)
         if d.mode == 'torque_off':
             if d.entered:
@@ -885,12 +899,17 @@ class Driver:
         self.counters.health_failures += 1
         return None
 
-    def _publish(self, now: float):
+    def _publish(self, stamp_s: float):
         snap = JointStateSnapshot(
-            now, list(self.names),
+            stamp_s, list(self.names),
             np.array([s.position_rad for s in self.servos]),
             np.array([s.velocity_rad_s for s in self.servos]),
             np.array([s.current_a for s in self.servos]),
             np.array([s.fresh for s in self.servos]))
         with self._lock:
             self._snapshot = snap
+        if self.on_state is not None:
+            try:
+                self.on_state(snap)
+            except Exception:       # a subscriber's error must never stop the servo loop
+                log.exception('on_state callback failed')

@@ -1,6 +1,6 @@
 """Dynamixel X-series servo models as pure data.
 
-Model numbers are from ROBOTIS's control tables (see shared DYNAMIXEL.md); stall torques and
+Model numbers are from ROBOTIS's control tables (see docs/dynamixel.md); stall torques and
 no-load speeds are the e-Manual figures at the rated voltage named beside them. Every X-series
 servo in position mode spans 0..4095 ticks over one turn, 2048 at the centre.
 """

@@ -137,6 +137,7 @@ class Counters:
     watchdog_trips: int = 0
     policy_actions: int = 0
     ramps: int = 0                       # resumes ramped from a held pose
+    stale_hold_cycles: int = 0           # cycles held (or torque off) because a servo's state went stale
 
 
 @dataclass

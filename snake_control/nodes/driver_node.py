@@ -1,13 +1,15 @@
 """driver_node: the Dynamixel bus as a ROS 2 node (a thin shell around snake_control.dynamixel.driver).
 
 Subscribes joint_commands (sensor_msgs/JointState, positions by joint name) and estop (std_msgs/Bool,
-transient local); publishes joint_states (position rad, velocity rad/s, effort = motor current A, last
+from any publisher whatever its QoS); publishes joint_states (position rad, velocity rad/s, effort = motor current A, last
 good values for stale servos) and /diagnostics (bus: mode, reasons, cycle rate, jitter, read failures,
 fast/slow read mode; per servo: hardware error bits decoded, temperature, voltage, stale count).
-The bus loop runs in the driver's own thread; callbacks here only hand over the latest message.
+The bus loop runs in the driver's own thread and publishes joint_states itself at the end of each cycle,
+stamped with the time the servos were read; callbacks here only hand over the latest message.
 
 Parameters (read-only ones need a restart: changing them live would reconfigure a powered bus):
-robot (YAML name or path), port, baud, rate, read_mode, watchdog_ms, clamp_out_of_limit (read-only);
+robot (YAML name or path), port, baud, rate, read_mode, watchdog_ms, clamp_out_of_limit,
+realtime_priority, cpu_affinity (read-only);
 stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, auto_reboot (live).
 
     ros2 run snake_control driver_node --ros-args -r __ns:=/snake -p robot:=pitch_yaw_32 \\
@@ -18,17 +20,20 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import time
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType,
                                 SetParametersResult)
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, StartupError
+from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
+from snake_control.nodes.qos import ESTOP_SUB_QOS
 from snake_control.robot import load_robot
 
 LIVE_POLICIES = ('stale_policy', 'alert_policy', 'estop_policy')
@@ -49,8 +54,10 @@ def _desc(text, read_only=False, type_=None, lo=None, hi=None, step=0):
 class DriverNode(Node):
     """The servo driver node; the bus starts in the constructor (StartupError if the bus is wrong)."""
 
+    NODE_NAME = 'driver_node'
+
     def __init__(self, **kwargs):
-        super().__init__('driver', **kwargs)
+        super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
         P = ParameterType
         # name, default, description, read-only, type, range
         for name, default, text, read_only, type_, limits in (
@@ -78,7 +85,11 @@ class DriverNode(Node):
                 ('auto_reboot', False, 'reboot an overloaded servo (rate-limited)', False,
                  P.PARAMETER_BOOL, None),
                 ('diagnostics_period', 1.0, 's between /diagnostics messages', True, P.PARAMETER_DOUBLE,
-                 (0.05, 60.0))):
+                 (0.05, 60.0)),
+                ('realtime_priority', 0, 'SCHED_FIFO priority of the bus thread (1-99; 0 off; needs root, '
+                 'CAP_SYS_NICE or an rtprio limit)', True, P.PARAMETER_INTEGER, (0, 99)),
+                ('cpu_affinity', '', 'CPUs the bus thread runs on, e.g. "3" or "2-3"; empty: any', True,
+                 P.PARAMETER_STRING, None)):
             lo, hi = limits if limits else (None, None)
             self.declare_parameter(name, default, _desc(text, read_only, type_, lo, hi))
         g = lambda name: self.get_parameter(name).value  # noqa: E731
@@ -89,31 +100,25 @@ class DriverNode(Node):
                               clamp_out_of_limit=g('clamp_out_of_limit'), auto_reboot=g('auto_reboot'),
                               read_mode=g('read_mode'),
                               watchdog_ms=None if g('watchdog_ms') < 0 else g('watchdog_ms'))
+        cpus = parse_cpus(g('cpu_affinity'))
+        priority = int(g('realtime_priority'))
         self.driver = Driver(self.robot, g('port') or None, g('baud') or None, config)
+        self.driver.thread_setup = lambda: apply_to_current_thread(priority, cpus)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
+        # The bus thread publishes each cycle's reading as soon as it has it, stamped with when the
+        # servos were read.
+        self.driver.on_state = self._publish_state
         self.driver.start()
         for w in self.driver.warnings:
             self.get_logger().warning(w)
         d = self.driver
         self.get_logger().info(f'{len(d.ids)} servos on {d.port} at {d.baud} baud, {d.rate_hz:g} Hz, '
                                f'{"fast " if d.fast else ""}sync read')
-        self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        estop_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                               durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.create_subscription(Bool, 'estop', self._on_estop, estop_qos)
+        self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_SUB_QOS)
         self.create_subscription(JointState, 'joint_commands', self._on_command, 10)
-        self._last_stamp = None
-        self.create_timer(1.0 / self.driver.rate_hz, self._publish_state)
         self.create_timer(g('diagnostics_period'), self._publish_diagnostics)
-        self.create_timer(0.1, self._check_driver)
-
-    def _check_driver(self):
-        # The bus loop ends only on a bug (it has turned torque off by then): the node must not go on
-        # as if it drove the robot.
-        if not self.driver.running:
-            self._publish_diagnostics()
-            raise DriverStopped(self.driver.fatal_error or 'the bus loop ended')
 
     def _on_set_parameters(self, params):
         cfg = self.driver.config
@@ -138,13 +143,12 @@ class DriverNode(Node):
     def _on_estop(self, msg: Bool):
         self.driver.set_estop(msg.data)
 
-    def _publish_state(self):
-        snap = self.driver.state()
-        if snap is None or snap.stamp_s == self._last_stamp:
-            return
-        self._last_stamp = snap.stamp_s
+    def _publish_state(self, snap):
+        """Runs on the bus thread, once per cycle."""
         msg = JointState()
-        msg.header.stamp = self.get_clock().now().to_msg()
+        now = self.get_clock().now()
+        msg.header.stamp = Time(nanoseconds=now.nanoseconds - int((time.monotonic() - snap.stamp_s) * 1e9),
+                                clock_type=now.clock_type).to_msg()
         msg.name = snap.names
         msg.position = snap.position_rad.tolist()
         msg.velocity = snap.velocity_rad_s.tolist()
@@ -226,10 +230,13 @@ def torque_off_line(prog: str, unconfirmed: list[str]) -> str:
 def main(args=None):
     from rclpy.signals import SignalHandlerOptions
 
+    from snake_control.nodes.runner import SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, make_executor
+
     # Our own signal handling: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) leave
     # spin() through the finally below, which turns torque off before the process exits. A second
     # signal (Ctrl-C under ros2 launch reaches a node twice) must not interrupt that torque off: only its
     # deadline ends it.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stopping, spinning = [], []
 
@@ -249,7 +256,15 @@ def main(args=None):
         node = DriverNode()
         if not stopping:
             spinning.append(True)
-            rclpy.spin(node)
+            executor = make_executor()
+            executor.add_node(node)
+            context = rclpy.get_default_context()
+            # The bus loop ends by itself only on a bug (it has turned torque off by then): the node must
+            # not go on as if it drove the robot.
+            while context.ok() and node.driver.running:
+                executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+            if context.ok() and not node.driver.running:
+                raise DriverStopped(node.driver.fatal_error or 'the bus loop ended')
     except KeyboardInterrupt:
         pass
     except DriverStopped as exc:

@@ -6,7 +6,7 @@ Subscribes:
                                   parameters; without a fresh one for cmd_timeout_s the speed ramps to 0.
   gait/select (std_msgs/String)   name of the gait to switch to (smooth transition); unknown names are
                                   rejected with a warning.
-  estop (std_msgs/Bool, transient-local)  true: hold the current joint positions with zero velocity from
+  estop (std_msgs/Bool, any publisher QoS)  true: hold the current joint positions with zero velocity from
                                   the next tick on (the driver applies its own stop policy too); false:
                                   resume from zero speed.
 Publishes:
@@ -48,10 +48,10 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 
-from snake_control.gait_command import CommandFilter, CommandLimits
-from snake_control.nodes.qos import COMMAND_QOS, ESTOP_QOS, STATE_QOS
+from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, STATE_QOS
+from snake_control.teleop.command_filter import CommandFilter, CommandLimits
 from snake_control.nodes.runner import run_node
-from snake_control.robot import load_robot
+from snake_control.robot import load_robot, reorder_joints
 
 COMMAND_PARAMETERS = {
     # name: (default, low, high, description)
@@ -163,16 +163,21 @@ class GaitNode(Node):
         self.joint_pub = self.create_publisher(JointState, 'joint_commands', COMMAND_QOS)
         self.state_pub = self.create_publisher(DiagnosticStatus, 'gait/state', STATE_QOS)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self.create_timer(self.period_s, self._on_tick, clock=steady)
         self.create_timer(1.0 / self.get_parameter('state_rate_hz').value, self._publish_state, clock=steady)
         # Subscriptions last, once the scheduler and publishers exist.
         self.create_subscription(Twist, 'cmd_vel', self._on_cmd_vel, COMMAND_QOS)
         self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS)
-        self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_QOS)
+        self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_SUB_QOS)
         if self.scheduler is None:
             self._joint_states_sub = self.create_subscription(JointState, 'joint_states',
                                                               self._on_joint_states,
                                                               STATE_QOS)
+        # The control tick keeps its own time on its own thread: no callback of the executor (a
+        # parameter change's torque check takes about 0.1 s) can delay it.
+        self._tick_stop = threading.Event()
+        self.tick_overruns = 0
+        self._tick_thread = threading.Thread(target=self._tick_loop, name='gait-tick', daemon=True)
+        self._tick_thread.start()
         self.get_logger().info(f'{self.robot.name}: {len(self.joint_names)} joints at {self.rate_hz:g} Hz, '
                                f'gait {initial}; gaits: {", ".join(self.gait_names)}')
 
@@ -186,11 +191,11 @@ class GaitNode(Node):
         """The first complete, finite measurement starts the gait from the robot's actual pose."""
         if self.scheduler is not None:
             return
-        index = {n: i for i, n in enumerate(msg.name)}
-        if len(msg.position) != len(msg.name) or not all(n in index for n in self.joint_names):
+        try:
+            q = reorder_joints(list(msg.name), list(msg.position), self.joint_names)
+        except ValueError:
             self._warn('joint_states', 'waiting for joint_states naming every joint of the robot')
             return
-        q = np.array([msg.position[index[n]] for n in self.joint_names], dtype=float)
         if not np.all(np.isfinite(q)):
             self._warn('joint_states', 'waiting for finite joint_states')
             return
@@ -277,20 +282,21 @@ class GaitNode(Node):
                 value = p.value
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                     return SetParametersResult(successful=False, reason=f'{p.name}: expected a finite number')
-                with self.lock:
-                    candidate = {**self.overrides[gait], name: float(value)}
-                    try:
-                        # Validated by the catalogue for every gait; the target gait changes through the
-                        # scheduler's smooth, phase-matched switch.
-                        self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
-                        reason = self._torque_refusal(gait, candidate)
-                        if reason:
-                            return SetParametersResult(successful=False, reason=f'{p.name}: {reason}')
+                candidate = {**self.overrides[gait], name: float(value)}
+                try:
+                    # Validated by the catalogue for every gait; the torque check (about 0.1 s) runs
+                    # without the lock, so the control tick goes on meanwhile.
+                    self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
+                    reason = self._torque_refusal(gait, candidate)
+                    if reason:
+                        return SetParametersResult(successful=False, reason=f'{p.name}: {reason}')
+                    with self.lock:
+                        # The target gait changes through the scheduler's smooth, phase-matched switch.
                         if self.scheduler is not None and self.scheduler.state()['target_gait'] == gait:
                             self.scheduler.set_params({name: float(value)})
-                    except ValueError as exc:
-                        return SetParametersResult(successful=False, reason=f'{p.name}: {exc}')
-                    self.overrides[gait] = candidate
+                        self.overrides[gait] = candidate
+                except ValueError as exc:
+                    return SetParametersResult(successful=False, reason=f'{p.name}: {exc}')
             elif p.name in COMMAND_PARAMETERS:
                 limits_changed = True
         if limits_changed:
@@ -344,6 +350,32 @@ class GaitNode(Node):
     def _publish_hold(self):
         if self.hold_positions is not None:
             self._publish_joints(self.hold_positions, np.zeros_like(self.hold_positions))
+
+    def _tick_loop(self):
+        next_t = time.monotonic()
+        while not self._tick_stop.is_set():
+            delay = next_t - time.monotonic()
+            if delay > 0 and self._tick_stop.wait(delay):
+                break
+            try:
+                self._on_tick()
+            except Exception as exc:     # keep ticking: the next tick holds or recovers
+                self._warn('tick', f'control tick failed: {type(exc).__name__}: {exc}')
+            next_t += self.period_s
+            now = time.monotonic()
+            if now > next_t + self.period_s:     # a whole period late: start again from now
+                self.tick_overruns += 1
+                next_t = now
+
+    def close(self):
+        """Stop the control tick (before the node is destroyed)."""
+        self._tick_stop.set()
+        if self._tick_thread.is_alive() and self._tick_thread is not threading.current_thread():
+            self._tick_thread.join(timeout=2.0)
+
+    def destroy_node(self):
+        self.close()
+        return super().destroy_node()
 
     def _on_tick(self):
         now = time.monotonic()
