@@ -167,6 +167,9 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
         assert 'Set parameter successful' in accepted.stdout, accepted.stdout + accepted.stderr
         refused = run(ws, 'ros2 param set /snake/gait_node lateral_undulation.A_yaw 100.0')
         assert 'Setting parameter failed' in refused.stdout + refused.stderr, refused.stdout + refused.stderr
+        # Within the catalogue's range but past wheeled_8's joint limits: refused too.
+        infeasible = run(ws, 'ros2 param set /snake/gait_node lateral_undulation.A_yaw 1.45')
+        assert 'Setting parameter failed' in infeasible.stdout + infeasible.stderr, infeasible.stdout
 
         # The README's e-stop: `ros2 topic pub` offers a volatile publisher; the gait node must hear it.
         out = run(ws, 'ros2 topic pub --once /snake/estop std_msgs/Bool "data: true"', timeout_s=30)
