@@ -188,3 +188,13 @@ def test_a_non_finite_tick_is_never_forwarded(py32):
     out = c.tick(2 * PERIOD_S)
     np.testing.assert_array_equal(out.positions_rad, good)
     assert not out.velocities_rad_s.any() and 'non-finite' in out.warning
+
+
+def test_a_shape_past_more_joint_limits_is_refused(py32):
+    from snake_control.gaits.feasibility import feasible_ranges
+    c = controller(py32)
+    c.start(None)
+    lo, hi = feasible_ranges(py32, 'serpentine')['B1']
+    reason = c.param_refusal('serpentine', 'B1', hi + 5.0)          # inside the catalogue's range
+    assert reason and 'past their limits' in reason and 'against 0 now' in reason
+    assert c.param_refusal('serpentine', 'B1', hi - 0.5) is None

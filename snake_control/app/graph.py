@@ -37,6 +37,8 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
     """Every argument of gait.launch.py (and the matching `snake bringup` options)."""
     from snake_control.paths import robot_names
     from snake_control.paths import teleop_names
+    from snake_control.robot import LIMITS
+    rate = LIMITS['control_rate_hz']
     return (
         LaunchArgument('robot', 'pitch_yaw_32',
                        f'robot description: a shipped name ({", ".join(robot_names())}) or a path to a '
@@ -46,8 +48,11 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
         LaunchArgument('port', '', 'serial device of the servo bus; empty: the robot YAML\'s bus.port '
                        '(ignored with bus:=sim)'),
         LaunchArgument('baud', '0', 'bus baud rate in bit/s; 0: the robot YAML\'s bus.baud'),
-        LaunchArgument('rate', '0', 'control rate in Hz of the gait and driver loops; 0: the robot YAML\'s '
-                       'bus.control_rate_hz'),
+        LaunchArgument('rate', '0', f'control rate in Hz of the gait and driver loops ({rate.low:g} to '
+                       f'{rate.high:g}); 0: the robot YAML\'s bus.control_rate_hz'),
+        LaunchArgument('watchdog_ms', '-1', 'servo Bus Watchdog in ms: the servos stop when no packet has '
+                       'reached them for this long (a killed or hung controller, a pulled cable); -1: five '
+                       'control periods, at least 100 ms; 0: off'),
         LaunchArgument('namespace', 'snake', 'ROS namespace of every node and topic'),
         LaunchArgument('joy', 'true', 'start joy_node for a gamepad on joy_dev', BOOL_CHOICES),
         LaunchArgument('joy_dev', '0', 'joy_node device id (0 is the first gamepad)'),
@@ -57,6 +62,8 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
         LaunchArgument('physics', 'none', 'with bus:=sim, couple the emulated servos to a MuJoCo world',
                        PHYSICS_CHOICES),
         LaunchArgument('rviz', 'false', 'start RViz with snake_description/rviz/snake.rviz', BOOL_CHOICES),
+        LaunchArgument('robot_state_publisher', 'true', 'start robot_state_publisher (the links\' TF from '
+                       'joint_states and the URDF)', BOOL_CHOICES),
     )
 
 
@@ -80,6 +87,7 @@ class GraphArgs:
     port: str = ''
     baud: int = 0
     rate: float = 0.0
+    watchdog_ms: int = -1
     namespace: str = 'snake'
     joy: bool = True
     joy_dev: int = 0
@@ -87,6 +95,7 @@ class GraphArgs:
     gait: str = ''
     physics: str = 'none'
     rviz: bool = False
+    robot_state_publisher: bool = True
 
     @classmethod
     def from_strings(cls, values: dict[str, str]) -> 'GraphArgs':
@@ -127,14 +136,23 @@ class GraphArgs:
                              f'got {self.physics!r}')
         if self.physics != 'none' and self.bus != 'sim':
             raise ValueError('launch argument physics: a physics world needs bus:=sim')
-        if self.baud < 0:
-            raise ValueError(f'launch argument baud: must be >= 0, got {self.baud}')
-        if not 0 <= self.rate <= 2000:
-            raise ValueError(f'launch argument rate: must be in [0, 2000] Hz, got {self.rate}')
+        from snake_control.robot import check_baud, check_rate_hz, load_robot
+        check_baud(self.baud, 'launch argument baud')
+        check_rate_hz(self.rate, 'launch argument rate')
+        if not (self.watchdog_ms == -1 or 0 <= self.watchdog_ms <= 2540):
+            raise ValueError(f'launch argument watchdog_ms: -1 (automatic), 0 (off) or 1..2540 ms, '
+                             f'got {self.watchdog_ms}')
         if self.namespace.strip('/') and not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*',
                                                           self.namespace.strip('/')):
             raise ValueError(f'launch argument namespace: not a valid ROS namespace: {self.namespace!r}')
         resolve_robot(self.robot)  # FileNotFoundError naming the shipped robots
+        robot = load_robot(self.robot)  # ConfigError naming the file and key
+        if self.gait:
+            from snake_control.gaits.catalog import gaits_for
+            known = list(gaits_for(robot))
+            if self.gait not in known:
+                raise ValueError(f'launch argument gait: unknown gait {self.gait!r} for {robot.name}; '
+                                 f'known: {", ".join(known)}')
         from snake_control.teleop.mapping import load_teleop_config
         load_teleop_config(self.teleop)  # a bad gamepad map fails here, before anything starts
         return self
@@ -205,12 +223,18 @@ def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
 def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
     """The node list for the launch arguments. `port` overrides the serial device (bringup passes the
     emulated bus's pty here once it has started it)."""
+    from snake_control.dynamixel.driver_config import check_watchdog, default_watchdog_ms
     from snake_control.paths import resolve_robot
     from snake_control.robot import load_robot
 
     robot_path = str(Path(resolve_robot(args.robot)).resolve())
     robot = load_robot(robot_path)
     rate = float(args.rate or robot.bus.control_rate_hz)
+    watchdog_ms = default_watchdog_ms(rate) if args.watchdog_ms < 0 else int(args.watchdog_ms)
+    try:
+        check_watchdog(watchdog_ms, rate)
+    except ValueError as exc:
+        raise ValueError(f'launch argument {exc}') from None
     baud = int(args.baud or robot.bus.baud)
     serial_port = port or args.port or robot.bus.port
     ns = args.namespace.strip('/')
@@ -219,7 +243,8 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
 
     specs = [
         NodeSpec(PACKAGE, 'driver_node', 'driver_node', ns,
-                 {'robot': robot_path, 'port': serial_port, 'baud': baud, 'rate': rate},
+                 {'robot': robot_path, 'port': serial_port, 'baud': baud, 'rate': rate,
+                  'watchdog_ms': watchdog_ms},
                  module='snake_control.nodes.driver_node', class_name='DriverNode'),
         NodeSpec(PACKAGE, 'gait_node', 'gait_node', ns,
                  {'robot': robot_path, 'rate_hz': rate, 'gait': gait},
@@ -230,16 +255,31 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
         NodeSpec(PACKAGE, 'teleop_node', 'teleop_node', ns,
                  {'robot': robot_path, 'teleop': args.teleop, 'gait_cycle': cycle},
                  module='snake_control.nodes.teleop_node', class_name='TeleopNode'),
-        # robot_description is filled by the launch file or by bringup, both from description.urdf_xml.
-        NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', ns,
-                 {'publish_frequency': min(rate, 50.0)}),
     ]
+    if args.robot_state_publisher:
+        # robot_description is filled by the launch file or published by bringup, both from
+        # description.urdf_xml.
+        specs.append(NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', ns,
+                              {'publish_frequency': min(rate, 50.0)}))
     if args.joy:
         specs.append(NodeSpec('joy', 'joy_node', 'joy_node', ns,
                               {'device_id': args.joy_dev, 'deadzone': 0.05, 'autorepeat_rate': 20.0}))
     if args.rviz:
         specs.append(NodeSpec('rviz2', 'rviz2', 'rviz2', ns, {}, arguments=('-d', str(rviz_config_path()))))
     return specs
+
+
+def package_available(package: str) -> bool:
+    """Whether a ROS package is installed (on AMENT_PREFIX_PATH)."""
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    except ImportError:
+        return False
+    try:
+        get_package_prefix(package)
+    except (PackageNotFoundError, ValueError, OSError):   # OSError: no AMENT_PREFIX_PATH at all
+        return False
+    return True
 
 
 def rviz_config_path() -> Path:

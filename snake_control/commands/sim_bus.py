@@ -1,4 +1,7 @@
 """snake sim-bus: emulated Dynamixel X-series servos behind a pseudo-terminal."""
+
+from snake_control.commands import options
+
 HELP = 'start an emulated Dynamixel bus on a pseudo-terminal; print its device path; run until stopped'
 DESCRIPTION = '''Start emulated Dynamixel Protocol 2.0 X-series servos behind a pseudo-terminal.
 
@@ -32,7 +35,7 @@ def add_arguments(parser):
     parser.add_argument('--link', help='device path to create (default: a fresh temporary directory)')
     parser.add_argument('--firmware', type=int, default=46,
                         help='firmware version the servos report (below 45: no fast sync read)')
-    parser.add_argument('--return-delay', type=int, default=250,
+    parser.add_argument('--return-delay', type=options.int_range(0, 254, ' (units of 2 us)'), default=250,
                         help='initial Return Delay Time register, units of 2 us (factory default 250)')
     parser.add_argument('--spread', type=float, default=0.2,
                         help='initial joint angles uniformly within +-SPREAD rad of zero (seeded)')
@@ -47,6 +50,7 @@ def run(args) -> int:
 
     rng = random.Random(args.seed)
     faults = FaultSpec.parse(args.faults)
+    _check_fault_times(faults, args.faults)
     robot = None
     if args.robot:
         from snake_control.robot import load_robot
@@ -67,3 +71,14 @@ def run(args) -> int:
         initial = {i: rng.uniform(-args.spread, args.spread) for i in ids}
     return run_bus(ids, models, baud, faults, args.physics, args.link, args.firmware, args.return_delay,
                    initial, robot)
+
+
+def _check_fault_times(faults, spec: str) -> None:
+    """Fault times and durations must be real times: 'unplug=nan+nan' would otherwise never happen, silently."""
+    import math
+    times = [start for start, _ in faults.silent.values()]
+    times += [when for when, _, _ in faults.trips] + [start for start, _ in faults.unplugs]
+    spans = [end - start for start, end in faults.silent.values()] + [dur for _, dur in faults.unplugs]
+    if not all(math.isfinite(t) and t >= 0 for t in times) or not all(s > 0 for s in spans):
+        raise ValueError(f'--faults {spec!r}: times must be finite and >= 0 s, durations > 0 s '
+                         f'(a silent servo may omit its duration: for ever)')

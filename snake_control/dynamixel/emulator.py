@@ -782,7 +782,7 @@ class BusEmulator:
                                    'max_limit': s.get('max_position_limit'),
                                    'goal_writes': s.goal_stats[0], 'goal_min': s.goal_stats[1],
                                    'goal_max': s.goal_stats[2], 'goal_refused': s.goal_stats[3],
-                                   'temperature': s.temperature_c}
+                                   'temperature': s.temperature_c, 'watchdog': s.get('bus_watchdog')}
                 return {'servos': out, 'counters': self.counters, 'plugged': self.master >= 0}
             if cmd == 'goals':
                 return {'goals': sorted([round(t - self.t0, 6), s.id, g, ok]

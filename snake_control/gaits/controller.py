@@ -26,6 +26,7 @@ from typing import Callable
 import numpy as np
 
 from snake_control.gaits import catalog
+from snake_control.gaits.feasibility import saturated_joints
 from snake_control.gaits.scheduler import GaitScheduler, GaitState
 from snake_control.teleop.command_filter import CommandFilter, CommandLimits
 
@@ -240,18 +241,29 @@ class GaitController:
     # -- gait parameters ---------------------------------------------------------------------------
     def param_refusal(self, gait: str, name: str, value) -> str | None:
         """Why setting gait's parameter name to value must be refused, or None. Checks the value
-        against the catalogue, then the torque the gait would need (slow: call it without the lock
-        the tick takes)."""
+        against the catalogue, the joints its shape drives past their limits, then the torque the gait
+        would need (slow: call it without the lock the tick takes)."""
         if gait not in self.gait_names:
             return f'unknown gait {gait!r} for {self.robot.name}'
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return 'expected a finite number'
         candidate = {**self.overrides[gait], name: float(value)}
         try:
-            catalog.resolve_params(catalog.gait_spec(gait), self.robot, candidate)
-            return self.torque_refusal(gait, candidate)
+            full_params = catalog.resolve_params(catalog.gait_spec(gait), self.robot, candidate)
+            return self.saturation_refusal(gait, full_params) or self.torque_refusal(gait, candidate)
         except ValueError as exc:
             return str(exc)
+
+    def saturation_refusal(self, gait: str, params: dict) -> str | None:
+        """Why complete parameters `params` for `gait` must be refused for driving more joints past
+        their limits than the parameters in force, or None."""
+        spec = catalog.gait_spec(gait)
+        now = saturated_joints(self.robot, gait, catalog.resolve_params(spec, self.robot, self.overrides[gait]))
+        new = saturated_joints(self.robot, gait, params)
+        if len(new) <= len(now):
+            return None
+        return (f'the shape would drive {len(new)} joints past their limits ({", ".join(new[:6])}'
+                f'{", ..." if len(new) > 6 else ""}) against {len(now)} now')
 
     def set_param(self, gait: str, name: str, value: float) -> None:
         """Take an accepted parameter value: the target gait changes through the scheduler's smooth,
