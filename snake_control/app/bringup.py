@@ -264,10 +264,25 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     previous[sig] = signal.signal(sig, request_stop)
 
+            # No robot_state_publisher here: the links' transforms come from link_tf_node, or where tf2_msgs
+            # is missing (nobody can publish /tf) the recorder writes them into the file itself.
+            from snake_control.nodes.link_tf_node import tf2_msgs_available
+            has_tf = tf2_msgs_available()
+            if not has_tf:
+                log('tf2_msgs not installed: no /tf published' + ('; the recording gets /tf from the recorder'
+                                                                  if record else ''))
             if record:
                 from snake_control.nodes.recorder import Recorder
-                nodes['recorder'] = Recorder(record, context=context)
+                nodes['recorder'] = Recorder(record, context=context,
+                                             tf_robot=None if has_tf else by_name['estimator_node'].parameters['robot'])
                 executor.add_node(nodes['recorder'])
+            if has_tf:
+                from rclpy.parameter import Parameter
+
+                from snake_control.nodes.link_tf_node import LinkTfNode
+                nodes['link_tf_node'] = LinkTfNode(context=context, parameter_overrides=[
+                    Parameter('robot', value=by_name['estimator_node'].parameters['robot'])])
+                executor.add_node(nodes['link_tf_node'])
             bringup = BringupNode(args.robot, context=context)
             nodes['bringup'] = bringup
             executor.add_node(bringup)
@@ -339,8 +354,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 # No callback runs from here on, so none can touch a node being destroyed.
                 executor.shutdown(timeout_sec=5)
             # Stop the producers of motion first, the driver (torque off) last, then the bus.
-            for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'bringup',
-                         'driver_node'):
+            for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'link_tf_node',
+                         'bringup', 'driver_node'):
                 if name in nodes:
                     try:
                         _destroy(nodes.pop(name))
