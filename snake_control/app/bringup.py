@@ -233,13 +233,24 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     context = None
     spin = None
     previous = {}
+    truth_links = None
     with tempfile.TemporaryDirectory(prefix='snake_bringup_') as tmp:
         try:
             if args.bus == 'sim':
                 from snake_control.bus_process import start_sim_bus
                 from snake_control.robot import load_robot
                 baud = args.baud or load_robot(args.robot).bus.baud
-                sim = start_sim_bus(args.robot, baud, physics=args.physics)
+                truth_links = None
+                if args.physics == 'mujoco' and record:
+                    # The plant writes its links' poses; they become the recording's truth/ tree at the end.
+                    from snake_control.physics.servo_plant import TRUTH_LINKS_ENV
+                    truth_links = Path(tmp) / 'truth_links.csv'
+                    os.environ[TRUTH_LINKS_ENV] = str(truth_links)
+                try:
+                    sim = start_sim_bus(args.robot, baud, physics=args.physics)
+                finally:
+                    if truth_links is not None:
+                        os.environ.pop(TRUTH_LINKS_ENV, None)
                 log(f'emulated bus on {sim.port} at {baud} bit/s' +
                     (f' with {args.physics} physics' if args.physics != 'none' else ''))
             result.port = sim.port if sim else None
@@ -373,6 +384,12 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 recorder = nodes.pop('recorder')
                 result.message_counts = dict(recorder.counts)
                 _destroy(recorder)
+                if truth_links is not None and truth_links.is_file():
+                    from snake_control.app.truth import TRUTH_TOPIC, add_truth_tree
+                    try:
+                        result.message_counts[TRUTH_TOPIC] = add_truth_tree(record, truth_links, args.robot)
+                    except (OSError, ValueError) as exc:
+                        log(f'ground truth not added to {record}: {exc}')
             if context is not None:
                 context.try_shutdown()
             for sig, handler in previous.items():
