@@ -152,7 +152,7 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
         poll(lambda: (lambda out: all(f'/snake/{n}' in out for n in names))(
             run(ws, 'ros2 node list --no-daemon').stdout), what=f'ros2 node list naming {names}')
 
-        hz = run(ws, 'timeout -s INT 6 ros2 topic hz /snake/joint_states', timeout_s=30).stdout
+        hz = run(ws, 'timeout -s INT 12 ros2 topic hz /snake/joint_states', timeout_s=40).stdout
         rates = [float(x) for x in re.findall(r'average rate: ([0-9.]+)', hz)]
         assert rates and rates[-1] > 0, hz
         print(f'ros2 topic hz /snake/joint_states: {rates[-1]:.1f} Hz')

@@ -1,4 +1,4 @@
-"""`snake bringup`: the whole node graph in one process, for machines without `ros2 launch`.
+"""`snake bringup`: the whole node graph, for machines without `ros2 launch`.
 
 The node list is snake_control.app.graph.build_graph, the same list gait.launch.py starts. The driver runs
 in a child process of its own (as under `ros2 launch`), so nothing in this process (a recorder, the
