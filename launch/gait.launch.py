@@ -32,11 +32,12 @@ def launch_setup(context, *args, **kwargs):
     graph_args = GraphArgs.from_strings(values)
     actions, port = [], None
     if graph_args.bus == 'sim':
-        from snake_control.bus_process import start_sim_bus
+        from snake_control.commands.sim_bus import sim_bus_args
+        from snake_control.dynamixel.simproc import SimBusProcess
         from snake_control.robot import load_robot
         baud = graph_args.baud or load_robot(graph_args.robot).bus.baud
-        sim = start_sim_bus(graph_args.robot, baud, physics=graph_args.physics)
-        port = sim.port
+        sim = SimBusProcess(sim_bus_args(graph_args.robot, baud, graph_args.physics))
+        port = sim.path
 
         def stop_bus(event, ctx):
             sim.stop()          # returns nothing: no further launch actions

@@ -126,13 +126,14 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     with tempfile.TemporaryDirectory(prefix='snake_bringup_') as tmp:
         try:
             if args.bus == 'sim':
-                from snake_control.bus_process import start_sim_bus
+                from snake_control.commands.sim_bus import sim_bus_args
+                from snake_control.dynamixel.simproc import SimBusProcess
                 from snake_control.robot import load_robot
                 baud = args.baud or load_robot(args.robot).bus.baud
-                sim = start_sim_bus(args.robot, baud, physics=args.physics)
-                log(f'emulated bus on {sim.port} at {baud} bit/s' +
+                sim = SimBusProcess(sim_bus_args(args.robot, baud, args.physics))
+                log(f'emulated bus on {sim.path} at {baud} bit/s' +
                     (f' with {args.physics} physics' if args.physics != 'none' else ''))
-            result.port = sim.port if sim else None
+            result.port = sim.path if sim else None
             specs = [s for s in build_graph(args, port=result.port) if s.in_process]
             params = parameters_file(specs, Path(tmp))
             context = rclpy.context.Context()
@@ -240,7 +241,7 @@ def _spin(executor, context, stop):
 def torque_is_off(sim) -> bool | None:
     """Ask the emulated bus whether every servo's torque is off (None when it does not answer)."""
     try:
-        servos = sim.query('state', timeout_s=5.0)['servos']
+        servos = sim.command('state', timeout_s=5.0)['servos']
     except (RuntimeError, KeyError, OSError, ValueError):
         return None
     return all(not s['torque'] for s in servos.values())

@@ -48,9 +48,10 @@ import numpy as np
 
 from snake_control.dynamixel import protocol as P
 from snake_control.dynamixel.bus import (CommError, DxlError, PortGone, ServoBus, latency_timer_warning)
-from snake_control.dynamixel.models import (CENTER_TICK, CONTROL_TABLE, INDIRECT_ADDRESS_0, INDIRECT_DATA_0,
-                                            RAD_PER_TICK, RAD_S2_PER_ACCELERATION_UNIT,
-                                            RAD_S_PER_VELOCITY_UNIT)
+from snake_control.dynamixel.conversion import (current_a_to_torque_nm, joint_to_ticks, ticks_to_joint,
+                                                velocity_units_to_rad_s)
+from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, INDIRECT_DATA_0, RAD_PER_TICK,
+                                            RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
 
 log = logging.getLogger('snake_control.dynamixel.driver')
 
@@ -161,8 +162,9 @@ class JointStateSnapshot:
     names: list
     position_rad: np.ndarray
     velocity_rad_s: np.ndarray
-    effort: np.ndarray                   # motor current, A (joint direction)
+    effort: np.ndarray                   # joint torque, N·m: motor current x torque constant (joint direction)
     fresh: np.ndarray                    # bool per joint: read this cycle
+    current_a: np.ndarray                # motor current, A (joint direction)
 
 
 @dataclass
@@ -254,12 +256,10 @@ class Driver:
     # ================================================================ conversions
     def joint_to_ticks(self, q_rad: np.ndarray) -> np.ndarray:
         """Goal ticks for joint angles (rad): servo angle = direction * q + offset; 2048 at the centre."""
-        servo = self.direction * q_rad + self.offset
-        return np.rint(servo / RAD_PER_TICK).astype(np.int64) + CENTER_TICK
+        return joint_to_ticks(q_rad, self.direction, self.offset)
 
     def ticks_to_joint(self, ticks) -> np.ndarray:
-        servo = (np.asarray(ticks, dtype=float) - CENTER_TICK) * RAD_PER_TICK
-        return self.direction * (servo - self.offset)
+        return ticks_to_joint(ticks, self.direction, self.offset)
 
     def tick_limits(self) -> tuple[np.ndarray, np.ndarray]:
         """(min, max) goal ticks of each servo: its joint limits through offset and direction."""
@@ -394,7 +394,7 @@ class Driver:
                 'servos': [{'name': s.name, 'id': s.servo_id, 'stale_count': s.stale_count,
                             'stale_cycles': s.stale_cycles, 'hardware_error': s.hardware_error,
                             'hardware_error_names': P.decode_hardware_error(s.hardware_error),
-                            'alert': s.alert,
+                            'alert': s.alert, 'current_a': s.current_a,
                             'temperature_c': None if math.isnan(s.temperature_c) else s.temperature_c,
                             'voltage_v': None if math.isnan(s.voltage_v) else s.voltage_v,
                             'health_stale': s.health_stale, 'health_failures': s.health_failures,
@@ -499,8 +499,7 @@ class Driver:
                                    f'move it inside by hand before torque comes on')
             goals[sid] = int(min(max(ticks, lo_t[k]), hi_t[k]))
             s = self.by_id[sid]
-            servo_rad = (ticks - CENTER_TICK) * RAD_PER_TICK
-            s.position_rad = float(self.direction[k] * (servo_rad - self.offset[k]))
+            s.position_rad = float(ticks_to_joint(ticks, self.direction[k], self.offset[k]))
             s.ever_read = True
         for sid, t in goals.items():
             self._retry(self.bus.write_register, sid, 'goal_position', t)
@@ -835,8 +834,8 @@ class Driver:
                 del got[sid]
                 missing.append(sid)
                 continue
-            s.position_rad = float(self.direction[k] * ((pos - CENTER_TICK) * RAD_PER_TICK - self.offset[k]))
-            s.velocity_rad_s = float(self.direction[k] * vel * RAD_S_PER_VELOCITY_UNIT)
+            s.position_rad = float(ticks_to_joint(pos, self.direction[k], self.offset[k]))
+            s.velocity_rad_s = float(self.direction[k] * velocity_units_to_rad_s(vel))
             s.current_a = float(self.direction[k] * current_a)
             if (hw or err & P.ERR_ALERT) and not s.alert:
                 self._event(f'{s.name} alert: {", ".join(P.decode_hardware_error(hw)) or "error byte alert"}')
@@ -898,11 +897,13 @@ class Driver:
         return None
 
     def _publish(self, now: float):
+        current_a = np.array([s.current_a for s in self.servos])
         snap = JointStateSnapshot(
             now, list(self.names),
             np.array([s.position_rad for s in self.servos]),
             np.array([s.velocity_rad_s for s in self.servos]),
-            np.array([s.current_a for s in self.servos]),
-            np.array([s.fresh for s in self.servos]))
+            current_a_to_torque_nm(current_a, self.model),
+            np.array([s.fresh for s in self.servos]),
+            current_a)
         with self._lock:
             self._snapshot = snap
