@@ -110,6 +110,10 @@ def test_startup_configures_then_follows_commands_and_shutdown_turns_torque_off(
             assert snap.fresh.all() and d.mode == 'running'
             np.testing.assert_allclose(snap.position_rad, q, atol=0.25)
             assert d.diagnostics()['read_mode'] == 'fast'
+            # effort is joint torque in N·m: the current (A, kept in diagnostics) x the torque constant.
+            assert np.all(snap.current_a != 0.0)
+            np.testing.assert_allclose(snap.effort, snap.current_a * 4.1 / 2.3)     # XM430-W350 at 12 V
+            assert all(math.isfinite(s['current_a']) for s in d.diagnostics()['servos'])
         finally:
             d.stop()
         assert not any(torque_states(sim).values())

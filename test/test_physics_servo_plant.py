@@ -125,7 +125,7 @@ def test_sdk_reads_physics_through_the_emulated_bus():
 
     robot = load_robot('kinematic_snake_3')
     plant = mujoco_plant(robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
-    bus = BusEmulator(robot.servo_ids, robot.bus.servo, 1_000_000, plant=plant, robot=robot)
+    bus = BusEmulator(robot.servo_ids, robot.bus.servo, 1_000_000, plant=plant)
     thread = threading.Thread(target=bus.serve_forever, daemon=True)
     thread.start()
     port = dynamixel_sdk.PortHandler(bus.path)

@@ -53,7 +53,8 @@ def _rpm(rpm: float) -> float:
 
 
 SERVO_MODELS: dict[str, ServoModel] = {m.name: m for m in (
-    # name, model number, stall torque N·m, no-load speed, rated V, current unit mA, fast read fw, stall A
+    # name, model number, stall torque N·m, no-load speed, rated V, current unit mA, fast read fw, stall A;
+    # torque, speed and current as the e-Manual's X-series overview gives them at that voltage.
     ServoModel('XL430-W250', 1060, 1.5, _rpm(61), 12.0, None, 45, 1.4),
     ServoModel('2XL430-W250', 1090, 1.5, _rpm(61), 12.0, None, None, 1.4),
     ServoModel('XC430-W150', 1070, 1.6, _rpm(126), 12.0, None, 45, 1.4),
@@ -64,11 +65,11 @@ SERVO_MODELS: dict[str, ServoModel] = {m.name: m for m in (
     ServoModel('XH430-W210', 1010, 2.5, _rpm(50), 12.0, 1.34, 45, 1.3),
     ServoModel('XM540-W270', 1120, 10.6, _rpm(30), 12.0, 2.69, 45, 4.4),
     ServoModel('XM540-W150', 1130, 7.3, _rpm(53), 12.0, 2.69, 45, 4.4),
-    ServoModel('XH540-W270', 1100, 9.9, _rpm(33), 24.0, 2.69, 45, 2.3),
-    ServoModel('XL330-M077', 1190, 0.228, _rpm(383), 5.0, 1.0, 46, 1.47),
-    ServoModel('XL330-M288', 1200, 0.52, _rpm(104), 5.0, 1.0, 46, 1.47),
-    ServoModel('XC330-T181', 1210, 0.6, _rpm(129), 12.0, 1.0, 46, 0.8),
-    ServoModel('XC330-T288', 1220, 0.92, _rpm(81), 12.0, 1.0, 46, 0.8),
+    ServoModel('XH540-W270', 1100, 9.9, _rpm(39), 12.0, 2.69, 45, 4.9),
+    ServoModel('XL330-M077', 1190, 0.215, _rpm(383), 5.0, 1.0, 46, 1.47),
+    ServoModel('XL330-M288', 1200, 0.52, _rpm(103), 5.0, 1.0, 46, 1.47),
+    ServoModel('XC330-T181', 1210, 0.80, _rpm(113), 12.0, 1.0, 46, 0.88),
+    ServoModel('XC330-T288', 1220, 1.00, _rpm(71), 12.0, 1.0, 46, 0.88),
 )}
 
 MODEL_BY_NUMBER: dict[int, ServoModel] = {m.model_number: m for m in SERVO_MODELS.values()}
