@@ -21,7 +21,8 @@ def test_joint_servo_round_trip(q, direction, offset):
 
 def test_ticks_centre_and_units():
     assert int(C.servo_rad_to_ticks(0.0)) == 2048
-    assert int(C.servo_rad_to_ticks(math.pi / 2)) == 3072
+    assert int(C.servo_rad_to_ticks(math.pi / 2)) == C.servo_rad_to_tick(math.pi / 2) == 3072
+    assert C.servo_rad_to_tick(-1.234) == int(C.servo_rad_to_ticks(-1.234))
     assert float(C.velocity_units_to_rad_s(100)) == pytest.approx(100 * 0.229 * 2 * math.pi / 60)
     np.testing.assert_array_equal(C.joint_to_ticks(np.zeros(3), np.array([1, -1, 1]), np.zeros(3)), [2048] * 3)
 

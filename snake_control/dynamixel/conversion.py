@@ -35,6 +35,11 @@ def servo_rad_to_ticks(servo_rad):
     return np.rint(np.asarray(servo_rad, dtype=float) / RAD_PER_TICK).astype(np.int64) + CENTER_TICK
 
 
+def servo_rad_to_tick(servo_rad: float) -> int:
+    """servo_rad_to_ticks for one float, without numpy's per-call cost (the emulator's hot path)."""
+    return round(servo_rad / RAD_PER_TICK) + CENTER_TICK       # both round half to even
+
+
 def ticks_to_servo_rad(ticks):
     """Servo angle in rad from the centre tick for position ticks."""
     return (np.asarray(ticks, dtype=float) - CENTER_TICK) * RAD_PER_TICK

@@ -20,7 +20,7 @@ import math
 import time
 
 from snake_control.dynamixel import protocol as P
-from snake_control.dynamixel.conversion import servo_rad_to_ticks
+from snake_control.dynamixel.conversion import servo_rad_to_tick
 from snake_control.dynamixel.models import (
     BACKUP_RANGES, CENTER_TICK, CONTROL_TABLE, CONTROL_TABLE_SIZE, GOAL_LIMITS, INDIRECT_BLOCKS,
     OPERATING_MODE_VALUES, RAD_PER_TICK, RAD_S_PER_VELOCITY_UNIT, RAD_S2_PER_ACCELERATION_UNIT,
@@ -136,7 +136,7 @@ class Servo:
     def refresh_present(self, now: float) -> None:
         """Write the mechanical state into the Present registers (before any read)."""
         t = self.table
-        ticks = int(servo_rad_to_ticks(self.position_rad)) + self.get('homing_offset')
+        ticks = servo_rad_to_tick(self.position_rad) + self.get('homing_offset')
         t[132:136] = P.le(ticks, 4)
         t[128:132] = P.le(round(self.velocity_rad_s / RAD_S_PER_VELOCITY_UNIT), 4)
         unit_a = (self.model.current_unit_ma or 2.69) / 1000.0
