@@ -1,11 +1,13 @@
 """`snake bringup`: the whole node graph in one process, for machines without `ros2 launch`.
 
-The node list is snake_control.graph.build_graph, the same list gait.launch.py starts; here every
-snake_control node is instantiated in this process and spun by one MultiThreadedExecutor (ros2/examples'
-composed.py pattern). Nodes of other packages (robot_state_publisher, joy_node, rviz2) are left out; the
-URDF is published on robot_description (transient-local) so RViz or Foxglove on another machine can show
-the model. With bus='sim' the emulated servo bus runs as a child process and the driver opens its
-pseudo-terminal. A scripted teleop session replaces the gamepad; a recorder writes every topic to MCAP.
+The node list is snake_control.graph.build_graph, the same list gait.launch.py starts. The driver runs
+in a child process of its own (as under `ros2 launch`), so nothing in this process (a recorder, the
+estimator, a plot) can delay a servo cycle by holding the interpreter lock; the other snake_control nodes
+are instantiated here and spun by one events executor (snake_control.nodes.runner). Nodes of other
+packages (robot_state_publisher, joy_node, rviz2) are left out; the URDF is published on
+robot_description (transient-local) so RViz or Foxglove on another machine can show the model. With
+bus='sim' the emulated servo bus runs as a child process too and the driver opens its pseudo-terminal.
+A scripted teleop session replaces the gamepad; a recorder writes every topic to MCAP.
 
 Per-node parameters go in through a generated parameters file and the namespace through a `__ns`
 remapping, both global arguments of the rclpy context: this works for every node class, whatever its
@@ -13,9 +15,13 @@ constructor takes.
 """
 from __future__ import annotations
 
+import collections
 import importlib
 import math
+import os
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -24,12 +30,55 @@ from pathlib import Path
 
 import yaml
 
-from snake_control.graph import GraphArgs, NodeSpec, build_graph
+from snake_control.graph import GraphArgs, NodeSpec, build_graph, ros_arguments
 
-# Executor threads: callbacks of one node never overlap (one mutually exclusive group each), so more
-# threads than busy nodes only add interpreter-lock contention.
-EXECUTOR_THREADS = 4
 STARTUP_ORDER = ('driver_node', 'estimator_node', 'gait_node', 'teleop_node')
+EXECUTORS = ('events', 'multi')     # multi: rclpy's MultiThreadedExecutor, kept for comparison in benches
+MULTI_THREADS = 4
+DRIVER_START_TIMEOUT_S = 60.0       # servo check, configuration and torque-on of every servo
+DRIVER_STOP_TIMEOUT_S = 15.0        # torque-off is retried until its own deadline before the driver exits
+
+
+# What a run's summary holds the controller to; a figure that misses its aim is printed as a WARN line.
+RATE_AIM = 0.95             # loop and joint_states rates, of the control rate
+FAULT_AIM = 0.001           # stale or failed servo reads, overruns: of the cycles
+
+
+def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_rate_hz: float | None,
+                  counters: dict) -> list[str]:
+    """WARN lines for the loop figures of a run that miss their aim (empty: the controller kept time).
+
+    driver_rate_hz: the driver's own cycle rate; joint_states_rate_hz: as received by a subscriber;
+    counters: the driver's counters (cycles, overruns, read_failures, stale_hold_cycles, ...).
+
+    >>> loop_warnings(100.0, 99.5, 99.8, {'cycles': 1000, 'overruns': 0, 'read_failures': 0})
+    []
+    >>> loop_warnings(100.0, 50.0, 99.8, {'cycles': 1000, 'overruns': 3})[0]
+    'WARN driver loop at 50.0 Hz: below 95 % of its 100 Hz target'
+    """
+    out = []
+    for what, rate in (('driver loop', driver_rate_hz), ('joint_states', joint_states_rate_hz)):
+        if rate is None:
+            out.append(f'WARN {what} rate unknown (no figures received)')
+        elif rate < RATE_AIM * target_hz:
+            out.append(f'WARN {what} at {rate:.1f} Hz: below {RATE_AIM:.0%} of its {target_hz:g} Hz target')
+    cycles = int(counters.get('cycles', 0) or 0)
+    if cycles > 0:
+        for key, what in (('overruns', 'cycles overran by a whole period'),
+                          ('read_failures', 'servo reads failed'),
+                          ('rejected_readings', 'servo readings were rejected as impossible')):
+            n = int(counters.get(key, 0) or 0)
+            if n > FAULT_AIM * cycles:
+                out.append(f'WARN {n} {what} in {cycles} cycles ({n / cycles:.2%}; aim under {FAULT_AIM:.1%})')
+    held = int(counters.get('stale_hold_cycles', 0) or 0)
+    if held:
+        out.append(f'WARN the driver held the robot for {held} cycles because servo readings went stale')
+    return out
+
+
+def rate_missed(warnings: list[str]) -> bool:
+    """Whether the loop_warnings say the controller missed its control rate."""
+    return any(' Hz: below ' in w for w in warnings)
 
 
 @dataclass
@@ -44,6 +93,10 @@ class BringupResult:
     torque_off: bool | None = None
     record_path: str | None = None
     port: str | None = None
+    driver_exit_code: int | None = None
+    driver_diagnostics: dict = field(default_factory=dict)   # the driver's last /diagnostics
+    joint_states_rate_hz: float | None = None                # as received in this process
+    warnings: list = field(default_factory=list)             # loop_warnings of the run
 
 
 @dataclass
@@ -86,22 +139,74 @@ def _destroy(node):
     node.destroy_node()
 
 
+class DriverProcess:
+    """driver_node in a child process, started the way `ros2 run` starts it: its output is passed to
+    `log` line by line, and stop() ends it the way Ctrl-C does, waiting for its torque-off."""
+
+    def __init__(self, spec: NodeSpec, log=print):
+        from snake_control.dynamixel.simproc import detach_but_follow_parent
+
+        self.spec = spec
+        self.output: collections.deque = collections.deque(maxlen=200)
+        cmd = [sys.executable, '-m', spec.module] + ros_arguments(spec)
+        env = {**os.environ, 'PYTHONUNBUFFERED': '1', 'RCUTILS_LOGGING_BUFFERED_STREAM': '0'}
+        # Its own process group (a terminal's Ctrl-C reaches bringup, which stops the driver before the
+        # bus), and SIGTERM if bringup dies, so the driver still turns torque off.
+        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=env, preexec_fn=detach_but_follow_parent)
+        self._log = log
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self):
+        for line in self.process.stdout:
+            line = line.rstrip()
+            self.output.append(line)
+            self._log(f'  driver: {line}')
+        self.process.stdout.close()
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout_s: float = DRIVER_STOP_TIMEOUT_S) -> int:
+        """SIGINT, then wait for the driver's own torque-off; SIGKILL only past timeout_s. Returns the
+        exit code (negative: killed by that signal)."""
+        if self.alive:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(timeout=2.0)
+        return self.process.returncode
+
+    def failure(self) -> str:
+        return ' | '.join(list(self.output)[-8:]) or 'no output'
+
+
 def run_bringup(args: GraphArgs, script: str | None = None, record: str | None = None,
                 duration_s: float | None = None, log=print, status_period_s: float = 2.0,
-                stop_event: threading.Event | None = None, on_ready=None, before_stop=None) -> BringupResult:
-    """Run the graph until duration_s (or the script's end), SIGINT/SIGTERM or stop_event.
+                stop_event: threading.Event | None = None, on_ready=None, before_stop=None,
+                executor_kind: str = 'events', driver_in_process: bool = False) -> BringupResult:
+    """Run the graph until duration_s (or the script's end), SIGINT/SIGTERM/SIGHUP or stop_event.
 
-    on_ready(run) is called once every node exists and before_stop(run) when the run ends, before anything
-    is shut down (tests and benchmarks hook in here); run is a BringupRun (nodes, sim, context, executor).
-    Shutdown order: script and teleop first, then gait, then the driver (which turns torque off), then
-    the emulated bus, then the recorder's file is finished.
+    on_ready(run) is called once every node exists and the driver publishes joint_states, and
+    before_stop(run) when the run ends, before anything is shut down (tests and benchmarks hook in
+    here); run is a BringupRun (nodes, sim, context, executor). Shutdown order: script and teleop first,
+    then gait, then the driver (which turns torque off), then the emulated bus, then the recorder's file
+    is finished. executor_kind and driver_in_process exist for benchmarks that compare the graph as
+    shipped with rclpy's multi-threaded executor and everything in one process.
     """
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
     from snake_control.nodes.bringup_node import BringupNode
+    from snake_control.nodes.runner import SWITCH_INTERVAL_S, make_executor, spin_until
 
+    if executor_kind not in EXECUTORS:
+        raise ValueError(f'executor_kind: expected one of {EXECUTORS}, got {executor_kind!r}')
     args = args.validated()
     loaded_script = None
     if script:
@@ -116,13 +221,16 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     if duration_s is not None and not (math.isfinite(duration_s) and duration_s > 0):
         raise ValueError(f'--duration: expected a time > 0 in s, got {duration_s!r}')
 
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     result = BringupResult(record_path=record)
     stop = stop_event or threading.Event()
     sim = None
     nodes: dict = {}
+    driver_proc = None
     executor = None
     context = None
     spin = None
+    previous = {}
     with tempfile.TemporaryDirectory(prefix='snake_bringup_') as tmp:
         try:
             if args.bus == 'sim':
@@ -135,52 +243,62 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                     (f' with {args.physics} physics' if args.physics != 'none' else ''))
             result.port = sim.path if sim else None
             specs = [s for s in build_graph(args, port=result.port) if s.in_process]
-            params = parameters_file(specs, Path(tmp))
-            context = rclpy.context.Context()
-            rclpy.init(args=context_arguments(specs, args.namespace, params), context=context,
-                       signal_handler_options=SignalHandlerOptions.NO)
-            executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS, context=context)
-
-            if record:
-                from snake_control.nodes.recorder import Recorder
-                nodes['recorder'] = Recorder(record, context=context)
-                executor.add_node(nodes['recorder'])
             by_name = {s.name: s for s in specs}
-            for name in STARTUP_ORDER:
-                spec = by_name[name]
-                log(f'starting {spec.fqn}')
-                # The graph's node name, whatever name the class gives itself.
-                node = node_class(spec)(context=context, cli_args=['--ros-args', '-r',
-                                                                   f'__node:={spec.name}'])
-                nodes[name] = node
-                executor.add_node(node)
-            bringup = BringupNode(args.robot, context=context)
-            nodes['bringup'] = bringup
-            executor.add_node(bringup)
-            if loaded_script is not None:
-                from snake_control.nodes.script_player import ScriptPlayer
-                nodes['script_player'] = ScriptPlayer(script=loaded_script, context=context)
-                executor.add_node(nodes['script_player'])
-
-            previous = {}
+            in_process = [s for s in specs if driver_in_process or s.name != 'driver_node']
+            params = parameters_file(in_process, Path(tmp))
+            context = rclpy.context.Context()
+            rclpy.init(args=context_arguments(in_process, args.namespace, params), context=context,
+                       signal_handler_options=SignalHandlerOptions.NO)
+            if executor_kind == 'multi':
+                from rclpy.executors import MultiThreadedExecutor
+                executor = MultiThreadedExecutor(num_threads=MULTI_THREADS, context=context)
+            else:
+                executor = make_executor(context)
 
             def request_stop(signum, frame):
                 result.stop_reason = signal.Signals(signum).name
                 stop.set()
             if threading.current_thread() is threading.main_thread():
-                for sig in (signal.SIGINT, signal.SIGTERM):
+                # SIGHUP: the terminal or ssh session closed; stop as for Ctrl-C.
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     previous[sig] = signal.signal(sig, request_stop)
 
-            spin = threading.Thread(target=_spin, args=(executor, context, stop), daemon=True)
+            if record:
+                from snake_control.nodes.recorder import Recorder
+                nodes['recorder'] = Recorder(record, context=context)
+                executor.add_node(nodes['recorder'])
+            bringup = BringupNode(args.robot, context=context)
+            nodes['bringup'] = bringup
+            executor.add_node(bringup)
+            for name in STARTUP_ORDER:
+                spec = by_name[name]
+                log(f'starting {spec.fqn}' + (' (own process)' if spec not in in_process else ''))
+                if spec not in in_process:
+                    driver_proc = DriverProcess(spec, log)
+                    continue
+                # The graph's node name, whatever name the class gives itself.
+                node = node_class(spec)(context=context, cli_args=['--ros-args', '-r',
+                                                                   f'__node:={spec.name}'])
+                nodes[name] = node
+                executor.add_node(node)
+            if loaded_script is not None:
+                from snake_control.nodes.script_player import ScriptPlayer
+                nodes['script_player'] = ScriptPlayer(script=loaded_script, context=context)
+                executor.add_node(nodes['script_player'])
+            spin = threading.Thread(target=spin_until, args=(executor, context, stop), daemon=True)
             spin.start()
+            _wait_for_driver(bringup, driver_proc, stop)
+
             run = BringupRun(nodes, sim, context, executor)
             if on_ready is not None:
                 on_ready(run)
             if 'script_player' in nodes:
                 nodes['script_player'].start()
             start = time.monotonic()
+            states_at_start = bringup.joint_states
             next_status = start + status_period_s
-            log(f'running {len(nodes)} nodes' + (f' for {duration_s:g} s' if duration_s else ' until Ctrl-C'))
+            log(f'running {len(nodes) + (driver_proc is not None)} nodes' +
+                (f' for {duration_s:g} s' if duration_s else ' until Ctrl-C'))
             while not stop.is_set():
                 now = time.monotonic()
                 if duration_s is not None and now - start >= duration_s:
@@ -188,6 +306,9 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                     break
                 if not spin.is_alive():
                     result.stop_reason = 'executor stopped'
+                    break
+                if driver_proc is not None and not driver_proc.alive:
+                    result.stop_reason = f'driver exited ({driver_proc.process.returncode})'
                     break
                 if now >= next_status:
                     log(bringup.status_line(now - start))
@@ -197,9 +318,16 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             result.duration_s = time.monotonic() - start
             if before_stop is not None:
                 before_stop(run)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             result.final_odom_xy_yaw = bringup.odom_xy_yaw
+            result.driver_diagnostics = d = bringup.driver_diagnostics()
+            if result.duration_s > 0:
+                result.joint_states_rate_hz = (bringup.joint_states - states_at_start) / result.duration_s
+            if d:
+                # The whole run's rate, not the driver's last 2 s.
+                d['cycle_rate_hz'] = bringup.driver_cycle_rate_hz(start) or d.get('cycle_rate_hz')
+            target_hz = float(d.get('rate_hz_target') or by_name['driver_node'].parameters['rate'])
+            result.warnings = loop_warnings(target_hz, d.get('cycle_rate_hz'), result.joint_states_rate_hz,
+                                            d.get('counters', {}))
             if 'script_player' in nodes:
                 result.joy_sent = nodes['script_player'].sent
         finally:
@@ -217,6 +345,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                         _destroy(nodes.pop(name))
                     except Exception as exc:  # keep shutting the rest down
                         log(f'error while stopping {name}: {exc}')
+            if driver_proc is not None:
+                result.driver_exit_code = driver_proc.stop()
             if sim is not None:
                 result.torque_off = torque_is_off(sim)
             if sim is not None:
@@ -227,15 +357,35 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 _destroy(recorder)
             if context is not None:
                 context.try_shutdown()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    d = result.driver_diagnostics
+    if d:
+        c = d.get('counters', {})
+        log(f'loop: driver {d.get("cycle_rate_hz", 0):.1f} Hz (target {d.get("rate_hz_target", 0):g} Hz), '
+            f'joint_states {result.joint_states_rate_hz or 0:.1f} Hz; {c.get("cycles", 0)} cycles, '
+            f'{c.get("overruns", 0)} overruns, {c.get("read_failures", 0)} failed reads, '
+            f'{c.get("stale_hold_cycles", 0)} stale holds')
+    for line in result.warnings:
+        log(line)
     log(f'stopped ({result.stop_reason}) after {result.duration_s:.1f} s' +
         ('' if result.torque_off is None else f'; torque {"off" if result.torque_off else "STILL ON"}') +
         (f'; recorded {sum(result.message_counts.values())} messages to {record}' if record else ''))
     return result
 
 
-def _spin(executor, context, stop):
-    while context.ok() and not stop.is_set():
-        executor.spin_once(timeout_sec=0.05)
+def _wait_for_driver(bringup, driver_proc: DriverProcess | None, stop: threading.Event):
+    """Until the driver publishes joint_states (its servos are checked, configured and under torque);
+    RuntimeError with its last lines when it exits first or takes too long."""
+    deadline = time.monotonic() + DRIVER_START_TIMEOUT_S
+    while bringup.joint_states == 0 and not stop.is_set():
+        if driver_proc is not None and not driver_proc.alive:
+            raise RuntimeError(f'the driver exited with code {driver_proc.process.returncode} while starting: '
+                               f'{driver_proc.failure()}')
+        if time.monotonic() > deadline:
+            raise RuntimeError(f'the driver published no joint_states within {DRIVER_START_TIMEOUT_S:g} s' +
+                               (f': {driver_proc.failure()}' if driver_proc is not None else ''))
+        stop.wait(0.05)
 
 
 def torque_is_off(sim) -> bool | None:

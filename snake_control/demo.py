@@ -267,7 +267,6 @@ def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
 
     def before_stop(run):
         anchor()
-        diagnostics.update(run.nodes['driver_node'].driver.diagnostics())
 
     previous = os.environ.get(TRUTH_ENV)
     os.environ[TRUTH_ENV] = str(truth_path)     # the bus process (the plant) inherits it
@@ -281,6 +280,7 @@ def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
             os.environ.pop(TRUTH_ENV, None)
         else:
             os.environ[TRUTH_ENV] = previous
+    diagnostics.update(result.driver_diagnostics)
     summary = analyse(robot, mcap_path, truth_path, anchors, diagnostics, out / f'demo_{robot}.png')
     summary.torque_off = result.torque_off
     summary.message_counts = result.message_counts

@@ -1,7 +1,8 @@
 """snake bringup: the whole node graph in one process."""
 HELP = 'run the whole node graph in one process (no ros2 launch needed)'
-DESCRIPTION = '''Run the driver, gait, estimator and teleop nodes in one process with a multi-threaded
-executor: the node list of gait.launch.py, for machines without `ros2 launch`.
+DESCRIPTION = '''Run the node list of gait.launch.py, for machines without `ros2 launch`: the driver in
+a process of its own (nothing else can delay a servo cycle), the gait, estimator and teleop nodes in
+this one on rclpy's events executor.
 
 With --bus sim the emulated servo bus (`snake sim-bus`) starts as a child process and the driver opens
 its pseudo-terminal; add --physics mujoco to couple it to a MuJoCo world. --script replays a scripted
@@ -37,14 +38,7 @@ def add_arguments(parser):
     parser.add_argument('--gait', default='', help='gait at start (default: the first for the robot)')
 
 
-# The driver's bus thread shares this process with every node: when a reply arrives it should get the
-# interpreter lock back within a millisecond, not the default 5 ms switch interval (a whole 4 Mbit/s cycle).
-SWITCH_INTERVAL_S = 0.001
-
-
 def run(args) -> int:
-    import sys
-
     from snake_control.bringup import run_bringup
     from snake_control.cli import CommandError
     from snake_control.graph import GraphArgs
@@ -54,7 +48,6 @@ def run(args) -> int:
     graph_args = GraphArgs(robot=args.robot, bus=args.bus, port=args.port, baud=args.baud, rate=args.rate,
                            namespace=args.namespace, joy=False, teleop=args.teleop, gait=args.gait,
                            physics=args.physics or 'none')
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         result = run_bringup(graph_args, script=args.script, record=args.record, duration_s=args.duration,
                              log=lambda line: print(line, flush=True))
@@ -62,5 +55,8 @@ def run(args) -> int:
         raise CommandError(str(exc)) from None
     if result.torque_off is False:
         print('snake bringup: error: torque is still on after shutdown', flush=True)
+        return 1
+    if result.driver_exit_code:
+        print(f'snake bringup: error: the driver exited with code {result.driver_exit_code}', flush=True)
         return 1
     return 0

@@ -194,6 +194,7 @@ class Counters:
     mode_switches: int = 0
     watchdog_trips: int = 0
     policy_actions: int = 0
+    stale_hold_cycles: int = 0           # cycles held (or torque off) because a servo's state went stale
 
 
 class Driver:
@@ -252,6 +253,11 @@ class Driver:
         self._last_reconnect_try = -math.inf
         self._resume_after = 0.0            # commands older than this do not end a hold
         self._atexit_registered = False
+        # Called by the bus thread with each cycle's JointStateSnapshot, right after the read: publishing
+        # here (not from a timer) neither delays nor aliases the measurement.
+        self.on_state = None
+        # Called first thing by the bus thread (real-time priority, CPU pinning); returns problems to log.
+        self.thread_setup = None
 
     # ================================================================ conversions
     def joint_to_ticks(self, q_rad: np.ndarray) -> np.ndarray:
@@ -543,6 +549,10 @@ class Driver:
 
     # ================================================================ loop
     def _run(self):
+        if self.thread_setup is not None:
+            for problem in self.thread_setup():
+                self._event(problem)
+                log.warning(problem)
         next_t = time.monotonic()
         while not self._stop_request:
             now = time.monotonic()
@@ -637,9 +647,12 @@ class Driver:
         self._service_reboots(now)
         goal = self._decide(now, command, estop)
         self._write_goals(goal)
+        read_start = time.monotonic()
         self._read_state(now)
+        # The servos sample their state while the read is on the wire: its midpoint is the measurement time.
+        stamp = 0.5 * (read_start + time.monotonic())
         self._read_health()
-        self._publish(now)
+        self._publish(stamp)
 
     # ---------------------------------------------------------------- decisions
     def _decide(self, now, command, estop) -> np.ndarray:
@@ -658,6 +671,7 @@ class Driver:
                 policy = 'torque_off'
         stale = [s for s in self.servos if s.stale_cycles >= self.config.stale_limit]
         if stale:
+            self.counters.stale_hold_cycles += 1
             reasons += [f'{s.name} stale for {s.stale_cycles} cycles' for s in stale]
             if self.config.stale_policy == 'torque_off':
                 policy = 'torque_off'
@@ -896,10 +910,10 @@ class Driver:
         self.counters.health_failures += 1
         return None
 
-    def _publish(self, now: float):
+    def _publish(self, stamp_s: float):
         current_a = np.array([s.current_a for s in self.servos])
         snap = JointStateSnapshot(
-            now, list(self.names),
+            stamp_s, list(self.names),
             np.array([s.position_rad for s in self.servos]),
             np.array([s.velocity_rad_s for s in self.servos]),
             current_a_to_torque_nm(current_a, self.model),
@@ -907,3 +921,8 @@ class Driver:
             current_a)
         with self._lock:
             self._snapshot = snap
+        if self.on_state is not None:
+            try:
+                self.on_state(snap)
+            except Exception:       # a subscriber's error must never stop the servo loop
+                log.exception('on_state callback failed')

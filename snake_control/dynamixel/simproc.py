@@ -40,7 +40,7 @@ class SimBusProcess:
         env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
         self.process = subprocess.Popen([sys.executable, '-m', MODULE, *self.args], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                        preexec_fn=_detach_but_follow_parent)
+                                        preexec_fn=detach_but_follow_parent)
         threading.Thread(target=_pump, args=(self.process.stdout, self.output, self._lines),
                          daemon=True).start()
         threading.Thread(target=_pump, args=(self.process.stderr, self.output, None), daemon=True).start()
@@ -121,7 +121,7 @@ class SimBusProcess:
         self.close()
 
 
-def _detach_but_follow_parent():
+def detach_but_follow_parent():
     """In the child before exec: its own process group, so a Ctrl-C in the terminal reaches the
     controller, which turns torque off through the bus before stopping the bus; and SIGTERM when the
     parent dies (Linux prctl PR_SET_PDEATHSIG)."""

@@ -1,11 +1,12 @@
 """bringup_node: the in-process companion of `snake bringup`. Publishes the URDF on robot_description
-(transient-local, as robot_state_publisher does) and follows odom, gait/state and joint_states for the
-progress line."""
+(transient-local, as robot_state_publisher does) and follows odom, gait/state, joint_states and the
+driver's /diagnostics (the driver runs in its own process) for the progress line and the summary."""
 from __future__ import annotations
 
 import math
+import time
 
-from diagnostic_msgs.msg import DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -17,7 +18,7 @@ from snake_control.nodes.qos import ESTOP_QOS, STATE_QOS
 class BringupNode(Node):
     NODE_NAME = 'bringup'
 
-    def __init__(self, robot: str, **kwargs):
+    def __init__(self, robot: str, driver_node_name: str = 'driver_node', **kwargs):
         super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
         self.odom_xy_yaw = None
         self.gait = {}
@@ -31,6 +32,46 @@ class BringupNode(Node):
         self.create_subscription(Odometry, 'odom', self._on_odom, STATE_QOS)
         self.create_subscription(DiagnosticStatus, 'gait/state', self._on_gait, STATE_QOS)
         self.create_subscription(JointState, 'joint_states', self._on_joints, STATE_QOS)
+        self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
+        self.driver_bus: dict = {}          # the driver's bus status values (strings), latest
+        self.driver_servos: dict = {}       # servo status name -> values (strings), latest
+        self.driver_node_name = driver_node_name
+        self.driver_cycles: list = []       # (received monotonic s, stamp s, cycles) of each bus status
+
+    def driver_cycle_rate_hz(self, since_monotonic_s: float) -> float | None:
+        """The driver's mean cycle rate between the first bus status received after since_monotonic_s and
+        the last, from the statuses' own stamps and cycle counters (None with fewer than two)."""
+        window = [(t, c) for r, t, c in self.driver_cycles if r >= since_monotonic_s]
+        if len(window) < 2 or window[-1][0] <= window[0][0]:
+            return None
+        return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+
+    def _on_diagnostics(self, msg: DiagnosticArray):
+        prefix = f'{self.driver_node_name}: '
+        for st in msg.status:
+            if not st.name.startswith(prefix):
+                continue
+            values = {kv.key: kv.value for kv in st.values}
+            if st.name.startswith(prefix + 'bus'):
+                self.driver_bus = values
+                stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+                cycles = _number(values.get('cycles', ''))
+                if isinstance(cycles, int):
+                    self.driver_cycles.append((time.monotonic(), stamp, cycles))
+            else:
+                self.driver_servos[st.name[len(prefix):]] = values
+
+    def driver_diagnostics(self) -> dict:
+        """The driver's last diagnostics in the shape of Driver.diagnostics(): figures as numbers,
+        counters under 'counters', one dict per servo under 'servos'."""
+        if not self.driver_bus:
+            return {}
+        plain = ('mode', 'read_mode', 'cycle_rate_hz', 'rate_hz_target', 'jitter_p99_ms', 'baud')
+        out = {k: _number(v) for k, v in self.driver_bus.items() if k in plain}
+        out['counters'] = {k: _number(v) for k, v in self.driver_bus.items() if k not in plain}
+        out['servos'] = [{k: _number(v) for k, v in values.items()} | {'name': name}
+                         for name, values in self.driver_servos.items()]
+        return out
 
     def _on_odom(self, msg: Odometry):
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
@@ -54,3 +95,13 @@ class BringupNode(Node):
             float(g.get('command_forward_m_s', 0)), float(g.get('command_sideways_m_s', 0)),
             float(g.get('command_turn_rad_s', 0))) if g else ''
         return f'[{t_s:6.1f} s] {gait} | {cmd} | {odom} | joint_states {self.joint_states}'
+
+
+def _number(text: str):
+    """A diagnostics value back as int or float where it is one."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except (TypeError, ValueError):
+            pass
+    return text

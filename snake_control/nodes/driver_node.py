@@ -5,10 +5,12 @@ transient local); publishes joint_states (position rad, velocity rad/s, effort =
 current times the servo model's torque constant; last good values for stale servos) and /diagnostics
 (bus: mode, reasons, cycle rate, jitter, read failures, fast/slow read mode; per servo: hardware error
 bits decoded, motor current A, temperature, voltage, stale count).
-The bus loop runs in the driver's own thread; callbacks here only hand over the latest message.
+The bus loop runs in the driver's own thread and publishes joint_states itself at the end of each cycle,
+stamped with the time the servos were read; callbacks here only hand over the latest message.
 
 Parameters (read-only ones need a restart: changing them live would reconfigure a powered bus):
-robot (YAML name or path), port, baud, rate, read_mode, watchdog_ms, clamp_out_of_limit (read-only);
+robot (YAML name or path), port, baud, rate, read_mode, watchdog_ms, clamp_out_of_limit,
+realtime_priority, cpu_affinity (read-only);
 stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, auto_reboot (live).
 
     ros2 run snake_control driver_node --ros-args -r __ns:=/snake -p robot:=pitch_yaw_32 \\
@@ -18,17 +20,20 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType,
                                 SetParametersResult)
 from rclpy.node import Node
+from rclpy.time import Time
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, StartupError
+from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
 from snake_control.robot import load_robot
 
 LIVE_POLICIES = ('stale_policy', 'alert_policy', 'estop_policy')
@@ -49,8 +54,10 @@ def _desc(text, read_only=False, type_=None, lo=None, hi=None, step=0):
 class DriverNode(Node):
     """The servo driver node; the bus starts in the constructor (StartupError if the bus is wrong)."""
 
+    NODE_NAME = 'driver_node'
+
     def __init__(self, **kwargs):
-        super().__init__('driver', **kwargs)
+        super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
         P = ParameterType
         # name, default, description, read-only, type, range
         for name, default, text, read_only, type_, limits in (
@@ -77,7 +84,11 @@ class DriverNode(Node):
                 ('auto_reboot', False, 'reboot an overloaded servo (rate-limited)', False,
                  P.PARAMETER_BOOL, None),
                 ('diagnostics_period', 1.0, 's between /diagnostics messages', True, P.PARAMETER_DOUBLE,
-                 (0.05, 60.0))):
+                 (0.05, 60.0)),
+                ('realtime_priority', 0, 'SCHED_FIFO priority of the bus thread (1-99; 0 off; needs root, '
+                 'CAP_SYS_NICE or an rtprio limit)', True, P.PARAMETER_INTEGER, (0, 99)),
+                ('cpu_affinity', '', 'CPUs the bus thread runs on, e.g. "3" or "2-3"; empty: any', True,
+                 P.PARAMETER_STRING, None)):
             lo, hi = limits if limits else (None, None)
             self.declare_parameter(name, default, _desc(text, read_only, type_, lo, hi))
         g = lambda name: self.get_parameter(name).value  # noqa: E731
@@ -87,22 +98,26 @@ class DriverNode(Node):
                               estop_policy=g('estop_policy'), command_timeout_s=g('command_timeout'),
                               clamp_out_of_limit=g('clamp_out_of_limit'), auto_reboot=g('auto_reboot'),
                               read_mode=g('read_mode'), watchdog_ms=g('watchdog_ms'))
+        cpus = parse_cpus(g('cpu_affinity'))
+        priority = int(g('realtime_priority'))
         self.driver = Driver(self.robot, g('port') or None, g('baud') or None, config)
+        self.driver.thread_setup = lambda: apply_to_current_thread(priority, cpus)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
+        # The bus thread publishes each cycle's reading as soon as it has it, stamped with when the
+        # servos were read.
+        self.driver.on_state = self._publish_state
         self.driver.start()
         for w in self.driver.warnings:
             self.get_logger().warning(w)
         d = self.driver
         self.get_logger().info(f'{len(d.ids)} servos on {d.port} at {d.baud} baud, {d.rate_hz:g} Hz, '
                                f'{"fast " if d.fast else ""}sync read')
-        self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         estop_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                                durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.create_subscription(Bool, 'estop', self._on_estop, estop_qos)
         self.create_subscription(JointState, 'joint_commands', self._on_command, 10)
-        self._last_stamp = None
-        self.create_timer(1.0 / self.driver.rate_hz, self._publish_state)
         self.create_timer(g('diagnostics_period'), self._publish_diagnostics)
 
     def _on_set_parameters(self, params):
@@ -128,13 +143,12 @@ class DriverNode(Node):
     def _on_estop(self, msg: Bool):
         self.driver.set_estop(msg.data)
 
-    def _publish_state(self):
-        snap = self.driver.state()
-        if snap is None or snap.stamp_s == self._last_stamp:
-            return
-        self._last_stamp = snap.stamp_s
+    def _publish_state(self, snap):
+        """Runs on the bus thread, once per cycle."""
         msg = JointState()
-        msg.header.stamp = self.get_clock().now().to_msg()
+        now = self.get_clock().now()
+        msg.header.stamp = Time(nanoseconds=now.nanoseconds - int((time.monotonic() - snap.stamp_s) * 1e9),
+                                clock_type=now.clock_type).to_msg()
         msg.name = snap.names
         msg.position = snap.position_rad.tolist()
         msg.velocity = snap.velocity_rad_s.tolist()
@@ -184,8 +198,11 @@ class DriverNode(Node):
 def main(args=None):
     from rclpy.signals import SignalHandlerOptions
 
+    from snake_control.nodes.runner import SWITCH_INTERVAL_S, make_executor, spin_until
+
     # Our own SIGINT/SIGTERM handling: both leave spin() through the finally below, which turns
     # torque off before the process exits.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
 
     def interrupt(signum, frame):
@@ -195,7 +212,9 @@ def main(args=None):
     node = None
     try:
         node = DriverNode()
-        rclpy.spin(node)
+        executor = make_executor()
+        executor.add_node(node)
+        spin_until(executor, rclpy.get_default_context())
     except KeyboardInterrupt:
         pass
     except (StartupError, ValueError) as exc:     # bus or robot YAML not as expected: one clear line

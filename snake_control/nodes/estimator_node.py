@@ -14,6 +14,8 @@ Parameters (read-only ones are fixed at start):
   odom_frame (str, read-only)       default 'odom'
   base_frame (str, read-only)       child frame id; '' = link_<k> of the URDF, or 'virtual_chassis'
   publish_rate_hz (float)           odometry publish rate limit; 0 = every joint_states message
+  update_rate_hz (float)            estimator updates per second at most (joint_states arriving faster
+                                    are decimated); 0 = every message
   diagnostics_rate_hz (float)       /diagnostics rate
   use_imu (bool, read-only), imu_link (int, read-only)
   axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1)
@@ -30,13 +32,13 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
 
 from snake_control.estimation.estimator import Estimator, reorder_joints, root_link_pose
 from snake_control.lie import quaternion_from_matrix
+from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot
 
 
@@ -60,8 +62,10 @@ def _body_frame(text: str):
 class EstimatorNode(Node):
     """joint_states (+ imu) in, odom + /diagnostics (+ tf) out."""
 
+    NODE_NAME = 'estimator_node'
+
     def __init__(self, **kwargs):
-        super().__init__('estimator', **kwargs)
+        super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
         p = self.declare_parameter
         p('robot', 'pitch_yaw_32', _desc('robot name (config/robots) or robot YAML path', read_only=True))
         p('body_frame', '', _desc("reported body frame: middle, head, tail, chassis or a link index; '' = "
@@ -71,6 +75,9 @@ class EstimatorNode(Node):
                                   read_only=True))
         p('publish_rate_hz', 0.0, _desc('odometry rate limit; 0 publishes on every joint_states message',
                                         float_range=(0.0, 1000.0)))
+        p('update_rate_hz', 100.0, _desc('estimator updates per second at most: joint_states arriving faster '
+                                         '(a 400 Hz control loop) are decimated to this; 0 = every message',
+                                         float_range=(0.0, 1000.0)))
         p('diagnostics_rate_hz', 1.0, _desc('rate of /diagnostics', float_range=(0.1, 100.0)))
         p('use_imu', False, _desc('subscribe to imu (sensor_msgs/Imu) for orientation and rate',
                                   read_only=True))
@@ -93,6 +100,9 @@ class EstimatorNode(Node):
         link = self.estimator.body_link
         self.base_frame = base or ('virtual_chassis' if link is None else f'link_{link}')
         self.publish_period = self._period(gp('publish_rate_hz').value)
+        self.update_period = self._period(gp('update_rate_hz').value)
+        self._next_update = -math.inf
+        self.decimated = 0
         self.slip_warn = gp('slip_warn_m_s').value
         self.use_imu = bool(gp('use_imu').value)
         self.add_on_set_parameters_callback(self._on_parameters)
@@ -130,6 +140,8 @@ class EstimatorNode(Node):
         for param in params:
             if param.name == 'publish_rate_hz':
                 self.publish_period = self._period(param.value)
+            elif param.name == 'update_rate_hz':
+                self.update_period = self._period(param.value)
             elif param.name == 'slip_warn_m_s':
                 self.slip_warn = param.value
         return SetParametersResult(successful=True)
@@ -149,6 +161,13 @@ class EstimatorNode(Node):
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         if stamp <= 0.0:
             stamp = self.get_clock().now().nanoseconds * 1e-9
+        if self.update_period > 0.0:
+            if stamp < self._next_update - 1.5 * self.update_period:
+                self._next_update = -math.inf    # the clock stepped back: never decimate forever
+            if stamp < self._next_update - 0.3 * self.update_period:
+                self.decimated += 1      # shapes between updates add nothing the mid-point step misses
+                return
+            self._next_update = max(self._next_update + self.update_period, stamp + 0.5 * self.update_period)
         try:
             names = list(msg.name)
             q = reorder_joints(names, list(msg.position), self.robot.joint_names)
@@ -230,6 +249,7 @@ class EstimatorNode(Node):
             'singular': str(bool(state.singular)).lower(),
             'contacts': str(int(np.count_nonzero(state.contacts))),
             'received': str(self.received),
+            'decimated': str(self.decimated),
             'rejected': str(self.rejected),
             'stale_stamps': str(self.estimator.skipped),
             'x_m': f'{state.pose[0, 3]:.4f}',
@@ -244,18 +264,8 @@ class EstimatorNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = EstimatorNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    return run_node(EstimatorNode, args)
 
 
 if __name__ == '__main__':
-    main()
+    raise SystemExit(main())

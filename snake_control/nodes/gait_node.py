@@ -163,7 +163,6 @@ class GaitNode(Node):
         self.joint_pub = self.create_publisher(JointState, 'joint_commands', COMMAND_QOS)
         self.state_pub = self.create_publisher(DiagnosticStatus, 'gait/state', STATE_QOS)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self.create_timer(self.period_s, self._on_tick, clock=steady)
         self.create_timer(1.0 / self.get_parameter('state_rate_hz').value, self._publish_state, clock=steady)
         # Subscriptions last, once the scheduler and publishers exist.
         self.create_subscription(Twist, 'cmd_vel', self._on_cmd_vel, COMMAND_QOS)
@@ -173,6 +172,12 @@ class GaitNode(Node):
             self._joint_states_sub = self.create_subscription(JointState, 'joint_states',
                                                               self._on_joint_states,
                                                               STATE_QOS)
+        # The control tick keeps its own time on its own thread: no callback of the executor (a
+        # parameter change's torque check takes about 0.1 s) can delay it.
+        self._tick_stop = threading.Event()
+        self.tick_overruns = 0
+        self._tick_thread = threading.Thread(target=self._tick_loop, name='gait-tick', daemon=True)
+        self._tick_thread.start()
         self.get_logger().info(f'{self.robot.name}: {len(self.joint_names)} joints at {self.rate_hz:g} Hz, '
                                f'gait {initial}; gaits: {", ".join(self.gait_names)}')
 
@@ -277,20 +282,21 @@ class GaitNode(Node):
                 value = p.value
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                     return SetParametersResult(successful=False, reason=f'{p.name}: expected a finite number')
-                with self.lock:
-                    candidate = {**self.overrides[gait], name: float(value)}
-                    try:
-                        # Validated by the catalogue for every gait; the target gait changes through the
-                        # scheduler's smooth, phase-matched switch.
-                        self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
-                        reason = self._torque_refusal(gait, candidate)
-                        if reason:
-                            return SetParametersResult(successful=False, reason=f'{p.name}: {reason}')
+                candidate = {**self.overrides[gait], name: float(value)}
+                try:
+                    # Validated by the catalogue for every gait; the torque check (about 0.1 s) runs
+                    # without the lock, so the control tick goes on meanwhile.
+                    self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
+                    reason = self._torque_refusal(gait, candidate)
+                    if reason:
+                        return SetParametersResult(successful=False, reason=f'{p.name}: {reason}')
+                    with self.lock:
+                        # The target gait changes through the scheduler's smooth, phase-matched switch.
                         if self.scheduler is not None and self.scheduler.state()['target_gait'] == gait:
                             self.scheduler.set_params({name: float(value)})
-                    except ValueError as exc:
-                        return SetParametersResult(successful=False, reason=f'{p.name}: {exc}')
-                    self.overrides[gait] = candidate
+                        self.overrides[gait] = candidate
+                except ValueError as exc:
+                    return SetParametersResult(successful=False, reason=f'{p.name}: {exc}')
             elif p.name in COMMAND_PARAMETERS:
                 limits_changed = True
         if limits_changed:
@@ -344,6 +350,32 @@ class GaitNode(Node):
     def _publish_hold(self):
         if self.hold_positions is not None:
             self._publish_joints(self.hold_positions, np.zeros_like(self.hold_positions))
+
+    def _tick_loop(self):
+        next_t = time.monotonic()
+        while not self._tick_stop.is_set():
+            delay = next_t - time.monotonic()
+            if delay > 0 and self._tick_stop.wait(delay):
+                break
+            try:
+                self._on_tick()
+            except Exception as exc:     # keep ticking: the next tick holds or recovers
+                self._warn('tick', f'control tick failed: {type(exc).__name__}: {exc}')
+            next_t += self.period_s
+            now = time.monotonic()
+            if now > next_t + self.period_s:     # a whole period late: start again from now
+                self.tick_overruns += 1
+                next_t = now
+
+    def close(self):
+        """Stop the control tick (before the node is destroyed)."""
+        self._tick_stop.set()
+        if self._tick_thread.is_alive() and self._tick_thread is not threading.current_thread():
+            self._tick_thread.join(timeout=2.0)
+
+    def destroy_node(self):
+        self.close()
+        return super().destroy_node()
 
     def _on_tick(self):
         now = time.monotonic()

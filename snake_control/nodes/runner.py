@@ -1,31 +1,72 @@
-"""main() helper shared by the node console scripts: init, build, spin, clean shutdown."""
+"""How every node process spins: the executor that keeps time, the spin loop, and main() for the nodes.
+
+rclpy's MultiThreadedExecutor (Jazzy 7.1.x) re-submits queued tasks and rebuilds its wait set thousands
+of times a second; it held the interpreter lock most of the time and starved the driver's bus thread
+(100 Hz control fell to 20-50 Hz). The events executor dispatches each ready entity once, from C++; the
+single-threaded executor is the fallback where it does not exist (Humble). Its `spin()` does not dispatch
+from a background thread in this rclpy, so every loop here is `spin_once` with a timeout, which the
+events executor serves without creating a timer per call.
+"""
 from __future__ import annotations
 
 import sys
+import threading
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
+
+# A thread waiting on I/O (the bus thread's reply, a timer) gets the interpreter lock back within this,
+# not the default 5 ms (half a 100 Hz control period).
+SWITCH_INTERVAL_S = 0.001
+SPIN_TIMEOUT_S = 0.1      # how often a spin loop looks at its stop condition
+
+
+def make_executor(context=None):
+    """The executor every snake_control process uses: rclpy's events executor where it exists."""
+    try:
+        from rclpy.experimental import EventsExecutor
+    except ImportError:
+        from rclpy.executors import SingleThreadedExecutor
+        return SingleThreadedExecutor(context=context)
+    return EventsExecutor(context=context)
+
+
+def executor_name(executor) -> str:
+    return type(executor).__name__
+
+
+def spin_until(executor, context, stop: threading.Event | None = None) -> None:
+    """Dispatch callbacks until the context shuts down or `stop` is set."""
+    while context.ok() and not (stop is not None and stop.is_set()):
+        executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
 
 
 def run_node(node_class, args=None) -> int:
     """Run one node until Ctrl-C or shutdown. A configuration error (ValueError, FileNotFoundError,
     raised by the constructor with the file and key in its message) is printed as one line, exit 2."""
+    from rclpy.executors import ExternalShutdownException
+
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     rclpy.init(args=args)
+    context = rclpy.get_default_context()
     node = None
+    executor = None
     try:
         node = node_class()
-        rclpy.spin(node)
+        executor = make_executor(context)
+        executor.add_node(node)
+        spin_until(executor, context)
     except (ValueError, FileNotFoundError) as exc:
         print(f'{getattr(node_class, "NODE_NAME", node_class.__name__)}: error: {exc}', file=sys.stderr)
         return 2
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        if executor is not None:
+            executor.shutdown(timeout_sec=1.0)
         if node is not None:
             close = getattr(node, 'close', None)
             if close is not None:
                 close()
             node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        rclpy.try_shutdown()
     return 0

@@ -1,0 +1,52 @@
+"""Optional real-time scheduling for the servo bus thread (Linux): SCHED_FIFO priority and CPU affinity.
+
+Off by default. A user who grants the rights (root, CAP_SYS_NICE, or an rtprio limit in
+/etc/security/limits.conf) can keep a busy computer from delaying a servo cycle. Failures never stop the
+driver: they come back as warnings.
+"""
+from __future__ import annotations
+
+import os
+
+
+def parse_cpus(text: str) -> set[int]:
+    """'2', '2,3' or '0-1' -> a set of CPU numbers; '' -> empty (no pinning). ValueError names the text.
+
+    >>> sorted(parse_cpus('0-1,3'))
+    [0, 1, 3]
+    """
+    cpus: set[int] = set()
+    for part in (p.strip() for p in str(text).split(',')):
+        if not part:
+            continue
+        try:
+            if '-' in part:
+                lo, hi = (int(x) for x in part.split('-', 1))
+                if hi < lo:
+                    raise ValueError
+                cpus.update(range(lo, hi + 1))
+            else:
+                cpus.add(int(part))
+        except ValueError:
+            raise ValueError(f'cpu_affinity: expected CPU numbers like "2" or "0-1,3", got {text!r}') from None
+    if any(c < 0 for c in cpus):
+        raise ValueError(f'cpu_affinity: CPU numbers are >= 0, got {text!r}')
+    return cpus
+
+
+def apply_to_current_thread(priority: int = 0, cpus: set[int] | frozenset = frozenset()) -> list[str]:
+    """Give the calling thread SCHED_FIFO `priority` (1-99; 0 leaves the default scheduler) and pin it
+    to `cpus` (empty: no pinning). Returns what could not be done, one line each."""
+    problems = []
+    if cpus:
+        try:
+            os.sched_setaffinity(0, cpus)      # 0: the calling thread on Linux
+        except (OSError, AttributeError) as exc:
+            problems.append(f'cpu_affinity {sorted(cpus)} not applied: {exc}')
+    if priority:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(priority)))
+        except (OSError, AttributeError) as exc:
+            problems.append(f'real-time priority {priority} (SCHED_FIFO) not applied: {exc}; it needs root, '
+                            f'CAP_SYS_NICE or an rtprio limit')
+    return problems
