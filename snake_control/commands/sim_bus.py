@@ -46,7 +46,8 @@ def sim_bus_args(robot: str, baud: int | None = None, physics: str | None = None
 
 def add_arguments(parser):
     from snake_control.dynamixel.simbus import add_arguments as emulator_arguments
-    emulator_arguments(parser)
+    emulator_arguments(parser, physics_help=f'plant moving the servos: {" or ".join(PHYSICS)} (default motor, '
+                                            'the built-in motor model; mujoco needs --robot)')
 
 
 def run(args) -> int:

@@ -22,8 +22,9 @@ import sys
 DEFAULT_PHYSICS = 'motor'
 
 
-def add_arguments(parser) -> None:
-    """The options of the emulated bus (shared with `snake sim-bus`)."""
+def add_arguments(parser, physics_help: str = 'plant moving the servos: motor (the built-in motor model) '
+                                               'or MODULE:FACTORY') -> None:
+    """The options of the emulated bus (shared with `snake sim-bus`, which names its own plants)."""
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument('--robot', help='robot name or YAML: servo IDs, model and baud from its bus section')
     who.add_argument('--servos', type=int, help='number of servos, IDs 1..N')
@@ -32,8 +33,7 @@ def add_arguments(parser) -> None:
     parser.add_argument('--baud', type=int, help='bus baud rate (default: the robot YAML, or 1000000)')
     parser.add_argument('--faults', default='', help='fault injection spec (corrupt=, drop=, silent=, trip=, '
                                                      'unplug=, seed=)')
-    parser.add_argument('--physics', default=DEFAULT_PHYSICS,
-                        help='plant moving the servos: motor (built-in motor model) or MODULE:FACTORY')
+    parser.add_argument('--physics', default=DEFAULT_PHYSICS, help=physics_help)
     parser.add_argument('--link', help='device path to create (default: a fresh temporary directory)')
     parser.add_argument('--firmware', type=int, default=46,
                         help='firmware version the servos report (below 45: no fast sync read, no backup)')
