@@ -1,7 +1,7 @@
 """Dynamixel driver against the emulated bus: cycle rate vs the wire-time limit, jitter, CPU use.
 
 For 32 servos at 1, 2 and 4 Mbit/s, with fast sync read and with sync read:
-- the achieved free-running cycle rate as a fraction of the wire-time limit (DYNAMIXEL.md's table,
+- the achieved free-running cycle rate as a fraction of the wire-time limit (docs/dynamixel.md's table,
   L = 10 bytes, and the limit for the bytes our cycle really moves: 11-byte state blocks through
   indirect addresses plus one servo's temperature/voltage read);
 - p99 cycle jitter and the driver process's CPU use at a fixed 100 Hz loop;
@@ -15,7 +15,7 @@ import numpy as np
 N = 32
 BAUDS = (1_000_000, 2_000_000, 4_000_000)
 RUN_S = 2.0
-# DYNAMIXEL.md's wire-time limits (sync write + read, return delay 0), cycles per second.
+# docs/dynamixel.md's wire-time limits (sync write + read, return delay 0), cycles per second.
 DOC_LIMIT_HZ = {(1_000_000, True): 148, (1_000_000, False): 112, (2_000_000, True): 296,
                 (2_000_000, False): 222, (4_000_000, True): 592, (4_000_000, False): 448}
 

@@ -12,7 +12,7 @@ SIM_S = 4.0
 
 def _rtf_world(case, repeats=3):
     from snake_control.physics import SnakeWorld
-    from snake_control.physics.validation import gait_goal_fn
+    from snake_control.validation.runs import gait_goal_fn
     from snake_control.robot import load_robot
 
     robot = load_robot(case.robot)
@@ -34,7 +34,7 @@ def _rtf_world(case, repeats=3):
 
 def _rtf_plant(case, repeats=3):
     from snake_control.physics.servo_plant import MujocoPlant
-    from snake_control.physics.validation import gait_goal_fn
+    from snake_control.validation.runs import gait_goal_fn
     from snake_control.robot import load_robot
 
     robot = load_robot(case.robot)
@@ -59,7 +59,7 @@ def _rtf_plant(case, repeats=3):
 
 
 def main():
-    from snake_control.physics.validation import CASES
+    from snake_control.validation.runs import CASES
 
     print(f'MuJoCo real-time factor (simulated s / wall s), {SIM_S:g} s of gait at 100 Hz goals, '
           f'2 ms timestep, median (min) of 3')
@@ -77,7 +77,7 @@ def main():
     except ImportError as exc:
         print(f'validation table skipped: the estimator is not available ({exc})')
         return
-    from snake_control.physics import validation as V
+    from snake_control.validation import runs as V
 
     print('\nEstimator against MuJoCo ground truth, 20 s per run after a 3 s warm-up:')
     results = []

@@ -7,7 +7,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from snake_control.graph import rviz_config_path
+from snake_control.app.graph import rviz_config_path
 from snake_control.paths import robot_names
 
 

@@ -4,7 +4,7 @@ joy_node / RViz on request.
     ros2 launch snake_control gait.launch.py robot:=pitch_yaw_32 bus:=real port:=/dev/ttyUSB0 \
         baud:=4000000 namespace:=snake joy:=true rviz:=false
 
-The node list comes from snake_control.graph.build_graph (the same list `snake bringup` runs in one
+The node list comes from snake_control.app.graph.build_graph (the same list `snake bringup` runs in one
 process); this file only turns it into launch_ros Nodes. Run `ros2 launch snake_control gait.launch.py
 --show-args` for every argument.
 """
@@ -14,7 +14,7 @@ from launch.event_handlers import OnShutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from snake_control.graph import GraphArgs, build_graph, launch_arguments, with_parameters
+from snake_control.app.graph import GraphArgs, build_graph, launch_arguments, with_parameters
 
 
 def node_action(spec):

@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from snake_control.commands import CommandError
+
 EXIT_BROKEN_PIPE = 141          # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 # Subcommand name -> module under snake_control.commands. Order is the order in `snake --help`.
@@ -26,10 +28,6 @@ COMMANDS = {
     'validate': 'validate',
     'bringup': 'bringup',
 }
-
-
-class CommandError(Exception):
-    """A user-facing failure: printed as one line, exit code 2, no traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +74,4 @@ def _stdout_to_devnull() -> None:
 
 
 if __name__ == '__main__':
-    # `python -m snake_control.cli` runs this file as __main__: take main() from the package module, so
-    # the CommandError that commands raise (snake_control.cli.CommandError) is the one caught.
-    from snake_control.cli import main as _package_main
-    sys.exit(_package_main())
+    sys.exit(main())

@@ -17,7 +17,7 @@ def xacro_path() -> Path:
 
 def urdf_xml(robot: str | Path) -> str:
     """URDF text for a robot name or YAML path. The YAML is validated first, so a bad file fails
-    with a RobotConfigError naming the key rather than with a xacro traceback."""
+    with a ConfigError naming the key rather than with a xacro traceback."""
     import xacro  # imported here: only URDF users need it
 
     model = load_robot(robot)

@@ -4,9 +4,9 @@ One file describes one robot: its kind (a 3D chain of alternating pitch/yaw join
 of yaw joints on passive wheels), link geometry and mass, the servo bus, and every joint from tail to
 head with its Dynamixel ID, limits, zero offset and direction. Every tool (gaits, driver, estimator,
 URDF, MuJoCo) reads the robot through this module, so they all agree on what a joint angle means:
-alpha_i = theta_{i+1} - theta_i, counter-clockwise positive about the joint axis (MATH.md).
+alpha_i = theta_{i+1} - theta_i, counter-clockwise positive about the joint axis (docs/kinematics.md).
 
-A bad file raises RobotConfigError naming the file, the key path (``joints[3].id``) and the problem.
+A bad file raises ConfigError naming the file, the key path (``joints[3].id``) and the problem.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import yaml
 
 from snake_control.dynamixel.conversion import joint_to_servo_rad, servo_to_joint_rad
 from snake_control.dynamixel.models import SERVO_MODELS, ServoModel
-from snake_control.paths import resolve_robot
+from snake_control.paths import ConfigError, resolve_robot
 
 KINDS = ('pitch_yaw', 'planar')
 AXES = ('pitch', 'yaw')
@@ -28,14 +28,6 @@ AXES = ('pitch', 'yaw')
 AXIS_VECTORS = {'yaw': (0.0, 0.0, 1.0), 'pitch': (0.0, 1.0, 0.0)}
 SCHEMA_VERSION = 1
 BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000, 4500000)
-
-
-class RobotConfigError(ValueError):
-    """A robot YAML that cannot be used; the message names the file, key path and problem."""
-
-    def __init__(self, source: str, key: str, problem: str):
-        self.source, self.key, self.problem = source, key, problem
-        super().__init__(f'{source}: {key}: {problem}' if key else f'{source}: {problem}')
 
 
 @dataclass(frozen=True)
@@ -158,13 +150,13 @@ class Robot:
 # --- validation -------------------------------------------------------------------------------
 
 class _Checker:
-    """Reads a parsed YAML mapping, raising RobotConfigError with the file and key path."""
+    """Reads a parsed YAML mapping, raising ConfigError with the file and key path."""
 
     def __init__(self, source: str):
         self.source = source
 
     def fail(self, key: str, problem: str):
-        raise RobotConfigError(self.source, key, problem)
+        raise ConfigError(self.source, key, problem)
 
     def mapping(self, value: Any, key: str, required: set[str], optional: set[str]) -> dict:
         if not isinstance(value, dict):
@@ -225,7 +217,7 @@ _JOINT_FIELDS = {'lower_rad', 'upper_rad', 'velocity_limit_rad_s', 'acceleration
 
 
 def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
-    """Validate a parsed robot YAML mapping and build the Robot. Raises RobotConfigError."""
+    """Validate a parsed robot YAML mapping and build the Robot. Raises ConfigError."""
     c = _Checker(source)
     top = c.mapping(data, '', {'schema', 'name', 'kind', 'link', 'bus', 'joints'},
                     {'description', 'wheels', 'joint_defaults'})
@@ -319,13 +311,38 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
     return Robot(name, kind, description, source, length, radius, mass, wheels, bus, tuple(joints))
 
 
+def joint_index(names, joint_names) -> list[int]:
+    """Where each of joint_names sits in names (a message's or a file's order); ValueError names the
+    missing joints.
+
+    >>> joint_index(['joint_2', 'joint_1'], ['joint_1', 'joint_2'])
+    [1, 0]
+    """
+    where = {n: i for i, n in enumerate(names)}
+    missing = [n for n in joint_names if n not in where]
+    if missing:
+        raise ValueError(f'lacks joints {missing}')
+    return [where[n] for n in joint_names]
+
+
+def reorder_joints(names, values, joint_names) -> np.ndarray:
+    """Values of a message (names, values) in the robot's joint order; ValueError names missing joints."""
+    if len(names) != len(values):
+        raise ValueError(f'joint names ({len(names)}) and values ({len(values)}) differ in length')
+    try:
+        index = joint_index(names, joint_names)
+    except ValueError as exc:
+        raise ValueError(f'joint_states {exc}') from None
+    return np.array([values[i] for i in index], dtype=float)
+
+
 def load_robot(name_or_path: str | Path) -> Robot:
     """Load a robot by shipped name (``pitch_yaw_32``) or YAML path, validated."""
     path = resolve_robot(name_or_path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise RobotConfigError(str(path), '', f'cannot read: {exc.strerror}') from exc
+        raise ConfigError(str(path), '', f'cannot read: {exc.strerror}') from exc
     return robot_from_yaml(text, str(path))
 
 
@@ -336,5 +353,5 @@ def robot_from_yaml(text: str, source: str = '<robot>') -> Robot:
     except yaml.YAMLError as exc:
         mark = getattr(exc, 'problem_mark', None)
         where = f'line {mark.line + 1}, column {mark.column + 1}' if mark else ''
-        raise RobotConfigError(source, where, f'not valid YAML: {getattr(exc, "problem", exc)}') from exc
+        raise ConfigError(source, where, f'not valid YAML: {getattr(exc, "problem", exc)}') from exc
     return robot_from_dict(data, source)

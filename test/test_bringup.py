@@ -2,9 +2,9 @@
 import pytest
 import yaml
 
-from snake_control.bringup import context_arguments, parameters_file
+from snake_control.app.bringup import context_arguments, parameters_file
 from snake_control.cli import main
-from snake_control.graph import GraphArgs, NodeSpec, build_graph
+from snake_control.app.graph import GraphArgs, NodeSpec, build_graph
 
 
 def test_parameters_file_sections_by_full_name(tmp_path):

@@ -1,19 +1,19 @@
-"""snake demo: the wire-time formula against DYNAMIXEL.md, the graph's estimator weight in MuJoCo, the
+"""snake demo: the wire-time formula against docs/dynamixel.md, the graph's estimator weight in MuJoCo, the
 recording merge, and a short end-to-end run (wheeled_8 through its script in MuJoCo)."""
 import math
 
 import numpy as np
 import pytest
 
-from snake_control.demo import bus_cycle_wire_time_s, path_length_m, se2_relative
-from snake_control.graph import GraphArgs, build_graph
+from snake_control.app.demo import bus_cycle_wire_time_s, path_length_m, se2_relative
+from snake_control.app.graph import GraphArgs, build_graph
 
 
 @pytest.mark.parametrize('baud, fast, expected_ms', [
     (4_000_000, False, 2.2), (4_000_000, True, 1.7), (1_000_000, False, 8.9), (1_000_000, True, 6.8),
     (2_000_000, True, 3.4), (57_600, True, 117.0), (57_600, False, 155.0)])
 def test_wire_time_matches_the_dynamixel_table(baud, fast, expected_ms):
-    # /work/shared/DYNAMIXEL.md: 32 servos, 10 state bytes, return delay 0.
+    # docs/dynamixel.md: 32 servos, 10 state bytes, return delay 0.
     got_ms = 1000 * bus_cycle_wire_time_s(32, baud, 10, fast)
     assert got_ms == pytest.approx(expected_ms, rel=0.02)
 
@@ -40,7 +40,7 @@ def test_se2_relative_and_path_length():
 
 
 def test_estimator_gets_the_matching_axial_weight_only_for_pitch_yaw_in_mujoco():
-    from snake_control.physics.validation import matching_axial_weight
+    from snake_control.physics.mjcf import matching_axial_weight
 
     def est(robot, physics):
         specs = build_graph(GraphArgs(robot=robot, bus='sim', physics=physics), port='/dev/null')
@@ -67,7 +67,7 @@ def _write_mcap(path, topics):
 def test_merge_keeps_robot_topics_and_moves_absolute_ones_under_the_robot(tmp_path):
     from mcap.reader import make_reader
 
-    from snake_control.demo import merge_recordings
+    from snake_control.mcap_io import merge_recordings
     _write_mcap(tmp_path / 'a.mcap', ['/a/odom', '/diagnostics'])
     _write_mcap(tmp_path / 'b.mcap', ['/b/odom', '/diagnostics'])
     counts = merge_recordings([('a', tmp_path / 'a.mcap'), ('b', tmp_path / 'b.mcap')], tmp_path / 'm.mcap')
@@ -85,7 +85,7 @@ def test_quick_demo_end_to_end(tmp_path):
     output is written."""
     from mcap_ros2.reader import read_ros2_messages
 
-    from snake_control.demo import run_demo
+    from snake_control.app.demo import run_demo
 
     [summ] = run_demo(tmp_path, quick=True, log=lambda line: None)
     assert (tmp_path / 'demo_wheeled_8.png').stat().st_size > 10_000
@@ -106,7 +106,7 @@ def test_quick_demo_end_to_end(tmp_path):
 
 
 def test_truth_jumps_drop_isolated_and_lasting_jumps_only():
-    from snake_control.demo import truth_jumps
+    from snake_control.app.demo import truth_jumps
     t = np.arange(6) * 0.02
     xy = np.column_stack((0.01 * np.arange(6), np.zeros(6)))
     assert not truth_jumps(t, xy).any()

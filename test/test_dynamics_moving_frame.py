@@ -7,7 +7,7 @@ from snake_control.dynamics.moving_frame import (
     chain_model_from_robot, chain_state, coriolis_matrix, forward_dynamics, gravity_force,
     inverse_dynamics, kinetic_energy, link_positions, mass_matrix, ChainModel)
 from snake_control.kinematics.chain import chain_jacobian, robot_frames
-from snake_control.lie import so3_exp, so3_log
+from snake_control.kinematics.lie import so3_exp, so3_log
 from snake_control.robot import load_robot
 
 

@@ -7,7 +7,7 @@ import pytest
 from snake_control.estimation.contact import ContactSelector, chain_poses, contact_step, virtual_chassis
 from snake_control.estimation.estimator import Estimator
 from snake_control.kinematics.chain import chain_frames
-from snake_control.lie import quaternion_from_matrix, so3_exp, so3_log
+from snake_control.kinematics.lie import quaternion_from_matrix, so3_exp, so3_log
 from snake_control.robot import load_robot
 
 PY = load_robot('pitch_yaw_32')

@@ -7,9 +7,9 @@ import pytest
 
 from snake_control.cli import main
 from snake_control.estimation.estimator import run_offline
-from snake_control.estimation.trajectory_io import (read_joint_mcap, read_pose_csv, write_joint_csv,
-                                                    write_joint_mcap)
-from snake_control.lie import matrix_from_quaternion
+from snake_control.estimation.trajectory_io import read_joint_mcap, read_pose_csv, write_joint_csv
+from snake_control.mcap_io import write_joint_states
+from snake_control.kinematics.lie import matrix_from_quaternion
 from snake_control.robot import load_robot
 
 W8 = load_robot('wheeled_8')
@@ -46,7 +46,7 @@ def test_odometry_mcap_input(tmp_path):
     ts = np.arange(0.0, 2.0, 0.01)
     q = _gait(ts)
     path = tmp_path / 'run.mcap'
-    write_joint_mcap(path, W8.joint_names, ts, q, topic='/snake/joint_states')
+    write_joint_states(path, W8.joint_names, ts, q, topic='/snake/joint_states')
     traj = read_joint_mcap(path, W8.joint_names)
     np.testing.assert_allclose(traj.t_s, ts, atol=1e-9)
     np.testing.assert_allclose(traj.positions_rad, q)

@@ -5,7 +5,7 @@ import pytest
 from snake_control.estimation.connection import (planar_body_frame, planar_connection, planar_constraints,
                                                  planar_frame_change, three_link_connection)
 from snake_control.kinematics.chain import planar_chain, planar_jacobians, planar_relative_to
-from snake_control.lie import se2_compose, se2_exp
+from snake_control.kinematics.lie import se2_compose, se2_exp
 
 
 def test_regression_values_from_math_md():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from snake_control.estimation.contact import contact_step, support_plane
-from snake_control.lie import so3_exp
+from snake_control.kinematics.lie import so3_exp
 
 
 def _tilted(points, angle):

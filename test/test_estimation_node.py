@@ -111,7 +111,7 @@ def test_parameters_are_described_and_read_only(ros):
 def test_imu_orientation_reaches_the_estimate(ros):
     from sensor_msgs.msg import Imu
 
-    from snake_control.lie import matrix_from_quaternion, quaternion_from_matrix, so3_exp
+    from snake_control.kinematics.lie import matrix_from_quaternion, quaternion_from_matrix, so3_exp
     robot = load_robot('pitch_yaw_32')
     node = EstimatorNode(context=ros, parameter_overrides=[
         Parameter('robot', value='pitch_yaw_32'), Parameter('use_imu', value=True)])
@@ -168,7 +168,7 @@ class _TransformLog:
 
 def test_tf_hangs_the_urdf_root_under_the_estimate(ros):
     from snake_control.kinematics.chain import chain_frames
-    from snake_control.lie import matrix_from_quaternion
+    from snake_control.kinematics.lie import matrix_from_quaternion
 
     robot = load_robot('wheeled_8')
     node = EstimatorNode(context=ros, parameter_overrides=[Parameter('robot', value='wheeled_8')])

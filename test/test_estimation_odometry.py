@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from snake_control.estimation.connection import planar_body_frame, planar_connection
-from snake_control.estimation.estimator import Estimator, reorder_joints, run_offline
+from snake_control.estimation.estimator import Estimator, run_offline
 from snake_control.kinematics.chain import planar_chain, planar_jacobians
-from snake_control.lie import se2_compose, se2_inverse
-from snake_control.robot import load_robot
+from snake_control.kinematics.lie import se2_compose, se2_inverse
+from snake_control.robot import load_robot, reorder_joints
 
 W8 = load_robot('wheeled_8')
 
@@ -174,7 +174,7 @@ def test_seed000_gait_crosses_the_singular_set_without_losing_the_motion():
     finite: the estimator must follow the closed-form motion through the crossing (holding the weak
     direction), not stall there."""
     from snake_control.estimation.connection import three_link_connection
-    from snake_control.lie import se2_exp
+    from snake_control.kinematics.lie import se2_exp
     robot = load_robot('kinematic_snake_3')
 
     def alpha(t):

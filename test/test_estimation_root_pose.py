@@ -5,7 +5,7 @@ import pytest
 
 from snake_control.estimation.estimator import body_pose_from_links, root_link_pose
 from snake_control.kinematics.chain import chain_frames
-from snake_control.lie import se3_exp
+from snake_control.kinematics.lie import se3_exp
 from snake_control.robot import load_robot
 
 

@@ -1,4 +1,4 @@
-"""Backbone-curve fitting: closed forms, signs against our FK, O(l^2) convergence (MATH.md 3)."""
+"""Backbone-curve fitting: closed forms, signs against our FK, O(l^2) convergence (docs/gaits.md)."""
 import numpy as np
 import pytest
 
@@ -49,7 +49,7 @@ def test_helix_closed_form_equals_quadrature_and_math_md(r, p, psi0):
     s = np.arange(32) * L0
     amp = 2 * kappa * np.sin(tau * L0) / tau
     np.testing.assert_allclose(cf[1::2], amp * np.cos(tau * s + psi0)[1::2], atol=1e-12)
-    # Pitch carries the derived minus sign (MATH.md and seed 004 write +).
+    # Pitch carries the derived minus sign (seed 004 writes +; docs/gaits.md).
     np.testing.assert_allclose(cf[0::2], -amp * np.sin(tau * s + psi0)[0::2], atol=1e-12)
 
 
@@ -79,7 +79,7 @@ def test_curve_integrator_reproduces_right_handed_helix():
 
 
 def test_pitch_sign_builds_the_curve_not_its_mirror():
-    """FK of the fitted joint angles follows the right-handed helix; MATH.md's + sign gives the mirror."""
+    """FK of the fitted joint angles follows the right-handed helix; the published + sign gives the mirror."""
     r, p = 0.1, 0.03
     c = MCCCurve(A1=r / (r * r + p * p), A2=p / (r * r + p * p), psi0=0.3)
     th = bb.joint_angles(c, ALT, L0)

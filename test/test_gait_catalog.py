@@ -33,7 +33,7 @@ def test_serpentine_a1_zero_is_planar_with_zero_mean_yaw(py32):
     assert np.all(qs[:, ~yaw] == 0.0)
     np.testing.assert_allclose(qs[:, yaw].mean(axis=0), 0.0, atol=1e-12)     # each joint, over a cycle
     assert np.abs(qs[:, yaw]).max() > 0.3
-    # A1 turns: the mean yaw becomes 2 l A1 (MATH.md serpenoid closed form)
+    # A1 turns: the mean yaw becomes 2 l A1 (docs/gaits.md serpenoid closed form)
     g1 = shape('serpentine', py32, A1=0.8)
     q1 = np.array([g1.angles(ph) for ph in phases])
     np.testing.assert_allclose(q1[:, yaw].mean(axis=0), 2 * py32.link_length_m * 0.8, atol=1e-12)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from snake_control.physics import SnakeWorld
-from snake_control.physics import validation as V
+from snake_control.validation import runs as V
 from snake_control.robot import load_robot
 
 DURATION_S = 6.0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from snake_control.graph import (GraphArgs, LaunchArgument, build_graph, launch_arguments, ros_arguments,
+from snake_control.app.graph import (GraphArgs, LaunchArgument, build_graph, launch_arguments, ros_arguments,
                                  rviz_config_path)
 from snake_control.paths import robot_names, share_dir
 
@@ -39,6 +39,10 @@ def test_every_executable_is_a_console_script(robot):
         # The class bringup instantiates is in the module the console script runs.
         module = importlib.import_module(spec.module)
         assert hasattr(module, spec.class_name) and hasattr(module, 'main'), spec
+        # `ros2 run snake_control X` names the node as the graph does.
+        assert getattr(module, spec.class_name).NODE_NAME == spec.name, spec
+        if spec.executable != 'driver_node':   # the driver's main handles its own signals
+            assert 'run_node' in module.main.__code__.co_names, f'{spec.module}.main does not use run_node'
     assert {s.executable for s in specs} >= {'robot_state_publisher', 'joy_node', 'rviz2'}
 
 

@@ -107,8 +107,8 @@ class Session:
         self.estop_stamps_ns = list(run.nodes['gait_node'].estop_stamps_ns)
 
     def run(self):
-        from snake_control.bringup import run_bringup
-        from snake_control.graph import GraphArgs
+        from snake_control.app.bringup import run_bringup
+        from snake_control.app.graph import GraphArgs
         self.result = run_bringup(GraphArgs(robot=self.robot, bus='sim', joy=False), script=str(self.script),
                                   log=lambda line: None, on_ready=self._on_ready,
                                   before_stop=self._before_stop)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from snake_control import lie
+from snake_control.kinematics import lie
 
 finite = st.floats(-3.0, 3.0)
 

@@ -221,7 +221,7 @@ def test_sim_bus_with_mujoco_physics_in_its_own_process():
 
 def test_ground_truth_pose_csv(tmp_path, monkeypatch):
     from snake_control.estimation.trajectory_io import read_pose_csv
-    from snake_control.lie import matrix_from_quaternion
+    from snake_control.kinematics.lie import matrix_from_quaternion
 
     robot = load_robot('wheeled_8')
     path = tmp_path / 'truth.csv'

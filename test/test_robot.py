@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from snake_control.paths import robot_names, robots_dir
-from snake_control.robot import RobotConfigError, load_robot, robot_from_dict, robot_from_yaml
+from snake_control.paths import ConfigError
+from snake_control.robot import load_robot, robot_from_dict, robot_from_yaml
 
 SHIPPED = robot_names()
 
@@ -101,7 +102,7 @@ def _copy_field(path_to, path_from):
 def test_bad_field_is_refused_with_its_key_path(edit, key, problem):
     data = _base()
     edit(data)
-    with pytest.raises(RobotConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         robot_from_dict(data, 'robots/bad.yaml')
     assert str(err.value).startswith('robots/bad.yaml: '), err.value
     assert key in err.value.key, err.value
@@ -109,7 +110,7 @@ def test_bad_field_is_refused_with_its_key_path(edit, key, problem):
 
 
 def test_bad_yaml_syntax_names_line():
-    with pytest.raises(RobotConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         robot_from_yaml('name: [unclosed\n', 'robots/broken.yaml')
     assert 'robots/broken.yaml' in str(err.value) and 'line' in str(err.value)
 
@@ -163,7 +164,7 @@ def test_corrupted_files_are_refused_with_a_named_key_or_accepted_whole(data):
     original = copy.deepcopy(data)
     try:
         robot = robot_from_dict(data, 'robots/fuzz.yaml')
-    except RobotConfigError as err:
+    except ConfigError as err:
         assert str(err).startswith('robots/fuzz.yaml: ')
         assert err.problem
         return
@@ -180,5 +181,5 @@ def test_corrupted_files_are_refused_with_a_named_key_or_accepted_whole(data):
 def test_arbitrary_text_never_crashes(text):
     try:
         robot_from_yaml(text, 'robots/text.yaml')
-    except RobotConfigError as err:
+    except ConfigError as err:
         assert str(err).startswith('robots/text.yaml')

@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from snake_control.session import read_session
+from snake_control.app.session import read_session
 
 
 @pytest.mark.ros
@@ -16,7 +16,7 @@ def test_record_read_and_plot(tmp_path):
 
     from rosutil import RosHarness, wait_until
     from snake_control.nodes.recorder import Recorder
-    from snake_control.session import plot_session
+    from snake_control.app.session import plot_session
 
     out = tmp_path / 's.mcap'
     h = RosHarness(args=['--ros-args', '-r', '__ns:=/snake'])

@@ -4,7 +4,8 @@ import math
 import pytest
 import yaml
 
-from snake_control.teleop import TeleopConfigError, TeleopMapper, load_teleop_config, teleop_names
+from snake_control.paths import ConfigError, resolve_teleop, teleop_names
+from snake_control.teleop.mapping import TeleopMapper, load_teleop_config
 
 XBOX_AXES, XBOX_BUTTONS = 8, 11
 
@@ -108,7 +109,6 @@ def test_joystick_timeout(mapper):
 
 
 def _xbox_doc():
-    from snake_control.teleop import resolve_teleop
     return yaml.safe_load(resolve_teleop('xbox').read_text())
 
 
@@ -128,7 +128,7 @@ def test_bad_yaml_names_file_and_key(tmp_path, edit, key):
     edit(doc)
     path = tmp_path / 'bad_pad.yaml'
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(TeleopConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         load_teleop_config(path)
     assert str(path) in str(err.value) and key in str(err.value)
 
@@ -136,7 +136,7 @@ def test_bad_yaml_names_file_and_key(tmp_path, edit, key):
 def test_unparsable_yaml(tmp_path):
     path = tmp_path / 'broken.yaml'
     path.write_text('deadman: {button: 4\n')
-    with pytest.raises(TeleopConfigError, match='broken.yaml'):
+    with pytest.raises(ConfigError, match='broken.yaml'):
         load_teleop_config(path)
 
 
@@ -203,7 +203,7 @@ def test_teleop_node_bad_map_fails_with_file_and_key(tmp_path):
     ctx = Context()
     rclpy.init(context=ctx)
     try:
-        with pytest.raises(TeleopConfigError, match=r'pad\.yaml: axes\.forward\.axis'):
+        with pytest.raises(ConfigError, match=r'pad\.yaml: axes\.forward\.axis'):
             TeleopNode(context=ctx, parameter_overrides=[Parameter('teleop', value=str(path))])
     finally:
         ctx.try_shutdown()

@@ -4,7 +4,8 @@ import pytest
 import yaml
 
 from snake_control.paths import share_dir
-from snake_control.teleop_script import ScriptClock, ScriptError, load_script
+from snake_control.paths import ConfigError
+from snake_control.teleop.script import ScriptClock, load_script
 
 SCRIPTS = sorted((share_dir() / 'config' / 'scripts').glob('*.yaml'))
 
@@ -43,20 +44,20 @@ def test_events_hold_tap_and_silence(tmp_path):
 def test_bad_scripts_name_file_and_key(tmp_path, doc, key):
     path = tmp_path / 'bad_script.yaml'
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(ScriptError) as err:
+    with pytest.raises(ConfigError) as err:
         load_script(path)
     assert 'bad_script.yaml' in str(err.value) and key in str(err.value)
 
 
 def test_playstation_names():
-    from snake_control.teleop import load_teleop_config
+    from snake_control.teleop.mapping import load_teleop_config
     pad = load_teleop_config('playstation')
     assert pad.button_names['L1'] == pad.deadman.button
     assert pad.n_buttons == 13
 
 
 def test_msgdef_nests_dependencies_once():
-    from snake_control.nodes.recorder import msgdef
+    from snake_control.mcap_io import msgdef
     text = msgdef('diagnostic_msgs/msg/DiagnosticArray')
     assert text.count('MSG: std_msgs/Header') == 1
     assert text.count('MSG: builtin_interfaces/Time') == 1

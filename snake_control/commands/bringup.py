@@ -39,9 +39,9 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from snake_control.bringup import run_bringup
-    from snake_control.cli import CommandError
-    from snake_control.graph import GraphArgs
+    from snake_control.app.bringup import run_bringup
+    from snake_control.commands import CommandError
+    from snake_control.app.graph import GraphArgs
 
     if args.physics and args.bus != 'sim':
         raise CommandError('--physics needs --bus sim')

@@ -1,6 +1,6 @@
 """snake connection-plot: seed 000's connection vector fields of the three-link kinematic snake."""
 HELP = "draw the three-link snake's local connection as vector fields with a gait's path (seed 000)"
-DESCRIPTION = '''Draw the local connection of the three-link passive-wheel snake (MATH.md section 2) as three
+DESCRIPTION = '''Draw the local connection of the three-link passive-wheel snake (docs/estimation.md) as three
 vector fields over the shape space (alpha1, alpha2), one per body-velocity component xi_x, xi_y, xi_theta:
 the arrow at a shape is the row of -A(alpha), so xi = arrow . alpha_dot. A gait's closed path is drawn
 on each field (default seed 000's lateral undulation alpha1 = 40 deg sin t, alpha2 = 40 deg sin(t + 25 deg)),
@@ -42,7 +42,7 @@ def gait_cycle_motion(amp1, amp2, phase, length_m, steps=2000):
     import numpy as np
 
     from snake_control.estimation.connection import planar_connection
-    from snake_control.lie import se2_compose, se2_exp
+    from snake_control.kinematics.lie import se2_compose, se2_exp
 
     t = np.linspace(0.0, 2.0 * np.pi, steps + 1)
     alpha = np.stack([amp1 * np.sin(t), amp2 * np.sin(t + phase)], axis=1)
@@ -76,7 +76,7 @@ def run(args) -> int:
     span = np.radians(args.range_deg)
     axis = np.linspace(-span, span, args.grid) + span / (2 * args.grid)
     a1, a2 = np.meshgrid(axis, axis, indexing='xy')
-    # The closed form of seed 000 (MATH.md section 2); points on the singular set alpha1 = alpha2 are left
+    # The closed form of seed 000 (docs/estimation.md); points on the singular set alpha1 = alpha2 are left
     # out (the grid is offset by half a cell so that no point lands exactly on it).
     field = np.full((3, args.grid, args.grid, 2), np.nan)
     with np.errstate(divide='ignore', invalid='ignore'):

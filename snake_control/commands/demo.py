@@ -59,7 +59,7 @@ def draw_models(out_dir):
 
 
 def run(args) -> int:
-    from snake_control.demo import run_demo
+    from snake_control.app.demo import run_demo
     from snake_control.paths import share_dir
 
     docs = None
@@ -69,4 +69,9 @@ def run(args) -> int:
             docs = root / 'docs'
     summaries = run_demo(args.out, quick=args.quick, docs_dir=docs)
     print(f'wrote {draw_models(args.out)}')
+    missed = [s.robot for s in summaries if s.missed_rate()]
+    if missed:
+        print(f'snake demo: error: the controller missed its control rate ({", ".join(missed)}); see the WARN '
+              f'lines above', flush=True)
+        return 1
     return 0 if summaries else 1

@@ -64,7 +64,7 @@ def add_arguments(parser):
 
 def parse_ids(text: str, bus=None) -> list[int]:
     """'3', '1,2,5-8' or 'all' (broadcast ping on ``bus``) -> sorted IDs; ValueError naming the text."""
-    from snake_control.cli import CommandError
+    from snake_control.commands import CommandError
     if text == 'all':
         if bus is None:
             raise CommandError('"all" needs a bus')
@@ -120,7 +120,7 @@ def _write_then_verify(fn, *args):
 
 
 def _open(args, baud=None):
-    from snake_control.cli import CommandError
+    from snake_control.commands import CommandError
     from snake_control.dynamixel.bus import PortGone, ServoBus
     bus = ServoBus(args.port, baud or args.baud, args.timeout_ms)
     try:
@@ -155,7 +155,7 @@ def _fmt(reg, value):
 
 
 def run(args) -> int:
-    from snake_control.cli import CommandError
+    from snake_control.commands import CommandError
     from snake_control.dynamixel.bus import DxlError, PortGone, ServoError, SUPPORTED_BAUDS
     from snake_control.dynamixel.models import CONTROL_TABLE, REGISTER_BY_BAUD, register
 

@@ -39,7 +39,7 @@ def add_arguments(parser):
 
 
 def _parse_sets(items):
-    from snake_control.cli import CommandError
+    from snake_control.commands import CommandError
     out = {}
     for item in items:
         name, sep, value = item.partition('=')
@@ -143,7 +143,7 @@ def plot(path, robot, name, params, t, q, phases, instants=4) -> None:
 def run(args) -> int:
     import numpy as np
 
-    from snake_control.cli import CommandError
+    from snake_control.commands import CommandError
     from snake_control.gaits import catalog
     from snake_control.gaits.report import gait_fit_error, run_gait
     from snake_control.robot import load_robot

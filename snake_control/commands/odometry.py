@@ -84,7 +84,7 @@ def _plot(path, robot, times, poses, slips, singular):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from snake_control.lie import matrix_from_quaternion
+    from snake_control.kinematics.lie import matrix_from_quaternion
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={'width_ratios': [1.3, 1]})
     ax.plot(poses[:, 0], poses[:, 1], '-', color='tab:blue', lw=1.5, label='estimated path')

@@ -35,8 +35,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from snake_control.cli import CommandError
-    from snake_control.physics import validation as V
+    from snake_control.commands import CommandError
+    from snake_control.validation import runs as V
 
     cases = [c for c in V.CASES if (not args.robot or c.robot in args.robot)
              and (not args.gait or c.gait in args.gait)]

@@ -58,6 +58,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from snake_control.kinematics.lie import hat_batch
+
 BASES = ('fixed', 'free')
 
 
@@ -125,16 +127,6 @@ def chain_model_from_robot(robot) -> ChainModel:
 
 # --- small batched SO(3) helpers ----------------------------------------------------------------
 
-_GENERATORS = np.array([[[0, 0, 0], [0, 0, -1], [0, 1, 0]],
-                        [[0, 0, 1], [0, 0, 0], [-1, 0, 0]],
-                        [[0, -1, 0], [1, 0, 0], [0, 0, 0]]], dtype=float).reshape(3, 9)
-
-
-def _hat(v: np.ndarray) -> np.ndarray:
-    """(..., 3) -> (..., 3, 3) skew matrices, hat(v) u = v x u (seed 001's double arrow)."""
-    return (v @ _GENERATORS).reshape(v.shape[:-1] + (3, 3))
-
-
 def _cross(a, b):
     """Cross product over the last axis (np.cross's axis handling costs more than the arithmetic)."""
     a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
@@ -144,7 +136,7 @@ def _cross(a, b):
 
 def _rot(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
     """Rodrigues for a unit axis (3,) and angles (S,) -> (S, 3, 3)."""
-    k = _hat(axis)
+    k = hat_batch(axis)
     s, c = np.sin(angle)[:, None, None], np.cos(angle)[:, None, None]
     return np.eye(3) + s * k + (1.0 - c) * (k @ k)
 
@@ -239,10 +231,10 @@ def chain_state(model: ChainModel, q_rad, nu=None, *, base: str = 'fixed',
         omega[:, 0] = v[:, 3:6]
     for j in range(n):
         a = model.axes[j]
-        hat_a = _hat(a)
+        hat_a = hat_batch(a)
         d_j = np.array([0.5 * model.lengths_m[j], 0.0, 0.0])
         d_c = np.array([0.5 * model.lengths_m[j + 1], 0.0, 0.0])
-        hat_dc = _hat(d_c)
+        hat_dc = hat_batch(d_c)
         sin, cos = np.sin(q[:, j])[:, None, None], np.cos(q[:, j])[:, None, None]
         r_rel = np.eye(3) + sin * hat_a + (1.0 - cos) * (hat_a @ hat_a)   # R_{j+1/j}
         r_rel_t = np.swapaxes(r_rel, 1, 2)
@@ -250,7 +242,7 @@ def chain_state(model: ChainModel, q_rad, nu=None, *, base: str = 'fixed',
         r_next = r_k @ r_rel
         rot[:, j + 1] = r_next
         # Kinematic transfer variable T = hat(R_{j+1/j} d_C + d_J)^T (eq. 51); hat(R d) = R hat(d) R^T.
-        t_var = -(r_rel @ hat_dc @ r_rel_t + _hat(d_j))
+        t_var = -(r_rel @ hat_dc @ r_rel_t + hat_batch(d_j))
         col = off + j
         # Rotational rows (eq. 90) and translational rows (eq. 89, corrected, see module docstring).
         bw[:, j + 1] = r_rel_t @ bw[:, j]
@@ -267,11 +259,11 @@ def chain_state(model: ChainModel, q_rad, nu=None, *, base: str = 'fixed',
         # Rdot_{j+1/j} = R_{j+1/j} hat(a) qdot;  Rdot_k = R_k hat(w_k).
         r_rel_t_dot = -qd * (hat_a @ r_rel_t)
         bwd[:, j + 1] = r_rel_t_dot @ bw[:, j] + r_rel_t @ bwd[:, j]
-        r_k_dot = r_k @ _hat(omega[:, j])
+        r_k_dot = r_k @ hat_batch(omega[:, j])
         r_rel_dot = qd * (r_rel @ hat_a)
         t_dot = -(r_rel_dot @ hat_dc @ r_rel_t + r_rel @ hat_dc @ r_rel_t_dot)   # Tdot = -hat(Rdot d_C)
         bxd[:, j + 1] = bxd[:, j] + (r_k_dot @ t_var + r_k @ t_dot) @ bw[:, j] + rt @ bwd[:, j]
-        bxd[:, j + 1, :, col] += (r_next @ _hat(omega[:, j + 1])) @ new_dir
+        bxd[:, j + 1, :, col] += (r_next @ hat_batch(omega[:, j + 1])) @ new_dir
     return ChainState(rot=rot, bx=bx, bw=bw, bx_dot=bxd, bw_dot=bwd, omega=omega)
 
 
@@ -287,7 +279,7 @@ def chain_state_unrolled(model: ChainModel, q_rad, nu=None, *, base: str = 'fixe
     (RK4, one sample at a time) needs. test_dynamics_moving_frame checks it against chain_state.
     """
     n, m, q, s, has_vel, v, r0, off = _state_inputs(model, q_rad, nu, base, base_rot)
-    k_hat = _hat(model.axes)                                             # (n, 3, 3)
+    k_hat = hat_batch(model.axes)                                             # (n, 3, 3)
     sin, cos = np.sin(q)[..., None, None], np.cos(q)[..., None, None]
     r_rel = np.eye(3) + sin * k_hat + (1.0 - cos) * (k_hat @ k_hat)      # (S, n, 3, 3)
     rot = np.empty((s, n + 1, 3, 3))
@@ -309,7 +301,7 @@ def chain_state_unrolled(model: ChainModel, q_rad, nu=None, *, base: str = 'fixe
     bw[..., off:] = rot_t @ np.swapaxes(aw, -1, -2)[:, None] * below[None, :, None, :]
     if base == 'free':
         bx[..., 0:3] = np.eye(3)
-        bx[..., 3:6] = -_hat(x - x[:, :1]) @ r0[:, None]
+        bx[..., 3:6] = -hat_batch(x - x[:, :1]) @ r0[:, None]
         bw[..., 3:6] = rot_t @ r0[:, None]
     bxd = np.zeros_like(bx)
     bwd = np.zeros_like(bw)
@@ -329,9 +321,9 @@ def chain_state_unrolled(model: ChainModel, q_rad, nu=None, *, base: str = 'fixe
         bwd[..., off:] = np.swapaxes(np.einsum('skba,skjb->skja', rot, _cross(dw, aw[:, None]))
                                      * below[None, :, :, None], -1, -2)
         if base == 'free':
-            w0_hat = _hat(w0)
-            bxd[..., 3:6] = -(_hat(vel - vel[:, :1]) + _hat(x - x[:, :1]) @ w0_hat[:, None]) @ r0[:, None]
-            bwd[..., 3:6] = rot_t @ _hat(w0[:, None] - ww) @ r0[:, None]
+            w0_hat = hat_batch(w0)
+            bxd[..., 3:6] = -(hat_batch(vel - vel[:, :1]) + hat_batch(x - x[:, :1]) @ w0_hat[:, None]) @ r0[:, None]
+            bwd[..., 3:6] = rot_t @ hat_batch(w0[:, None] - ww) @ r0[:, None]
     return ChainState(rot=rot, bx=bx, bw=bw, bx_dot=bxd, bw_dot=bwd, omega=omega)
 
 
@@ -366,7 +358,7 @@ def coriolis_matrix(model: ChainModel, state: ChainState) -> np.ndarray:
     """(S, m, m) N* = B^T (M Bdot + D M B) (eq. 86b), D = diag(0, hat(w_k))."""
     mbx_dot = _flat(model.masses_kg[None, :, None, None] * state.bx_dot)
     jw_dot = model.inertias_kg_m2[None] @ state.bw_dot
-    gyro = _hat(state.omega) @ (model.inertias_kg_m2[None] @ state.bw)
+    gyro = hat_batch(state.omega) @ (model.inertias_kg_m2[None] @ state.bw)
     return _tr(_flat(state.bx)) @ mbx_dot + _tr(_flat(state.bw)) @ _flat(jw_dot + gyro)
 
 

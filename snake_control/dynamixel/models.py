@@ -1,6 +1,6 @@
 """Dynamixel X-series servo models as pure data.
 
-Model numbers are from ROBOTIS's control tables; stall torques, stall currents and no-load speeds are
+Model numbers are from ROBOTIS's control tables (see docs/dynamixel.md); stall torques, stall currents and no-load speeds are
 the e-Manual's specification figures at the rated voltage named beside them. The torque constant
 (N·m per A of motor current) is derived from them as stall torque / stall current: the e-Manual gives
 no torque constant of its own, and near stall the torque-current line of its performance graphs runs

@@ -4,7 +4,7 @@ Shared by the servo emulator (which must speak the wire format byte for byte) an
 check the emulator against the e-Manual's vectors. The driver itself sends through ROBOTIS's
 dynamixel_sdk; nothing here talks to a port.
 
-Packet layout (see shared DYNAMIXEL.md):
+Packet layout (see docs/dynamixel.md):
 
     instruction: FF FF FD 00 | ID | LEN_L LEN_H | INST | params... | CRC_L CRC_H   LEN = params + 3
     status:      FF FF FD 00 | ID | LEN_L LEN_H | 55 | ERR | params... | CRC_L CRC_H   LEN = params + 4

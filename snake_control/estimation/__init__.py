@@ -13,8 +13,8 @@ from snake_control.estimation.connection import (planar_connection, planar_const
                                                  three_link_connection)
 from snake_control.estimation.contact import ContactSelector, chain_poses, contact_step, virtual_chassis
 from snake_control.estimation.estimator import (Estimator, EstimatorState, body_pose_from_links,
-                                                reorder_joints, run_offline)
+                                                run_offline)
 
 __all__ = ['Estimator', 'EstimatorState', 'ContactSelector', 'body_pose_from_links', 'chain_poses',
-           'contact_step', 'planar_connection', 'planar_constraints', 'planar_frame_change', 'reorder_joints',
+           'contact_step', 'planar_connection', 'planar_constraints', 'planar_frame_change',
            'run_offline', 'three_link_connection', 'virtual_chassis']

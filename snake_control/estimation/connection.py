@@ -1,4 +1,4 @@
-"""The local connection of planar passive-wheel snakes (MATH.md section 2, seeds 000 and 002).
+"""The local connection of planar passive-wheel snakes (docs/estimation.md, seeds 000 and 002).
 
 A planar snake of N links (N - 1 yaw joints, shape r = joint angles alpha) carries a wheel pair at each
 link centre whose axle is perpendicular to the link. No lateral slip at wheel i means the velocity of
@@ -33,7 +33,7 @@ two middle links), 'head' (link N - 1), 'tail' (link 0), an integer link index, 
 planar virtual chassis: origin at the centroid of the link centres, x along their principal axis,
 pointing toward the head).
 
-Example (MATH.md regression values, L = 1, alpha = (0.3, -0.5)):
+Example (docs/estimation.md regression values, L = 1, alpha = (0.3, -0.5)):
     >>> a = three_link_connection(np.array([0.3, -0.5]), 1.0)
     >>> -a @ np.array([1.0, 0.0])
     array([-0.62908941,  0.        ,  0.3212658 ])
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_control.lie import se2_adjoint, se2_inverse
+from snake_control.kinematics.lie import se2_adjoint, se2_inverse
 
 # Below this normalised singular value of W^1/2 C_xi S a direction counts as weak (near-singular).
 DEFAULT_SINGULAR_THRESHOLD = 0.02

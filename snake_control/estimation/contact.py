@@ -1,4 +1,4 @@
-"""3D body motion of pitch-yaw snakes from their ground contacts (MATH.md section 4), pure numpy.
+"""3D body motion of pitch-yaw snakes from their ground contacts (docs/estimation.md), pure numpy.
 
 Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
 
@@ -24,7 +24,7 @@ Pipeline for one step from shape r0 to shape r1 (joint angles, rad):
    own axes. Stacked contacts are solved by (regularised, weighted) least squares; the residual is each
    contact's slip.
 
-All positions in m, rotations as 3x3 matrices, twists (v, w) linear first as in snake_control.lie.
+All positions in m, rotations as 3x3 matrices, twists (v, w) linear first as in snake_control.kinematics.lie.
 """
 from __future__ import annotations
 
@@ -35,13 +35,9 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, regularised_normal_solve,
                                                  symmetric_eigh)
-from snake_control.lie import so3_log
+from snake_control.kinematics.lie import hat3, so3_log
 
 _EYE3 = np.eye(3)
-
-
-def _hat(w):
-    return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
 
 
 _X, _Y, _Z = np.eye(3)
@@ -363,12 +359,12 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         for i in np.flatnonzero(ang > 3.0):     # near pi the skew part loses the axis: use the robust log
             dtheta[i] = so3_log(rel[i])
     # The contact point lies one radius below the module centre: c = q + rho d with d pointing down.
-    # (MATH.md section 4 writes c = q - rho d; with d the *down* vector that point would be on top of the
+    # (docs/estimation.md writes c = q - rho d; with d the *down* vector that point would be on top of the
     # module and rolling would move the wrong way: a cylinder spinning by +w about x rolls toward -y.)
     c = qm + radius_m * down
     # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
     # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d); row-wise a x d = a hat(d).
-    b = dtheta @ (-radius_m * _hat(down)) - dq
+    b = dtheta @ (-radius_m * hat3(down)) - dq
     gamma = 1.0 - axial_weight
     if gamma > 0.0 or half_length_m > 0.0:
         axis = r0[:, :, 0] + r1[:, :, 0]                      # module axes at mid-step
@@ -386,7 +382,7 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     cw = c if weights is None else c * w[:, None]
     normal = np.zeros((6, 6))
     normal[_DIAG3] = w.sum()
-    hc = _hat(cw.sum(axis=0))
+    hc = hat3(cw.sum(axis=0))
     normal[:3, 3:] = -hc
     normal[3:, :3] = hc
     cc = cw.T @ c
@@ -437,7 +433,7 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         disp = reg.solve(atb, hold)
         needed = 6
     # Slip as weighted for the fit: axial slip counts only as much as axial_weight allows.
-    err = c @ _hat(disp[3:]).T + (disp[:3] - b)
+    err = c @ hat3(disp[3:]).T + (disp[:3] - b)
     if gamma > 0.0:
         err = err - (1.0 - np.sqrt(axial_weight)) * np.einsum('ka,ka->k', axis, err)[:, None] * axis
     if weights is not None:

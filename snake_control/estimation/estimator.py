@@ -3,11 +3,11 @@
 One stateful class serves the ROS node (snake_control/nodes/estimator_node.py) and offline runs
 (`snake odometry`, validation against MuJoCo). It picks its model from the robot's kind:
 
-- planar (passive wheels, MATH.md section 2): the weighted least-squares local connection
+- planar (passive wheels, docs/estimation.md): the weighted least-squares local connection
   xi = -A(r) r_dot of ``snake_control.estimation.connection``, evaluated at the mid-point shape of each
   step, integrated on SE(2) with the exponential map: g_{k+1} = g_k exp(-A(r_{k+1/2}) (r_{k+1} - r_k)).
   The pose lies in the plane z = 0.
-- pitch_yaw (MATH.md section 4): the virtual chassis and the no-slip ground contacts of
+- pitch_yaw (docs/estimation.md): the virtual chassis and the no-slip ground contacts of
   ``snake_control.estimation.contact``, integrated on SE(3) the same way; gravity from the integrated
   orientation, or from an IMU orientation when one is given; a gyro rate fixes the rotation.
 
@@ -55,7 +55,7 @@ singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, g
 
 ``estimator.update(t_s, positions_rad, velocities_rad_s=None, imu_orientation_xyzw=None,
 imu_rate_rad_s=None) -> EstimatorState`` takes joint angles in the robot's joint order (use
-``reorder_joints`` for a JointState's order) at time t_s (s, strictly increasing; repeated or older
+``snake_control.robot.reorder_joints`` for a JointState's order) at time t_s (s, strictly increasing; repeated or older
 stamps are ignored and counted in ``estimator.skipped``). The first call only initialises.
 
 Read-outs (also in the returned EstimatorState): ``pose`` (4x4, body frame in odom), ``pose_xyz_quat``
@@ -89,9 +89,10 @@ from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _co
                                                  planar_frame_offset)
 from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, contact_step,
                                               resting_down, support_plane, virtual_chassis)
-from snake_control.lie import (matrix_from_quaternion, orthonormalize, quaternion_from_matrix, se2_adjoint,
-                               se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse, se3_log,
-                               se3_matrix, so3_exp, so3_log, wrap_angle)
+from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
+                                          se2_adjoint, se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse,
+                                          se3_exp_fast, se3_log, se3_matrix, so3_exp, so3_log,
+                                          wrap_angle)
 
 _UP = np.array([0.0, 0.0, 1.0])
 
@@ -133,17 +134,6 @@ class EstimatorState:
     @property
     def pose_se2(self) -> np.ndarray:
         return np.array([self.pose[0, 3], self.pose[1, 3], np.arctan2(self.pose[1, 0], self.pose[0, 0])])
-
-
-def reorder_joints(names, values, joint_names) -> np.ndarray:
-    """Values of a message (names, values) in the robot's joint order; ValueError names missing joints."""
-    if len(names) != len(values):
-        raise ValueError(f'joint names ({len(names)}) and values ({len(values)}) differ in length')
-    index = {n: i for i, n in enumerate(names)}
-    missing = [n for n in joint_names if n not in index]
-    if missing:
-        raise ValueError(f'joint_states lacks joints {missing}')
-    return np.array([values[index[n]] for n in joint_names], dtype=float)
 
 
 def _pose_matrix(pose) -> np.ndarray:
@@ -482,7 +472,7 @@ class Estimator:
                             self.singular_threshold, self._held_twist(q - self._q, dt) * dt,
                             self.half_length, tilt)
         self._xi_last = step.displacement / dt
-        exp_step = _se3_exp(step.displacement)
+        exp_step = se3_exp_fast(step.displacement)
         gc = self._gc @ exp_step
         if r_imu is not None:
             gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
@@ -619,38 +609,13 @@ def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
     return out
 
 
-_EYE4 = np.eye(4)
-
-
-def _hat3(w):
-    return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
-
-
-def _se3_exp(twist) -> np.ndarray:
-    """se3_exp of snake_control.lie with fewer numpy calls (it runs on every message)."""
-    w = twist[3:]
-    th2 = float(w @ w)
-    if th2 < 1e-8:
-        a, b, c = 1.0 - th2 / 6.0, 0.5 - th2 / 24.0, 1.0 / 6.0 - th2 / 120.0
-    else:
-        th = math.sqrt(th2)
-        sin_th = math.sin(th)
-        a, b, c = sin_th / th, (1.0 - math.cos(th)) / th2, (th - sin_th) / (th2 * th)
-    k = _hat3(w)
-    k2 = k @ k
-    g = _EYE4.copy()
-    g[:3, :3] += a * k + b * k2
-    g[:3, 3] = twist[:3] + (b * k + c * k2) @ twist[:3]
-    return g
-
-
 def _adjoint_of_inverse(g) -> np.ndarray:
     """Ad_{g^-1} = [[R^T, -R^T hat(p)], [0, R^T]] for twists (v, w)."""
     rt = g[:3, :3].T
     ad = np.zeros((6, 6))
     ad[:3, :3] = rt
     ad[3:, 3:] = rt
-    ad[:3, 3:] = -rt @ _hat3(g[:3, 3])
+    ad[:3, 3:] = -rt @ hat3(g[:3, 3])
     return ad
 
 
@@ -752,3 +717,25 @@ def root_link_pose(robot, body_pose, positions_rad, body_frame=None, previous=No
     inverse[:3, :3] = body_in_root[:3, :3].T
     inverse[:3, 3] = -body_in_root[:3, :3].T @ body_in_root[:3, 3]
     return np.asarray(body_pose, dtype=float) @ inverse, body_in_root
+
+
+class BodyFrameTracker:
+    """Ground-truth pose of the estimator's body frame, one sample of link poses at a time.
+
+    body_frame: None (the estimator's default: 'middle' for planar robots, 'chassis' for pitch-yaw),
+    'middle', 'head', 'tail', 'chassis' or a link index. The pose comes from the estimator's own
+    ``body_pose_from_links`` (so both sides define the frame the same way), fed the previous result to
+    keep the virtual chassis axes continuous. Call reset() to start a new run.
+    """
+
+    def __init__(self, robot: Robot, body_frame=None):
+        self.robot, self.body_frame = robot, body_frame
+        self.reset()
+
+    def reset(self) -> None:
+        self._previous = None
+
+    def __call__(self, link_poses: np.ndarray) -> np.ndarray:
+        """(4, 4) world pose of the body frame from (n_links, 4, 4) world link poses."""
+        self._previous = body_pose_from_links(self.robot, link_poses, self.body_frame, self._previous)
+        return self._previous.copy()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from snake_control.lie import wrap_angle
+from snake_control.kinematics.lie import wrap_angle
 
 
 def _planar(track, name) -> np.ndarray:

@@ -1,11 +1,11 @@
 """Joint trajectories and pose tracks on disk: CSV and .mcap (no ROS installation needed).
 
-Formats (ARCHITECTURE.md):
+Formats (docs/architecture.md):
 - joint-trajectory CSV: header ``t,<joint name>,...``, time in s, angles in rad; columns in any order,
   every joint of the robot present (extra columns are ignored).
 - pose CSV: header ``t,x,y,z,qx,qy,qz,qw`` (m, unit quaternion of the body frame in odom).
 - .mcap with the ros2 profile: sensor_msgs/msg/JointState on a topic named ``joint_states`` (any
-  namespace), read with the ``mcap`` and ``mcap-ros2-support`` packages.
+  namespace), read by snake_control.mcap_io.
 """
 from __future__ import annotations
 
@@ -15,22 +15,6 @@ from pathlib import Path
 import numpy as np
 
 POSE_COLUMNS = ('t', 'x', 'y', 'z', 'qx', 'qy', 'qz', 'qw')
-JOINT_STATE_TYPE = 'sensor_msgs/msg/JointState'
-# Full ros2msg definition (with dependencies) of sensor_msgs/msg/JointState, for writing .mcap files.
-JOINT_STATE_MSGDEF = """std_msgs/Header header
-string[] name
-float64[] position
-float64[] velocity
-float64[] effort
-================================================================================
-MSG: std_msgs/Header
-builtin_interfaces/Time stamp
-string frame_id
-================================================================================
-MSG: builtin_interfaces/Time
-int32 sec
-uint32 nanosec
-"""
 
 
 class JointTrajectory:
@@ -102,74 +86,11 @@ def write_joint_csv(path, joint_names, t_s, positions_rad):
 
 
 def read_joint_mcap(path, joint_names, topic: str | None = None) -> JointTrajectory:
-    """Read sensor_msgs/JointState messages from an .mcap file in the robot's joint order.
+    """Read sensor_msgs/JointState messages from an .mcap file in the robot's joint order
+    (snake_control.mcap_io.read_joint_states)."""
+    from snake_control.mcap_io import read_joint_states
 
-    topic: the exact topic; default: the one topic whose name ends in 'joint_states'. Stamps come
-    from the message header (the log time when the header is zero).
-    """
-    from mcap.reader import make_reader
-    from mcap_ros2.decoder import DecoderFactory
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f'{path}: no such .mcap file')
-    with path.open('rb') as f:
-        reader = make_reader(f, decoder_factories=[DecoderFactory()])
-        summary = reader.get_summary()
-        channels = summary.channels.values() if summary is not None else []
-        schemas = summary.schemas if summary is not None else {}
-        candidates = [c.topic for c in channels if schemas.get(c.schema_id) is not None
-                      and schemas[c.schema_id].name == JOINT_STATE_TYPE]
-        if topic is None:
-            named = sorted({t for t in candidates if t.rstrip('/').split('/')[-1] == 'joint_states'})
-            if len(named) != 1:
-                raise ValueError(f'{path}: expected one sensor_msgs/JointState topic named joint_states, '
-                                 f'found {named or sorted(set(candidates))}; choose one with --topic')
-            topic = named[0]
-        elif topic not in candidates:
-            raise ValueError(f'{path}: no sensor_msgs/JointState topic {topic!r} '
-                             f'(have {sorted(set(candidates))})')
-        index = None
-        times, pos, vel = [], [], []
-        has_vel = True
-        for _, _, message, msg in reader.iter_decoded_messages(topics=[topic]):
-            names = list(msg.name)
-            if index is None or len(names) != len(index[1]) or names != index[1]:
-                lookup = {n: i for i, n in enumerate(names)}
-                missing = [n for n in joint_names if n not in lookup]
-                if missing:
-                    raise ValueError(f'{path}: {topic}: message lacks joints {missing}')
-                index = ([lookup[n] for n in joint_names], names)
-            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-            times.append(stamp if stamp > 0 else message.log_time * 1e-9)
-            position = np.asarray(msg.position, dtype=float)
-            pos.append(position[index[0]])
-            velocity = np.asarray(msg.velocity, dtype=float)
-            if velocity.shape == position.shape and has_vel:
-                vel.append(velocity[index[0]])
-            else:
-                has_vel = False
-    if len(times) < 2:
-        raise ValueError(f'{path}: {topic}: needs at least two joint_states messages, found {len(times)}')
-    return JointTrajectory(times, pos, vel if has_vel else None)
-
-
-def write_joint_mcap(path, joint_names, t_s, positions_rad, velocities_rad_s=None, topic='/joint_states'):
-    """Write sensor_msgs/JointState messages to an .mcap file (ros2 profile, cdr encoding)."""
-    from mcap_ros2.writer import Writer
-
-    with Path(path).open('wb') as f:
-        writer = Writer(f)
-        schema = writer.register_msgdef(JOINT_STATE_TYPE, JOINT_STATE_MSGDEF)
-        for k, (t, q) in enumerate(zip(t_s, positions_rad)):
-            sec = int(np.floor(t))
-            msg = {'header': {'stamp': {'sec': sec, 'nanosec': int(round((t - sec) * 1e9)) % 1_000_000_000},
-                              'frame_id': ''},
-                   'name': list(joint_names), 'position': [float(v) for v in q],
-                   'velocity': [] if velocities_rad_s is None else [float(v) for v in velocities_rad_s[k]],
-                   'effort': []}
-            writer.write_message(topic, schema, msg, log_time=int(t * 1e9), publish_time=int(t * 1e9))
-        writer.finish()
+    return JointTrajectory(*read_joint_states(path, joint_names, topic))
 
 
 def read_joint_trajectory(path, joint_names, topic: str | None = None) -> JointTrajectory:

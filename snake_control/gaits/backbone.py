@@ -1,4 +1,4 @@
-"""Backbone-curve fitting of pitch-yaw chains (Yamada-Hirose, seed 004 section 2; MATH.md section 3).
+"""Backbone-curve fitting of pitch-yaw chains (Yamada-Hirose, seed 004 section 2; docs/gaits.md).
 
 A chain that cannot twist about its own axis follows a rotation-minimising (Bishop) frame of its
 backbone curve c(s). With curvature kappa(s) (signed) and torsion tau(s):
@@ -18,16 +18,16 @@ pitch about link y, counter-clockwise positive). A link frame is (x, y, z) = (T,
 - the PITCH normal is M2 = link +z. A positive pitch rotation (about +y) tilts x toward -z, so
   theta_pitch = - int k2 = - int kappa sin psi over the joint's window.
 
-Disagreement with the seed and MATH.md: both write theta_pitch = + int kappa sin psi. With our FK that
+Disagreement with seed 004 (and the team's first notes): both write theta_pitch = + int kappa sin psi. With our FK that
 sign builds the MIRROR image of the curve (Frenet torsion -tau, e.g. a left-handed helix for tau > 0),
 which no rigid motion aligns with the curve; test_gait_backbone checks this against an independently
-written right-handed helix. All closed forms below carry the derived pitch sign (MATH.md's helix
+written right-handed helix. All closed forms below carry the derived pitch sign (the published helix
 theta_pitch = A sin(tau s + psi0) becomes -A sin(tau s + psi0); for tau = a kappa,
 theta_pitch = [cos psi(s+l) - cos psi(s-l)] / a).
 
 Joint windows: joint i sits at arc length s_i = s0 + i l and integrates its axis' Bishop curvature
 over the window from half-way to the previous joint with the same axis to half-way to the next one.
-For alternating pitch-yaw chains this is MATH.md's [s_i - l, s_i + l]; for an all-yaw chain it is
+For alternating pitch-yaw chains this is [s_i - l, s_i + l] (docs/gaits.md); for an all-yaw chain it is
 [s_i - l/2, s_i + l/2]. The staggered windows are a symmetric (Strang-like) splitting of the frame
 ODE, which is why the chain converges to the curve as O(l^2) (the end windows are made symmetric).
 
@@ -219,7 +219,7 @@ def serpenoid_joint_angles(curve: MCCCurve, axes, spacing_m: float, s0_m: float 
     """Closed form for tau = 0 (serpentine, rolling): psi = psi0 everywhere.
 
     int_lo^hi kappa = A1 (hi - lo) + B1 [cos(w lo + phi) - cos(w hi + phi)] / w, which for the window
-    [s - l, s + l] is MATH.md's 2 l A + (2 B / w) sin(w l) sin(w s + phi).
+    [s - l, s + l] is docs/gaits.md's 2 l A + (2 B / w) sin(w l) sin(w s + phi).
     theta_yaw = cos(psi0) int kappa, theta_pitch = -sin(psi0) int kappa.
     """
     if curve.A2 != 0.0 or curve.B2 != 0.0:
@@ -236,7 +236,7 @@ def helix_joint_angles(curve: MCCCurve, axes, spacing_m: float, s0_m: float = 0.
 
     psi = A2 s + psi0: theta_yaw = (A1/A2)[sin psi(hi) - sin psi(lo)],
     theta_pitch = (A1/A2)[cos psi(hi) - cos psi(lo)]. For the window [s - l, s + l] these are
-    A cos(A2 s + psi0) and -A sin(A2 s + psi0), A = 2 A1 sin(A2 l) / A2 (MATH.md with the pitch sign
+    A cos(A2 s + psi0) and -A sin(A2 s + psi0), A = 2 A1 sin(A2 l) / A2 (docs/gaits.md, with the pitch sign
     derived in the module docstring).
     """
     if curve.B1 != 0.0 or curve.B2 != 0.0 or abs(curve.A2) < _TINY:

@@ -7,10 +7,10 @@ A gait is a shape q(phase) (n,) rad that repeats (or, for AEH-sidewinding, rolls
   tau = A2 + B2 sin(w2 s + phi2), fitted with snake_control.gaits.backbone. Motion moves the shape
   along the body the way the paper drives each gait: phi1 (serpentine), psi0 (rolling, helix
   rolling), s0 (S-crawler, AEH-sidewinding).
-- 'serpenoid': joint-space compound serpenoid (MATH.md section 3), with pitch and yaw parameters taken
+- 'serpenoid': joint-space compound serpenoid (docs/gaits.md), with pitch and yaw parameters taken
   from each joint's axis in the robot YAML (never from even/odd index):
   q_i = beta_axis + A_axis g_axis(x_i) sin(w_s i + phase + delta_axis), delta_pitch = 0,
-  delta_yaw = delta, x_i = i / (n - 1) from tail to head. MATH.md writes sin(w_S n - w_T t) with n
+  delta_yaw = delta, x_i = i / (n - 1) from tail to head. The CMU form is sin(w_S n - w_T t) with n
   counted from the head (CMU); our joints count from the tail, so a positive phase rate sends the
   wave from head to tail (forward motion).
 - 'wheeled': the yaw-only passive-wheel member q_i = A sin(phase + i delta) + turn_offset (seed 000).
@@ -180,7 +180,7 @@ AEH_SIDEWINDING = GaitSpec(
     'seed 004 4: kappa = (2 pi / Ls)(1 + eta sin(4 pi s / Ls + phi1)) / sqrt(1 + a^2), tau = a kappa '
     '(one full turn of the projected ellipse per Ls); moves by sliding the body along the curve (s0)')
 
-# --- joint-space compound serpenoid gaits (MATH.md 3) --------------------------------------------
+# --- joint-space compound serpenoid gaits (docs/gaits.md) --------------------------------------------
 
 
 def _serp_params(a_yaw, a_pitch, w_s, delta, taper=0.0, stride=None, stride_unit='m'):

@@ -45,6 +45,7 @@ How it stays smooth:
   Non-finite values never reach the output (the last finite reference is held).
 
 Example:
+    >>> from snake_control.robot import load_robot
     >>> s = GaitScheduler(load_robot('pitch_yaw_32'), 'serpentine')
     >>> s.set_command(0.05, 0.0, 0.0)
     >>> tick = s.step(0.01)          # tick.positions_rad has 32 joint goals

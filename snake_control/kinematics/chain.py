@@ -4,7 +4,7 @@ A chain has n joints and n + 1 links numbered 0..n from tail to head. Link k has
 sits between link j and link j + 1, at the head end of link j. Each link frame sits at the link's
 centre with x along the link toward the head. Joint j turns link j + 1 relative to link j about its
 axis (a unit vector in link j's frame: z for yaw, y for pitch) by alpha_j, counter-clockwise positive
-(MATH.md: alpha_i = theta_{i+1} - theta_i for a planar chain).
+(docs/kinematics.md: alpha_i = theta_{i+1} - theta_i for a planar chain).
 
 Everything is expressed in the frame of link 0 (the tail) unless re-expressed with ``relative_to`` /
 ``planar_relative_to``.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from snake_control.lie import so3_exp
+from snake_control.kinematics.lie import so3_exp
 
 
 def _lengths(link_lengths_m, n_links: int) -> np.ndarray:

@@ -12,7 +12,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from snake_control.nodes.qos import ESTOP_QOS, STATE_QOS
+from snake_control.nodes.qos import DESCRIPTION_QOS, STATE_QOS
 
 
 class BringupNode(Node):
@@ -23,7 +23,7 @@ class BringupNode(Node):
         self.odom_xy_yaw = None
         self.gait = {}
         self.joint_states = 0
-        self.description_pub = self.create_publisher(String, 'robot_description', ESTOP_QOS)
+        self.description_pub = self.create_publisher(String, 'robot_description', DESCRIPTION_QOS)
         try:
             from snake_control.description import urdf_xml
             self.description_pub.publish(String(data=urdf_xml(robot)))

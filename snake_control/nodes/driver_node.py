@@ -1,10 +1,10 @@
 """driver_node: the Dynamixel bus as a ROS 2 node (a thin shell around snake_control.dynamixel.driver).
 
 Subscribes joint_commands (sensor_msgs/JointState, positions by joint name) and estop (std_msgs/Bool,
-transient local); publishes joint_states (position rad, velocity rad/s, effort = joint torque N·m: motor
-current times the servo model's torque constant; last good values for stale servos) and /diagnostics
-(bus: mode, reasons, cycle rate, jitter, read failures, fast/slow read mode; per servo: hardware error
-bits decoded, motor current A, temperature, voltage, stale count).
+from any publisher whatever its QoS); publishes joint_states (position rad, velocity rad/s, effort =
+joint torque N·m: motor current times the servo model's torque constant; last good values for stale
+servos) and /diagnostics (bus: mode, reasons, cycle rate, jitter, read failures, fast/slow read mode;
+per servo: hardware error bits decoded, motor current A, temperature, voltage, stale count).
 The bus loop runs in the driver's own thread and publishes joint_states itself at the end of each cycle,
 stamped with the time the servos were read; callbacks here only hand over the latest message.
 
@@ -28,12 +28,12 @@ from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescr
                                 SetParametersResult)
 from rclpy.node import Node
 from rclpy.time import Time
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, StartupError
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
+from snake_control.nodes.qos import ESTOP_SUB_QOS
 from snake_control.robot import load_robot
 
 LIVE_POLICIES = ('stale_policy', 'alert_policy', 'estop_policy')
@@ -114,9 +114,7 @@ class DriverNode(Node):
         self.get_logger().info(f'{len(d.ids)} servos on {d.port} at {d.baud} baud, {d.rate_hz:g} Hz, '
                                f'{"fast " if d.fast else ""}sync read')
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        estop_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                               durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.create_subscription(Bool, 'estop', self._on_estop, estop_qos)
+        self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_SUB_QOS)
         self.create_subscription(JointState, 'joint_commands', self._on_command, 10)
         self.create_timer(g('diagnostics_period'), self._publish_diagnostics)
 

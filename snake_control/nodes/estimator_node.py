@@ -33,13 +33,13 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState
 
-from snake_control.estimation.estimator import Estimator, reorder_joints, root_link_pose
-from snake_control.lie import quaternion_from_matrix
+from snake_control.estimation.estimator import Estimator, root_link_pose
+from snake_control.kinematics.lie import quaternion_from_matrix
+from snake_control.nodes.qos import DIAGNOSTICS_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
-from snake_control.robot import load_robot
+from snake_control.robot import load_robot, reorder_joints
 
 
 def _desc(text, read_only=False, float_range=None, int_range=None):
@@ -114,8 +114,8 @@ class EstimatorNode(Node):
         self.last_receive_wall = None
         self._imu = (None, None)
 
-        self.odom_pub = self.create_publisher(Odometry, 'odom', QoSProfile(depth=10))
-        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', QoSProfile(depth=10))
+        self.odom_pub = self.create_publisher(Odometry, 'odom', STATE_QOS)
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', DIAGNOSTICS_QOS)
         self.tf_broadcaster = None
         if gp('publish_tf').value:
             try:
@@ -126,9 +126,9 @@ class EstimatorNode(Node):
         period = 1.0 / gp('diagnostics_rate_hz').value
         self.diag_timer = self.create_timer(period, self.publish_diagnostics)
         if self.use_imu:
-            self.create_subscription(Imu, 'imu', self._on_imu, qos_profile_sensor_data)
+            self.create_subscription(Imu, 'imu', self._on_imu, SENSOR_QOS)
         # Subscribe last, once everything the callback touches exists.
-        self.create_subscription(JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS)
         self.get_logger().info(f'estimating {self.robot.name} ({self.robot.kind}) in {self.odom_frame} -> '
                                f'{self.base_frame}')
 

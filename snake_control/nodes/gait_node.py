@@ -6,7 +6,7 @@ Subscribes:
                                   parameters; without a fresh one for cmd_timeout_s the speed ramps to 0.
   gait/select (std_msgs/String)   name of the gait to switch to (smooth transition); unknown names are
                                   rejected with a warning.
-  estop (std_msgs/Bool, transient-local)  true: hold the current joint positions with zero velocity from
+  estop (std_msgs/Bool, any publisher QoS)  true: hold the current joint positions with zero velocity from
                                   the next tick on (the driver applies its own stop policy too); false:
                                   resume from zero speed.
 Publishes:
@@ -48,10 +48,10 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 
-from snake_control.gait_command import CommandFilter, CommandLimits
-from snake_control.nodes.qos import COMMAND_QOS, ESTOP_QOS, STATE_QOS
+from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, STATE_QOS
+from snake_control.teleop.command_filter import CommandFilter, CommandLimits
 from snake_control.nodes.runner import run_node
-from snake_control.robot import load_robot
+from snake_control.robot import load_robot, reorder_joints
 
 COMMAND_PARAMETERS = {
     # name: (default, low, high, description)
@@ -167,7 +167,7 @@ class GaitNode(Node):
         # Subscriptions last, once the scheduler and publishers exist.
         self.create_subscription(Twist, 'cmd_vel', self._on_cmd_vel, COMMAND_QOS)
         self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS)
-        self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_QOS)
+        self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_SUB_QOS)
         if self.scheduler is None:
             self._joint_states_sub = self.create_subscription(JointState, 'joint_states',
                                                               self._on_joint_states,
@@ -191,11 +191,11 @@ class GaitNode(Node):
         """The first complete, finite measurement starts the gait from the robot's actual pose."""
         if self.scheduler is not None:
             return
-        index = {n: i for i, n in enumerate(msg.name)}
-        if len(msg.position) != len(msg.name) or not all(n in index for n in self.joint_names):
+        try:
+            q = reorder_joints(list(msg.name), list(msg.position), self.joint_names)
+        except ValueError:
             self._warn('joint_states', 'waiting for joint_states naming every joint of the robot')
             return
-        q = np.array([msg.position[index[n]] for n in self.joint_names], dtype=float)
         if not np.all(np.isfinite(q)):
             self._warn('joint_states', 'waiting for finite joint_states')
             return

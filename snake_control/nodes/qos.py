@@ -1,9 +1,16 @@
-"""QoS profiles of the snake_control topics, chosen per stream (ARCHITECTURE.md).
+"""QoS profiles of the snake_control topics, chosen per stream (docs/architecture.md), for every node.
 
 Commands and states are reliable and shallow (the newest value is the one that matters; reliable so
-robot_state_publisher and RViz, which subscribe reliably, can hear them). The e-stop is reliable and
-transient-local: a node that starts late still learns that the robot is stopped. Gamepads are sensor
-data: best-effort subscription, which also matches joy_node's reliable publisher.
+robot_state_publisher and RViz, which subscribe reliably, can hear them). The e-stop is published
+reliable and transient-local, and teleop repeats an engaged e-stop every ESTOP_REPEAT_S, so a node that
+starts late still learns that the robot is stopped. An e-stop subscriber must hear every publisher,
+whatever QoS it offers (`ros2 topic pub` offers volatile, a microcontroller may offer best-effort):
+ESTOP_SUB_QOS is best-effort and volatile, which DDS matches with every publisher. (A second,
+transient-local subscription for latched messages would deliver each message twice in an order that
+rclpy's events executor cannot reconcile: a late duplicate of a stop could undo a release, or of a
+release undo a stop.) Gamepads are sensor data: best-effort subscription, which also matches
+joy_node's reliable publisher. The estimator reads joint_states and imu best-effort (it wants the
+newest sample, and matches any publisher); diagnostics are reliable, depth 10.
 """
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
@@ -13,4 +20,12 @@ COMMAND_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=
 STATE_QOS = COMMAND_QOS
 ESTOP_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
+ESTOP_SUB_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
+                           reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE)
+ESTOP_REPEAT_S = 0.5
+# robot_description: latched, so RViz and robot_state_publisher get it whenever they start.
+DESCRIPTION_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
 JOY_QOS = qos_profile_sensor_data
+SENSOR_QOS = qos_profile_sensor_data
+DIAGNOSTICS_QOS = COMMAND_QOS

@@ -1,4 +1,4 @@
-"""script_player: replays a scripted teleop session (snake_control.teleop_script) as sensor_msgs/Joy on
+"""script_player: replays a scripted teleop session (snake_control.teleop.script) as sensor_msgs/Joy on
 `joy`, so the whole graph runs without a gamepad. Used in-process by `snake bringup --script`.
 
 Parameters (read-only): script (path to the YAML). `done` is set when the script's duration has passed.
@@ -14,7 +14,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Joy
 
 from snake_control.nodes.qos import COMMAND_QOS
-from snake_control.teleop_script import ScriptClock, load_script
+from snake_control.teleop.script import ScriptClock, load_script
 
 
 class ScriptPlayer(Node):

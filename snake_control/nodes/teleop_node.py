@@ -2,7 +2,7 @@
 
 Publishes cmd_vel (geometry_msgs/Twist), gait/select (std_msgs/String) and estop (std_msgs/Bool,
 transient-local). The mapping (deadman, axes, speed scales, gait buttons, latched e-stop and its release
-combination, joystick timeout) is snake_control.teleop.TeleopMapper, configured by a YAML in
+combination, joystick timeout) is snake_control.teleop.mapping.TeleopMapper, configured by a YAML in
 config/teleop/ (parameter `teleop`: a shipped name such as xbox or playstation, or a path).
 
 Parameters (read-only: they are read once at start):
@@ -21,9 +21,9 @@ from rclpy.node import Node
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool, String
 
-from snake_control.nodes.qos import COMMAND_QOS, ESTOP_QOS, JOY_QOS
+from snake_control.nodes.qos import COMMAND_QOS, ESTOP_QOS, ESTOP_REPEAT_S, JOY_QOS
 from snake_control.nodes.runner import run_node
-from snake_control.teleop import TeleopMapper, load_teleop_config
+from snake_control.teleop.mapping import TeleopMapper, load_teleop_config
 
 
 class TeleopNode(Node):
@@ -50,6 +50,8 @@ class TeleopNode(Node):
         self.gait_pub = self.create_publisher(String, 'gait/select', COMMAND_QOS)
         self.estop_pub = self.create_publisher(Bool, 'estop', ESTOP_QOS)
         self.create_timer(1.0 / self.get_parameter('timeout_check_hz').value, self._on_timer)
+        # An engaged e-stop is repeated, so a node that starts (or restarts) late hears it too.
+        self.create_timer(ESTOP_REPEAT_S, self._repeat_estop)
         # Subscription last: no Joy is handled before every publisher exists.
         self.create_subscription(Joy, 'joy', self._on_joy, JOY_QOS)
         self.get_logger().info(f'gamepad map {config.name} ({config.source}); hold the deadman to move; '
@@ -69,6 +71,10 @@ class TeleopNode(Node):
             msg = Twist()
             msg.linear.x, msg.linear.y, msg.angular.z = out.twist
             self.cmd_pub.publish(msg)
+
+    def _repeat_estop(self):
+        if self.mapper.estopped:
+            self.estop_pub.publish(Bool(data=True))
 
     def _on_joy(self, msg: Joy):
         self._publish(self.mapper.update(list(msg.axes), list(msg.buttons), time.monotonic()))

@@ -10,7 +10,7 @@ Two kinds of ground contact:
 - planar robots ride on real passive wheels: a pair of hinged wheels at every link centre, axle along the
   link's y axis (perpendicular to the link), ``track_m`` apart. The wheels are the only geoms that touch
   the floor. Rolling costs nothing (hinge), sliding sideways is resisted by Coulomb friction (condim 3,
-  no torsional or rolling friction), which is the no-lateral-slip constraint of MATH.md section 2.
+  no torsional or rolling friction), which is the no-lateral-slip constraint of docs/estimation.md.
 - pitch-yaw robots lie on the floor as capsules (radius = module radius, spanning joint to joint) with
   anisotropic Coulomb friction: low along the module axis, high across it. Hirose's ACM snakes and seed
   004's robot get this from passive wheels or skin; without it a planar serpentine gait cannot propel
@@ -77,6 +77,19 @@ class PhysicsOptions:
         if not (math.isfinite(self.gravity_m_s2) and self.gravity_m_s2 >= 0):
             raise ValueError(f'PhysicsOptions.gravity_m_s2 must be >= 0, got {self.gravity_m_s2!r}')
         return self
+
+
+def matching_axial_weight(options=None) -> float:
+    """The estimator's axial_weight that matches the world's anisotropic module friction.
+
+    The estimator minimises squared slip velocities, axial ones weighted by axial_weight; weighting
+    each direction by its friction coefficient squared, (mu_axial / mu_lateral)^2, makes that cost a
+    quadratic stand-in for the friction the floor applies. With 1 (no axial sliding) the estimator reads
+    the axial sliding that propels serpentine as slip and sees almost no motion; with 0 it ignores the
+    axial friction drag and overestimates serpentine speed by about a fifth.
+    """
+    options = options or PhysicsOptions()
+    return (options.axial_friction / options.lateral_friction) ** 2
 
 
 def servo_gains(robot: Robot, options: PhysicsOptions | None = None) -> tuple[float, float]:

@@ -12,7 +12,7 @@ back-EMF damping remains.
 
 Ground truth: with ``truth_csv`` (or the environment variable SNAKE_PHYSICS_TRUTH when the bus emulator
 builds the plant) the true pose of the estimator's default body frame (middle link in the floor plane /
-virtual chassis, snake_control.physics.validation.BodyFrameTracker) is written every TRUTH_PERIOD_S of
+virtual chassis, snake_control.estimation.estimator.BodyFrameTracker) is written every TRUTH_PERIOD_S of
 simulated time as a pose CSV (t,x,y,z,qx,qy,qz,qw; t in simulated seconds), to compare with
 `snake odometry`.
 
@@ -152,7 +152,7 @@ class MujocoPlant(Plant):
     def _open_truth(self) -> None:
         if self._truth_path is None:
             return
-        from snake_control.physics.validation import BodyFrameTracker
+        from snake_control.estimation.estimator import BodyFrameTracker
 
         if self._truth_file is not None:
             self._truth_file.close()
@@ -164,7 +164,7 @@ class MujocoPlant(Plant):
         self._write_truth()
 
     def _write_truth(self) -> None:
-        from snake_control.lie import quaternion_from_matrix
+        from snake_control.kinematics.lie import quaternion_from_matrix
 
         pose = self._tracker(self.world.link_poses())
         quat = quaternion_from_matrix(pose[:3, :3])

@@ -7,7 +7,8 @@ floor at z = 0).
 
 Example:
     >>> world = SnakeWorld('kinematic_snake_3')
-    >>> world.set_goals([0.5, -0.5])
+    >>> world.set_goals([0.5, -0.5])          # returns the goals applied
+    array([ 0.5, -0.5])
     >>> world.run(1.0)
     >>> world.joint_positions_rad().round(2)
     array([ 0.5, -0.5])

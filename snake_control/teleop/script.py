@@ -25,14 +25,8 @@ from pathlib import Path
 
 import yaml
 
-from snake_control.teleop import TeleopConfig, load_teleop_config
-
-
-class ScriptError(ValueError):
-    """A teleop script that cannot be played; the message names the file, key and problem."""
-
-    def __init__(self, source: str, key: str, problem: str):
-        super().__init__(f'{source}: {key}: {problem}' if key else f'{source}: {problem}')
+from snake_control.paths import ConfigError
+from snake_control.teleop.mapping import TeleopConfig, load_teleop_config
 
 
 @dataclass(frozen=True)
@@ -63,54 +57,54 @@ class TeleopScript:
 
 def parse_script(data, source: str = '<script>') -> TeleopScript:
     if not isinstance(data, dict):
-        raise ScriptError(source, '', 'expected a mapping at the top level')
+        raise ConfigError(source, '', 'expected a mapping at the top level')
     unknown = set(data) - {'gamepad', 'rate_hz', 'duration_s', 'events', 'description'}
     if unknown:
-        raise ScriptError(source, sorted(unknown)[0],
+        raise ConfigError(source, sorted(unknown)[0],
                           'unknown key (known: gamepad, rate_hz, duration_s, events)')
     try:
         pad = load_teleop_config(data.get('gamepad', 'xbox'))
     except (FileNotFoundError, ValueError) as exc:
-        raise ScriptError(source, 'gamepad', str(exc)) from None
+        raise ConfigError(source, 'gamepad', str(exc)) from None
     rate = data.get('rate_hz', 20)
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.5 <= rate <= 1000:
-        raise ScriptError(source, 'rate_hz', f'expected a number in [0.5, 1000], got {rate!r}')
+        raise ConfigError(source, 'rate_hz', f'expected a number in [0.5, 1000], got {rate!r}')
     raw_events = data.get('events')
     if not isinstance(raw_events, list) or not raw_events:
-        raise ScriptError(source, 'events', 'expected a non-empty list of {t: seconds, ...}')
+        raise ConfigError(source, 'events', 'expected a non-empty list of {t: seconds, ...}')
     events, last_t = [], -math.inf
     for i, e in enumerate(raw_events):
         key = f'events[{i}]'
         if not isinstance(e, dict):
-            raise ScriptError(source, key, f'expected a mapping, got {e!r}')
+            raise ConfigError(source, key, f'expected a mapping, got {e!r}')
         unknown = set(e) - {'t', 'hold', 'axes', 'tap', 'silent', 'note'}
         if unknown:
-            raise ScriptError(source, f'{key}.{sorted(unknown)[0]}',
+            raise ConfigError(source, f'{key}.{sorted(unknown)[0]}',
                               'unknown key (known: t, hold, axes, tap, silent, note)')
         t = e.get('t')
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-            raise ScriptError(source, f'{key}.t', f'expected a time >= 0 in s, got {t!r}')
+            raise ConfigError(source, f'{key}.t', f'expected a time >= 0 in s, got {t!r}')
         if t < last_t:
-            raise ScriptError(source, f'{key}.t', f'times must not decrease ({t} after {last_t})')
+            raise ConfigError(source, f'{key}.t', f'times must not decrease ({t} after {last_t})')
         last_t = t
         axes = [0.0] * pad.n_axes
         for name, value in (e.get('axes') or {}).items():
             if name not in pad.axis_names:
-                raise ScriptError(source, f'{key}.axes.{name}',
+                raise ConfigError(source, f'{key}.axes.{name}',
                                   f'no axis named {name!r} on {pad.name}; known: {", ".join(pad.axis_names)}')
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1 <= value <= 1:
-                raise ScriptError(source, f'{key}.axes.{name}', f'expected a value in [-1, 1], got {value!r}')
+                raise ConfigError(source, f'{key}.axes.{name}', f'expected a value in [-1, 1], got {value!r}')
             axes[pad.axis_names[name]] = float(value)
         buttons = [0] * pad.n_buttons
         taps = []
         for field_name in ('hold', 'tap'):
             names = e.get(field_name) or []
             if not isinstance(names, list):
-                raise ScriptError(source, f'{key}.{field_name}',
+                raise ConfigError(source, f'{key}.{field_name}',
                                   f'expected a list of button names, got {names!r}')
             for name in names:
                 if name not in pad.button_names:
-                    raise ScriptError(source, f'{key}.{field_name}',
+                    raise ConfigError(source, f'{key}.{field_name}',
                                       f'no button named {name!r} on {pad.name}; '
                                       f'known: {", ".join(pad.button_names)}')
                 if field_name == 'hold':
@@ -121,7 +115,7 @@ def parse_script(data, source: str = '<script>') -> TeleopScript:
                                                                                                  False))))
     duration = data.get('duration_s', events[-1].t_s + 1.0)
     if isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration <= 0:
-        raise ScriptError(source, 'duration_s', f'expected a time > 0 in s, got {duration!r}')
+        raise ConfigError(source, 'duration_s', f'expected a time > 0 in s, got {duration!r}')
     return TeleopScript(source, pad, float(rate), float(duration), tuple(events))
 
 
@@ -132,7 +126,7 @@ def load_script(path: str | Path) -> TeleopScript:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ScriptError(str(path), '', f'not valid YAML: {exc}') from None
+        raise ConfigError(str(path), '', f'not valid YAML: {exc}') from None
     return parse_script(data, str(path))
 
 

@@ -3,7 +3,7 @@
 Pure Python (no rclpy): `TeleopMapper.update` takes the axes and buttons of one sensor_msgs/Joy message
 and returns what to publish; `TeleopMapper.tick` applies the joystick timeout. teleop_node is a thin shell
 around it. The mapping comes from a YAML file in config/teleop/ (one per gamepad), validated by
-`load_teleop_config`, which raises TeleopConfigError naming the file and key.
+`load_teleop_config`, which raises ConfigError naming the file and key.
 
 A teleop YAML::
 
@@ -31,7 +31,7 @@ A teleop YAML::
       pick: {serpentine: {button: 0}}             # a button that selects one gait directly
 
 Everything is in SI units; cmd_vel is (linear.x m/s forward, linear.y m/s to the left, angular.z rad/s
-counter-clockwise), the robot base frame of ARCHITECTURE.md.
+counter-clockwise), the robot base frame of docs/architecture.md.
 """
 from __future__ import annotations
 
@@ -42,19 +42,13 @@ from typing import Any
 
 import yaml
 
+from snake_control.paths import ConfigError, resolve_teleop
+
 SCHEMA_VERSION = 1
 AXIS_NAMES = ('forward', 'sideways', 'turn')
 LIMIT_NAMES = ('max_forward_m_s', 'max_sideways_m_s', 'max_turn_rad_s')
 BUTTON_NAMES = ('faster', 'slower', 'next_gait', 'previous_gait', 'estop')
 AXIS_BUTTON_THRESHOLD = 0.5  # a D-pad axis counts as pressed beyond half travel
-
-
-class TeleopConfigError(ValueError):
-    """A teleop YAML that cannot be used; the message names the file, key path and problem."""
-
-    def __init__(self, source: str, key: str, problem: str):
-        self.source, self.key, self.problem = source, key, problem
-        super().__init__(f'{source}: {key}: {problem}' if key else f'{source}: {problem}')
 
 
 @dataclass(frozen=True)
@@ -118,66 +112,66 @@ class TeleopConfig:
 
 def _require(mapping: Any, key: str, where: str, source: str):
     if not isinstance(mapping, dict):
-        raise TeleopConfigError(source, where or '(top level)',
+        raise ConfigError(source, where or '(top level)',
                                 f'expected a mapping, got {type(mapping).__name__}')
     if key not in mapping:
-        raise TeleopConfigError(source, f'{where}.{key}' if where else key, 'missing')
+        raise ConfigError(source, f'{where}.{key}' if where else key, 'missing')
     return mapping[key]
 
 
 def _number(value: Any, key: str, source: str, low: float | None = None, high: float | None = None,
             positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TeleopConfigError(source, key, f'expected a finite number, got {value!r}')
+        raise ConfigError(source, key, f'expected a finite number, got {value!r}')
     if positive and value <= 0:
-        raise TeleopConfigError(source, key, f'must be > 0, got {value!r}')
+        raise ConfigError(source, key, f'must be > 0, got {value!r}')
     if low is not None and value < low:
-        raise TeleopConfigError(source, key, f'must be >= {low}, got {value!r}')
+        raise ConfigError(source, key, f'must be >= {low}, got {value!r}')
     if high is not None and value > high:
-        raise TeleopConfigError(source, key, f'must be <= {high}, got {value!r}')
+        raise ConfigError(source, key, f'must be <= {high}, got {value!r}')
     return float(value)
 
 
 def _index(value: Any, key: str, source: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TeleopConfigError(source, key, f'expected an index >= 0, got {value!r}')
+        raise ConfigError(source, key, f'expected an index >= 0, got {value!r}')
     return value
 
 
 def _button(value: Any, key: str, source: str) -> ButtonSpec:
     if not isinstance(value, dict):
-        raise TeleopConfigError(source, key,
+        raise ConfigError(source, key,
                                 f'expected {{button: i}} or {{axis: i, direction: ±1}}, got {value!r}')
     unknown = set(value) - {'button', 'axis', 'direction'}
     if unknown:
-        raise TeleopConfigError(source, key, f'unknown keys {sorted(unknown)}')
+        raise ConfigError(source, key, f'unknown keys {sorted(unknown)}')
     if ('button' in value) == ('axis' in value):
-        raise TeleopConfigError(source, key, 'give exactly one of button or axis')
+        raise ConfigError(source, key, 'give exactly one of button or axis')
     if 'button' in value:
         return ButtonSpec(button=_index(value['button'], f'{key}.button', source))
     direction = value.get('direction', 1)
     if direction not in (1, -1) or isinstance(direction, bool):
-        raise TeleopConfigError(source, f'{key}.direction', f'must be 1 or -1, got {direction!r}')
+        raise ConfigError(source, f'{key}.direction', f'must be 1 or -1, got {direction!r}')
     return ButtonSpec(axis=_index(value['axis'], f'{key}.axis', source), direction=direction)
 
 
 def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopConfig:
-    """Validate a parsed teleop YAML document; raise TeleopConfigError naming `source` and the key."""
+    """Validate a parsed teleop YAML document; raise ConfigError naming `source` and the key."""
     if not isinstance(data, dict):
-        raise TeleopConfigError(source, '', 'expected a mapping at the top level')
+        raise ConfigError(source, '', 'expected a mapping at the top level')
     known = {'schema', 'name', 'description', 'names', 'timeout_s', 'deadzone', 'deadman', 'axes', 'limits',
              'speed_scales', 'initial_speed_scale', 'buttons', 'gaits'}
     unknown = set(data) - known
     if unknown:
-        raise TeleopConfigError(source, sorted(unknown)[0],
+        raise ConfigError(source, sorted(unknown)[0],
                                 f'unknown key (known: {", ".join(sorted(known))})')
     schema = _require(data, 'schema', '', source)
     if schema != SCHEMA_VERSION:
-        raise TeleopConfigError(source, 'schema',
+        raise ConfigError(source, 'schema',
                                 f'unsupported version {schema!r} (this build reads {SCHEMA_VERSION})')
     name = _require(data, 'name', '', source)
     if not isinstance(name, str) or not name:
-        raise TeleopConfigError(source, 'name', f'expected a non-empty string, got {name!r}')
+        raise ConfigError(source, 'name', f'expected a non-empty string, got {name!r}')
     timeout_s = _number(_require(data, 'timeout_s', '', source), 'timeout_s', source, positive=True)
     deadzone = _number(data.get('deadzone', 0.0), 'deadzone', source, low=0.0, high=0.9)
     deadman = _button(_require(data, 'deadman', '', source), 'deadman', source)
@@ -188,16 +182,16 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
         spec = _require(axes_raw, axis_name, 'axes', source)
         key = f'axes.{axis_name}'
         if not isinstance(spec, dict):
-            raise TeleopConfigError(source, key, f'expected {{axis: i, scale: s}}, got {spec!r}')
+            raise ConfigError(source, key, f'expected {{axis: i, scale: s}}, got {spec!r}')
         unknown = set(spec) - {'axis', 'scale'}
         if unknown:
-            raise TeleopConfigError(source, key, f'unknown keys {sorted(unknown)}')
+            raise ConfigError(source, key, f'unknown keys {sorted(unknown)}')
         axes[axis_name] = AxisSpec(axis=_index(_require(spec, 'axis', key, source), f'{key}.axis', source),
                                    scale=_number(spec.get('scale', 1.0), f'{key}.scale', source,
                                                  low=-10.0, high=10.0))
     unknown = set(axes_raw) - set(AXIS_NAMES)
     if unknown:
-        raise TeleopConfigError(source, f'axes.{sorted(unknown)[0]}',
+        raise ConfigError(source, f'axes.{sorted(unknown)[0]}',
                                 f'unknown axis (known: {", ".join(AXIS_NAMES)})')
 
     limits_raw = _require(data, 'limits', '', source)
@@ -206,82 +200,57 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
 
     scales_raw = _require(data, 'speed_scales', '', source)
     if not isinstance(scales_raw, list) or not scales_raw:
-        raise TeleopConfigError(source, 'speed_scales', f'expected a non-empty list, got {scales_raw!r}')
+        raise ConfigError(source, 'speed_scales', f'expected a non-empty list, got {scales_raw!r}')
     scales = tuple(_number(s, f'speed_scales[{i}]', source, positive=True, high=1.0)
                    for i, s in enumerate(scales_raw))
     if list(scales) != sorted(scales):
-        raise TeleopConfigError(source, 'speed_scales', 'must be in increasing order')
+        raise ConfigError(source, 'speed_scales', 'must be in increasing order')
     initial = data.get('initial_speed_scale', len(scales) - 1)
     if isinstance(initial, bool) or not isinstance(initial, int) or not 0 <= initial < len(scales):
-        raise TeleopConfigError(source, 'initial_speed_scale',
+        raise ConfigError(source, 'initial_speed_scale',
                                 f'expected an index into speed_scales, got {initial!r}')
 
     buttons_raw = _require(data, 'buttons', '', source)
     if not isinstance(buttons_raw, dict):
-        raise TeleopConfigError(source, 'buttons', 'expected a mapping')
+        raise ConfigError(source, 'buttons', 'expected a mapping')
     unknown = set(buttons_raw) - set(BUTTON_NAMES) - {'estop_release'}
     if unknown:
-        raise TeleopConfigError(source, f'buttons.{sorted(unknown)[0]}',
+        raise ConfigError(source, f'buttons.{sorted(unknown)[0]}',
                                 'unknown button action (known: '
                                 f'{", ".join(BUTTON_NAMES + ("estop_release",))})')
     buttons = {k: _button(_require(buttons_raw, k, 'buttons', source), f'buttons.{k}', source)
                for k in BUTTON_NAMES}
     release_raw = _require(buttons_raw, 'estop_release', 'buttons', source)
     if not isinstance(release_raw, list) or len(release_raw) < 2:
-        raise TeleopConfigError(source, 'buttons.estop_release',
+        raise ConfigError(source, 'buttons.estop_release',
                                 'expected a list of at least two buttons held together '
                                 '(a deliberate combination)')
     release = tuple(_button(b, f'buttons.estop_release[{i}]', source) for i, b in enumerate(release_raw))
     if buttons['estop'] in release:
-        raise TeleopConfigError(source, 'buttons.estop_release', 'must not include the estop button itself')
+        raise ConfigError(source, 'buttons.estop_release', 'must not include the estop button itself')
 
     gaits_raw = _require(data, 'gaits', '', source)
     cycle = _require(gaits_raw, 'cycle', 'gaits', source)
     if not isinstance(cycle, list) or not cycle or not all(isinstance(g, str) and g for g in cycle):
-        raise TeleopConfigError(source, 'gaits.cycle',
+        raise ConfigError(source, 'gaits.cycle',
                                 f'expected a non-empty list of gait names, got {cycle!r}')
     pick_raw = gaits_raw.get('pick', {}) or {}
     if not isinstance(pick_raw, dict):
-        raise TeleopConfigError(source, 'gaits.pick', 'expected a mapping gait name -> button')
+        raise ConfigError(source, 'gaits.pick', 'expected a mapping gait name -> button')
     pick = {str(g): _button(b, f'gaits.pick.{g}', source) for g, b in pick_raw.items()}
     names_raw = data.get('names', {}) or {}
     if not isinstance(names_raw, dict) or set(names_raw) - {'axes', 'buttons'}:
-        raise TeleopConfigError(source, 'names', 'expected a mapping with axes and buttons (name -> index)')
+        raise ConfigError(source, 'names', 'expected a mapping with axes and buttons (name -> index)')
     names = {}
     for kind in ('axes', 'buttons'):
         table = names_raw.get(kind, {}) or {}
         if not isinstance(table, dict):
-            raise TeleopConfigError(source, f'names.{kind}', 'expected a mapping name -> index')
+            raise ConfigError(source, f'names.{kind}', 'expected a mapping name -> index')
         names[kind] = {str(k): _index(v, f'names.{kind}.{k}', source) for k, v in table.items()}
     return TeleopConfig(name=name, source=source, timeout_s=timeout_s, deadzone=deadzone, deadman=deadman,
                         axes=axes, limits=limits, speed_scales=scales, initial_speed_scale=initial,
                         buttons=buttons, estop_release=release, gait_cycle=tuple(cycle), gait_pick=pick,
                         axis_names=names['axes'], button_names=names['buttons'])
-
-
-def teleop_config_dir() -> Path:
-    from snake_control.paths import share_dir
-    return share_dir() / 'config' / 'teleop'
-
-
-def teleop_names() -> list[str]:
-    """Names of the gamepad maps shipped in config/teleop."""
-    return sorted(p.stem for p in teleop_config_dir().glob('*.yaml'))
-
-
-def resolve_teleop(name_or_path: str | Path) -> Path:
-    """A teleop YAML path from a shipped map's name (xbox, playstation) or a path to a file."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in ('.yaml', '.yml') or candidate.exists():
-        if not candidate.is_file():
-            raise FileNotFoundError(f'teleop file {candidate} does not exist')
-        return candidate
-    path = teleop_config_dir() / f'{name_or_path}.yaml'
-    if not path.is_file():
-        raise FileNotFoundError(f'no gamepad map named {name_or_path!r}; '
-                                f'shipped: {", ".join(teleop_names())} '
-                                f'(or pass a path to a teleop YAML)')
-    return path
 
 
 def load_teleop_config(name_or_path: str | Path) -> TeleopConfig:
@@ -290,7 +259,7 @@ def load_teleop_config(name_or_path: str | Path) -> TeleopConfig:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise TeleopConfigError(str(path), '', f'not valid YAML: {exc}') from None
+        raise ConfigError(str(path), '', f'not valid YAML: {exc}') from None
     return parse_teleop_config(data, str(path))
 
 

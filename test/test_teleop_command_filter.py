@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from snake_control.gait_command import CommandFilter, CommandLimits
+from snake_control.teleop.command_filter import CommandFilter, CommandLimits
 
 LIMITS = CommandLimits(0.1, 0.05, 0.5, 0.5, 0.5, 2.0)
 

@@ -1,6 +1,6 @@
 """`snake demo`: both shipped robots driven by the whole node graph through their scripts, in MuJoCo.
 
-For each robot (pitch_yaw_32, then wheeled_8) snake_control.bringup.run_bringup runs the graph (driver on
+For each robot (pitch_yaw_32, then wheeled_8) snake_control.app.bringup.run_bringup runs the graph (driver on
 the emulated bus at the robot's 4 Mbit/s, coupled to the MuJoCo world; gait; estimator; teleop fed by
 config/scripts/demo_<robot>.yaml) under the namespace /<robot>, recording every topic. The MuJoCo plant
 in the bus process writes the true body pose (SNAKE_PHYSICS_TRUTH) next to it. Afterwards each session
@@ -40,7 +40,7 @@ def bus_cycle_wire_time_s(n_servos: int, baud: int, state_bytes: int, fast: bool
                           return_delay_s: float = 0.0) -> float:
     """Wire time of one control cycle: a sync write of 4-byte goals plus a (fast) sync read of state_bytes.
 
-    Bytes per cycle (10 bits each on the wire, /work/shared/DYNAMIXEL.md): sync write 14 + 5N, read request
+    Bytes per cycle (10 bits each on the wire, docs/dynamixel.md): sync write 14 + 5N, read request
     14 + N, replies N (11 + L) for sync read (one return delay each) or 8 + N (L + 4) for fast sync read
     (one return delay). Returns seconds; its inverse is the highest control rate the bus allows.
 
@@ -106,6 +106,11 @@ def yaw_from_quaternion(qx, qy, qz, qw):
 
 # ---------------------------------------------------------------------------------------------- results
 
+# Aims the demo's summary judges a session by (WARN lines when missed).
+ESTIMATOR_AIM_PCT = 5.0         # end position error, % of the distance travelled
+SPEED_RATIO_AIM = (0.9, 1.1)    # achieved / commanded speed while moving
+
+
 @dataclass
 class RobotSummary:
     """What one robot's session achieved; figures for the printed summary and for tests."""
@@ -161,7 +166,31 @@ class RobotSummary:
                f'overruns {c.get("overruns", 0)}/{c.get("cycles", 0)} cycles, '
                f'goals clamped {c.get("clamped", 0)}, rejected {rejected}, '
                f'gait saturation reports {self.gait_saturation_messages}; torque {torque}']
+        return out + [f'  {w}' for w in self.warnings()]
+
+    def warnings(self) -> list[str]:
+        """WARN lines for every figure that misses its aim: the loop (snake_control.app.bringup.loop_warnings),
+        the estimator's error, the achieved speed against the command, torque at the end."""
+        from snake_control.app.bringup import FAULT_AIM, loop_warnings
+        out = loop_warnings(self.control_rate_hz_target, self.cycle_rate_hz, self.joint_states_rate_hz,
+                            self.counters)
+        if self.stale_reads > FAULT_AIM * max(int(self.counters.get('cycles', 0) or 0), 1):
+            out.append(f'WARN {self.stale_reads} stale servo readings')
+        if not self.final_position_error_pct <= ESTIMATOR_AIM_PCT:
+            out.append(f'WARN estimator error {self.final_position_error_pct:.1f} % of the distance '
+                       f'(aim under {ESTIMATOR_AIM_PCT:g} %)')
+        ratio = self._ratio()
+        if self.commanded_speed_m_s > 0 and not SPEED_RATIO_AIM[0] <= ratio <= SPEED_RATIO_AIM[1]:
+            out.append(f'WARN achieved speed x{ratio:.2f} of the commanded (aim x{SPEED_RATIO_AIM[0]:g} to '
+                       f'x{SPEED_RATIO_AIM[1]:g})')
+        if self.torque_off is not True:
+            out.append('WARN torque not confirmed off at the end')
         return out
+
+    def missed_rate(self) -> bool:
+        from snake_control.app.bringup import loop_warnings, rate_missed
+        return rate_missed(loop_warnings(self.control_rate_hz_target, self.cycle_rate_hz,
+                                         self.joint_states_rate_hz, self.counters))
 
     def _ratio(self) -> float:
         if self.commanded_speed_m_s <= 0:
@@ -211,11 +240,11 @@ class _Extra:
 
 
 def _read_extra(path: Path, namespace: str) -> _Extra:
-    from mcap_ros2.reader import read_ros2_messages
+    from snake_control.mcap_io import ros2_messages
 
     ex, gait, diag = _Extra(), [], []
     gait_topic = f'/{namespace}/gait/state'
-    for m in read_ros2_messages(str(path)):
+    for m in ros2_messages(path):
         if not ex.t_first_ns:
             ex.t_first_ns = m.log_time_ns
         t = (m.log_time_ns - ex.t_first_ns) * 1e-9
@@ -246,8 +275,8 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
 def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
               duration_s: float | None = None, log=print) -> tuple[RobotSummary, Path]:
     """Run one robot's scripted session in MuJoCo and analyse it; returns (summary, its mcap path)."""
-    from snake_control.bringup import run_bringup
-    from snake_control.graph import GraphArgs
+    from snake_control.app.bringup import run_bringup
+    from snake_control.app.graph import GraphArgs
     from snake_control.physics.servo_plant import TRUTH_ENV
     from snake_control.robot import load_robot
 
@@ -293,7 +322,7 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     """Compare the recorded odometry with the plant's truth, gather loop figures and faults, draw."""
     from snake_control.dynamixel.driver import STATE_LEN
     from snake_control.robot import load_robot
-    from snake_control.session import read_session
+    from snake_control.app.session import read_session
 
     rb = load_robot(robot)
     s = read_session(mcap_path, namespace=robot)
@@ -463,45 +492,6 @@ def plot_robot(robot, s, ex, true_t, true_rel, est_rel, summ: RobotSummary, path
     return path
 
 
-# ---------------------------------------------------------------------------------------------- merge
-
-def merge_recordings(parts: list[tuple[str, Path]], out_path: str | Path) -> dict:
-    """Merge per-robot MCAP files into one: each robot's topics keep their /<robot>/ names, absolute
-    topics (/diagnostics, /rosout, /tf, ...) move under /<robot>/. Returns message counts per topic."""
-    from mcap.reader import make_reader
-    from mcap.writer import CompressionType, Writer
-
-    out_path = Path(out_path)
-    counts: dict[str, int] = {}
-    with open(out_path, 'wb') as f_out:
-        writer = Writer(f_out, compression=CompressionType.ZSTD)
-        writer.start(profile='ros2', library='snake_control demo')
-        schemas, channels = {}, {}
-        for robot, path in parts:
-            prefix = f'/{robot}'
-            with open(path, 'rb') as f_in:
-                for schema, channel, message in make_reader(f_in).iter_messages(log_time_order=True):
-                    topic = channel.topic
-                    if not topic.startswith(prefix + '/'):
-                        topic = prefix + topic
-                    if topic not in channels:
-                        sid = 0
-                        if schema is not None:
-                            key = (schema.name, schema.encoding, schema.data)
-                            if key not in schemas:
-                                schemas[key] = writer.register_schema(schema.name, schema.encoding,
-                                                                      schema.data)
-                            sid = schemas[key]
-                        channels[topic] = writer.register_channel(topic, channel.message_encoding, sid,
-                                                                  dict(channel.metadata))
-                        counts[topic] = 0
-                    writer.add_message(channels[topic], message.log_time, message.data, message.publish_time,
-                                       sequence=counts[topic])
-                    counts[topic] += 1
-        writer.finish()
-    return counts
-
-
 # ---------------------------------------------------------------------------------------------- the demo
 
 def run_demo(out_dir: str | Path = 'out', quick: bool = False, docs_dir: str | Path | None = None,
@@ -511,6 +501,8 @@ def run_demo(out_dir: str | Path = 'out', quick: bool = False, docs_dir: str | P
     quick: wheeled_8 only, the first QUICK_DURATION_S of its script. docs_dir: copy the pictures there.
     """
     import shutil
+
+    from snake_control.mcap_io import merge_recordings
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """`snake bringup`: the whole node graph in one process, for machines without `ros2 launch`.
 
-The node list is snake_control.graph.build_graph, the same list gait.launch.py starts. The driver runs
+The node list is snake_control.app.graph.build_graph, the same list gait.launch.py starts. The driver runs
 in a child process of its own (as under `ros2 launch`), so nothing in this process (a recorder, the
 estimator, a plot) can delay a servo cycle by holding the interpreter lock; the other snake_control nodes
 are instantiated here and spun by one events executor (snake_control.nodes.runner). Nodes of other
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from snake_control.graph import GraphArgs, NodeSpec, build_graph, ros_arguments
+from snake_control.app.graph import GraphArgs, NodeSpec, build_graph, ros_arguments
 
 STARTUP_ORDER = ('driver_node', 'estimator_node', 'gait_node', 'teleop_node')
 EXECUTORS = ('events', 'multi')     # multi: rclpy's MultiThreadedExecutor, kept for comparison in benches
@@ -54,7 +54,7 @@ def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_r
     >>> loop_warnings(100.0, 99.5, 99.8, {'cycles': 1000, 'overruns': 0, 'read_failures': 0})
     []
     >>> loop_warnings(100.0, 50.0, 99.8, {'cycles': 1000, 'overruns': 3})[0]
-    'WARN driver loop at 50.0 Hz: below 95 % of its 100 Hz target'
+    'WARN driver loop at 50.0 Hz: below 95% of its 100 Hz target'
     """
     out = []
     for what, rate in (('driver loop', driver_rate_hz), ('joint_states', joint_states_rate_hz)):
@@ -107,6 +107,7 @@ class BringupRun:
     sim: object
     context: object
     executor: object
+    driver_process: object = None       # DriverProcess, or None when the driver runs in this process
 
 
 def parameters_file(specs: list[NodeSpec], folder: Path) -> Path:
@@ -210,7 +211,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     args = args.validated()
     loaded_script = None
     if script:
-        from snake_control.teleop_script import load_script
+        from snake_control.teleop.script import load_script
         loaded_script = load_script(script)
         if args.teleop == GraphArgs.teleop:
             # The script names controls of its gamepad: teleop must read the same map.
@@ -289,7 +290,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             spin.start()
             _wait_for_driver(bringup, driver_proc, stop)
 
-            run = BringupRun(nodes, sim, context, executor)
+            run = BringupRun(nodes, sim, context, executor, driver_proc)
             if on_ready is not None:
                 on_ready(run)
             if 'script_player' in nodes:

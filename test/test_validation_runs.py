@@ -12,7 +12,7 @@ import pytest
 
 from snake_control import cli
 from snake_control.physics import SnakeWorld
-from snake_control.physics import validation as V
+from snake_control.validation import runs as V
 from snake_control.robot import load_robot
 
 

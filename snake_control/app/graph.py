@@ -5,7 +5,7 @@ Built once here and used twice: launch/gait.launch.py turns the list into launch
 plain data, testable anywhere.
 
 Example:
-    >>> from snake_control.graph import GraphArgs, build_graph
+    >>> from snake_control.app.graph import GraphArgs, build_graph
     >>> specs = build_graph(GraphArgs(robot='pitch_yaw_32', bus='sim'))
     >>> [s.name for s in specs if s.package == 'snake_control']
     ['driver_node', 'gait_node', 'estimator_node', 'teleop_node']
@@ -36,7 +36,7 @@ class LaunchArgument:
 def launch_arguments() -> tuple[LaunchArgument, ...]:
     """Every argument of gait.launch.py (and the matching `snake bringup` options)."""
     from snake_control.paths import robot_names
-    from snake_control.teleop import teleop_names
+    from snake_control.paths import teleop_names
     return (
         LaunchArgument('robot', 'pitch_yaw_32',
                        f'robot description: a shipped name ({", ".join(robot_names())}) or a path to a '
@@ -135,7 +135,7 @@ class GraphArgs:
                                                           self.namespace.strip('/')):
             raise ValueError(f'launch argument namespace: not a valid ROS namespace: {self.namespace!r}')
         resolve_robot(self.robot)  # FileNotFoundError naming the shipped robots
-        from snake_control.teleop import load_teleop_config
+        from snake_control.teleop.mapping import load_teleop_config
         load_teleop_config(self.teleop)  # a bad gamepad map fails here, before anything starts
         return self
 
@@ -193,11 +193,11 @@ def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
     """estimator_node's parameters. In the MuJoCo world a pitch-yaw robot's modules slide along their
     axis far more easily than across it (anisotropic capsule friction); the estimator's default
     axial_weight of 1 (no axial sliding) then reads serpentine as no motion, so the graph passes the
-    weight that matches the world's friction (snake_control.physics.validation.matching_axial_weight,
+    weight that matches the world's friction (snake_control.physics.mjcf.matching_axial_weight,
     (mu_axial / mu_lateral)^2, about 0.028). Real robots keep the node's default."""
     params = {'robot': robot_path}
     if args.physics == 'mujoco' and robot.kind == 'pitch_yaw':
-        from snake_control.physics.validation import matching_axial_weight
+        from snake_control.physics.mjcf import matching_axial_weight
         params['axial_weight'] = float(matching_axial_weight())
     return params
 

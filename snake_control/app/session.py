@@ -1,6 +1,6 @@
 """Read a recorded session (`snake bringup --record F.mcap`) into arrays, and draw it.
 
-No rclpy: the MCAP file is decoded with mcap_ros2.reader, so this works on any machine with the
+No rclpy: the MCAP file is decoded by snake_control.mcap_io, so this works on any machine with the
 package's pip requirements (a laptop reviewing a run from the robot).
 
     data = read_session('out/session.mcap')          # namespace 'snake' by default
@@ -52,7 +52,7 @@ def _yaw(q) -> float:
 
 def read_session(path: str | Path, namespace: str = 'snake') -> Session:
     """Decode odom, joint_commands, joint_states, gait/state and estop of one namespace from an MCAP."""
-    from mcap_ros2.reader import read_ros2_messages
+    from snake_control.mcap_io import ros2_messages
 
     path = Path(path)
     if not path.is_file():
@@ -63,7 +63,7 @@ def read_session(path: str | Path, namespace: str = 'snake') -> Session:
     odom, cmds, states = [], [], []
     t_first = None
     target = None
-    for m in read_ros2_messages(str(path)):
+    for m in ros2_messages(path):
         t = m.log_time_ns * 1e-9
         t_first = t if t_first is None else t_first
         topic = wanted.get(m.channel.topic)

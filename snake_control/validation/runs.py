@@ -16,13 +16,14 @@ its final pose is compared with the truth:
   match those really on the floor, the mean over samples of |estimated AND true| / |estimated OR true|.
 
 The body frame is the estimator's default: the middle link (n_links // 2) for planar robots, the virtual
-chassis (MATH.md section 4) for pitch-yaw robots, computed from the true link centres by the
+chassis (docs/estimation.md) for pitch-yaw robots, computed from the true link centres by the
 estimator's own ``virtual_chassis`` (in the tail link's frame, with continuous axis signs).
 
 Example (the issue's runs are CASES; `snake validate` prints them all):
     >>> result = run_case(CASES[1], duration_s=20.0)      # kinematic_snake_3, lateral undulation
-    >>> print(format_table([result]))                      # about 2 % of 1.4 m, 0.5 deg/m
-    >>> plot_paths([result], 'paths.png')
+    >>> round(result.distance_m, 1), result.position_error_pct < 3.0      # about 2 % of 1.4 m
+    (1.4, True)
+    >>> table = format_table([result])                     # the rows `snake validate` prints
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from typing import Callable
 
 import numpy as np
 
+from snake_control.estimation.estimator import BodyFrameTracker
+from snake_control.physics.mjcf import matching_axial_weight
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
 
@@ -96,30 +99,6 @@ def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: flo
         rec.link_poses[k] = world.link_poses()
         rec.contacts[k] = world.floor_contacts()
     return rec
-
-
-class BodyFrameTracker:
-    """Ground-truth pose of the estimator's body frame, one sample of link poses at a time.
-
-    body_frame: None (the estimator's default: 'middle' for planar robots, 'chassis' for pitch-yaw),
-    'middle', 'head', 'tail', 'chassis' or a link index. The pose comes from the estimator's own
-    ``body_pose_from_links`` (so both sides define the frame the same way), fed the previous result to
-    keep the virtual chassis axes continuous. Call reset() to start a new run.
-    """
-
-    def __init__(self, robot: Robot, body_frame=None):
-        self.robot, self.body_frame = robot, body_frame
-        self.reset()
-
-    def reset(self) -> None:
-        self._previous = None
-
-    def __call__(self, link_poses: np.ndarray) -> np.ndarray:
-        """(4, 4) world pose of the body frame from (n_links, 4, 4) world link poses."""
-        from snake_control.estimation.estimator import body_pose_from_links
-
-        self._previous = body_pose_from_links(self.robot, link_poses, self.body_frame, self._previous)
-        return self._previous.copy()
 
 
 def true_body_poses(robot: Robot, link_poses: np.ndarray, body_frame=None) -> np.ndarray:
@@ -202,7 +181,7 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, imu: bool = 
     that); pitch-yaw robots only, planar robots ignore it.
     """
     from snake_control.estimation.estimator import Estimator
-    from snake_control.lie import quaternion_from_matrix
+    from snake_control.kinematics.lie import quaternion_from_matrix
 
     robot = recording.robot
     truth = true_body_poses(robot, recording.link_poses, body_frame)
@@ -340,21 +319,6 @@ CASES = (
     # and 7 % for 0.2 (26 degrees over the body), which the no-slip estimate follows (28, 15, 9 %).
     Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.2}, note='A1 = 0.2 1/m: a flat arc'),
 )
-
-
-def matching_axial_weight(options=None) -> float:
-    """The estimator's axial_weight that matches the world's anisotropic module friction.
-
-    The estimator minimises squared slip velocities, axial ones weighted by axial_weight; weighting
-    each direction by its friction coefficient squared, (mu_axial / mu_lateral)^2, makes that cost a
-    quadratic stand-in for the friction the floor applies. With 1 (no axial sliding) the estimator reads
-    the axial sliding that propels serpentine as slip and sees almost no motion; with 0 it ignores the
-    axial friction drag and overestimates serpentine speed by about a fifth.
-    """
-    from snake_control.physics.mjcf import PhysicsOptions
-
-    options = options or PhysicsOptions()
-    return (options.axial_friction / options.lateral_friction) ** 2
 
 
 def gait_goal_fn(robot: Robot, gait: str, command=(0.0, 0.0, 0.0), params=None) -> GoalFn:
