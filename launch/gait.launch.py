@@ -32,7 +32,7 @@ def launch_setup(context, *args, **kwargs):
     graph_args = GraphArgs.from_strings(values)
     actions, port = [], None
     if graph_args.bus == 'sim':
-        from snake_control.commands.sim_bus import sim_bus_args
+        from snake_control.app.sim_bus import sim_bus_args
         from snake_control.dynamixel.simproc import SimBusProcess
         from snake_control.robot import load_robot
         baud = graph_args.baud or load_robot(graph_args.robot).bus.baud

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from snake_control.app.sim_bus import sim_bus_args
 from snake_control.dynamixel.bus import latency_timer_warning
 from snake_control.dynamixel.driver import Driver, DriverConfig, StartupError
 from snake_control.dynamixel.simproc import SimBusProcess
@@ -47,8 +48,7 @@ def config(**kw):
 
 
 def sim_args(robot_path, faults='', extra=()):
-    return ['--robot', robot_path, '--baud', str(BAUD), '--spread', '0.3',
-            *(['--faults', faults] if faults else []), *extra]
+    return [*sim_bus_args(robot_path, BAUD, spread_rad=0.3), *(['--faults', faults] if faults else []), *extra]
 
 
 def wait_for(predicate, timeout_s=3.0, step_s=0.01):
@@ -323,7 +323,7 @@ def test_dropped_replies_and_slow_firmware(robot):
 @pytest.mark.slow
 def test_32_servos_with_one_percent_corrupted_bytes_keeps_going():
     robot = load_robot('pitch_yaw_32')
-    with SimBusProcess(['--robot', 'pitch_yaw_32', '--faults', 'corrupt=0.01,seed=11']) as sim:
+    with SimBusProcess([*sim_bus_args('pitch_yaw_32'), '--faults', 'corrupt=0.01,seed=11']) as sim:
         d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=3.0, stale_limit=25))
         d.start()
         try:

@@ -31,7 +31,7 @@ def configured(robot, servo_angles=None, world=None):
 
 
 def test_mujoco_physics_factory_named_at_the_edge():
-    from snake_control.commands.sim_bus import physics_reference
+    from snake_control.app.sim_bus import physics_reference
     from snake_control.dynamixel.simbus import plant_factory
     robot = load_robot('kinematic_snake_3')
     assert plant_factory(physics_reference('mujoco')) is mujoco_plant

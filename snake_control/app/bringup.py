@@ -235,7 +235,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     with tempfile.TemporaryDirectory(prefix='snake_bringup_') as tmp:
         try:
             if args.bus == 'sim':
-                from snake_control.commands.sim_bus import sim_bus_args
+                from snake_control.app.sim_bus import sim_bus_args
                 from snake_control.dynamixel.simproc import SimBusProcess
                 from snake_control.robot import load_robot
                 baud = args.baud or load_robot(args.robot).bus.baud

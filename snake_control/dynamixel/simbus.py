@@ -5,9 +5,11 @@ control-channel commands (snake_control.dynamixel.control) from stdin with one J
 `snake sim-bus` runs the same options; SimBusProcess (snake_control.dynamixel.simproc) starts this
 module as a child.
 
-``--physics`` is ``motor`` (the built-in MotorModel) or ``package.module:factory``, a callable
-``factory(ids, models_by_id, robot) -> Plant`` that the caller names: this package never imports a
-physics engine on its own (the physics package depends on this one, not the other way round).
+The servos are given explicitly (--servos or --ids, --model, --baud, --initial): a robot YAML is read
+by the callers (snake_control.app.sim_bus turns one into these options). ``--physics`` is ``motor``
+(the built-in MotorModel) or ``package.module:factory``, a callable ``factory(ids, models_by_id,
+physics_arg) -> Plant`` that the caller names: this package never imports a physics engine on its own
+(the physics package depends on this one, not the other way round).
 """
 from __future__ import annotations
 
@@ -23,30 +25,36 @@ DEFAULT_PHYSICS = 'motor'
 
 
 def add_arguments(parser, physics_help: str = 'plant moving the servos: motor (the built-in motor model) '
-                                               'or MODULE:FACTORY') -> None:
-    """The options of the emulated bus (shared with `snake sim-bus`, which names its own plants)."""
+                                               'or MODULE:FACTORY') -> object:
+    """The options of the emulated bus; returns the required group naming the servos (--servos or
+    --ids), to which `snake sim-bus` adds --robot."""
     who = parser.add_mutually_exclusive_group(required=True)
-    who.add_argument('--robot', help='robot name or YAML: servo IDs, model and baud from its bus section')
     who.add_argument('--servos', type=int, help='number of servos, IDs 1..N')
-    parser.add_argument('--model', default='XM430-W350',
-                        help='servo model with --servos (default XM430-W350)')
-    parser.add_argument('--baud', type=int, help='bus baud rate (default: the robot YAML, or 1000000)')
+    who.add_argument('--ids', help='servo IDs, comma-separated (e.g. 1,2,5)')
+    parser.add_argument('--model', default='XM430-W350', help='servo model (default XM430-W350)')
+    parser.add_argument('--baud', type=int, help='bus baud rate (default 1000000)')
+    parser.add_argument('--initial', default='',
+                        help='initial servo angles, ID:RAD,... (rad from the centre tick); others from --spread')
     parser.add_argument('--faults', default='', help='fault injection spec (corrupt=, drop=, silent=, trip=, '
                                                      'unplug=, seed=)')
     parser.add_argument('--physics', default=DEFAULT_PHYSICS, help=physics_help)
+    parser.add_argument('--physics-arg', default=None,
+                        help='text handed to the plant factory as its third argument (a robot YAML for mujoco)')
     parser.add_argument('--link', help='device path to create (default: a fresh temporary directory)')
     parser.add_argument('--firmware', type=int, default=46,
                         help='firmware version the servos report (below 45: no fast sync read, no backup)')
     parser.add_argument('--return-delay', type=int, default=250,
                         help='initial Return Delay Time register, units of 2 us (factory default 250)')
     parser.add_argument('--spread', type=float, default=0.2,
-                        help='initial joint angles uniformly within +-SPREAD rad of zero (seeded)')
+                        help='initial servo angles uniformly within +-SPREAD rad of the centre (seeded)')
     parser.add_argument('--seed', type=int, default=0, help='seed for the initial angles')
+    return who
 
 
 def plant_factory(physics: str):
     """The plant factory for a ``--physics`` value: None for the built-in motor model, else the callable
-    a ``module:factory`` reference names. ValueError naming the option when it does not resolve."""
+    ``factory(ids, models_by_id, physics_arg) -> Plant`` a ``module:factory`` reference names.
+    ValueError naming the option when it does not resolve."""
     if physics == DEFAULT_PHYSICS:
         return None
     module, sep, attr = physics.partition(':')
@@ -61,33 +69,50 @@ def plant_factory(physics: str):
     return factory
 
 
+def _ids(args) -> list[int]:
+    if args.servos is not None:
+        if not 1 <= args.servos <= 252:
+            raise ValueError(f'--servos must be 1..252, got {args.servos}')
+        return list(range(1, args.servos + 1))
+    try:
+        ids = [int(word) for word in args.ids.split(',') if word.strip()]
+    except ValueError:
+        raise ValueError(f'--ids {args.ids!r}: expected comma-separated integers') from None
+    bad = [i for i in ids if not 0 <= i <= 252]
+    if not ids or bad or len(set(ids)) != len(ids):
+        raise ValueError(f'--ids {args.ids!r}: expected distinct IDs 0..252')
+    return ids
+
+
+def _initial(text: str, ids: list[int], spread: float, seed: int) -> dict[int, float]:
+    rng = random.Random(seed)
+    out = {i: rng.uniform(-spread, spread) for i in ids}
+    for item in filter(None, (w.strip() for w in text.split(','))):
+        sid, sep, rad = item.partition(':')
+        try:
+            if not sep or int(sid) not in out:
+                raise ValueError
+            out[int(sid)] = float(rad)
+        except ValueError:
+            raise ValueError(f'--initial item {item!r}: expected ID:RAD with an ID on the bus') from None
+    return out
+
+
 def run(args, out=sys.stdout) -> int:
     """Build the bus from parsed options, print its device path, serve until SIGINT/SIGTERM."""
     from snake_control.dynamixel.emulator import BusEmulator
     from snake_control.dynamixel.faults import FaultSpec
     from snake_control.dynamixel.models import SERVO_MODELS
 
-    rng = random.Random(args.seed)
     faults = FaultSpec.parse(args.faults)
-    robot = None
-    if args.robot:
-        from snake_control.robot import load_robot
-        robot = load_robot(args.robot)
-        ids = robot.servo_ids
-        models = {i: robot.bus.servo for i in ids}
-        baud = args.baud or robot.bus.baud
-        initial = {j.servo_id: j.servo_angle_rad(rng.uniform(-args.spread, args.spread)) for j in robot.joints}
-    else:
-        if not 1 <= args.servos <= 252:
-            raise ValueError(f'--servos must be 1..252, got {args.servos}')
-        if args.model not in SERVO_MODELS:
-            raise ValueError(f'--model {args.model!r} unknown; known: {", ".join(SERVO_MODELS)}')
-        ids = list(range(1, args.servos + 1))
-        models = {i: SERVO_MODELS[args.model] for i in ids}
-        baud = args.baud or 1_000_000
-        initial = {i: rng.uniform(-args.spread, args.spread) for i in ids}
+    ids = _ids(args)
+    if args.model not in SERVO_MODELS:
+        raise ValueError(f'--model {args.model!r} unknown; known: {", ".join(SERVO_MODELS)}')
+    models = {i: SERVO_MODELS[args.model] for i in ids}
+    baud = args.baud or 1_000_000
+    initial = _initial(args.initial, ids, args.spread, args.seed)
     factory = plant_factory(args.physics)
-    plant = factory(list(ids), models, robot) if factory is not None else None
+    plant = factory(list(ids), models, args.physics_arg) if factory is not None else None
     bus = BusEmulator(ids, models, baud, faults, plant, args.link, args.firmware, args.return_delay, initial)
 
     def stop(signum, frame):

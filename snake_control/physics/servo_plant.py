@@ -205,7 +205,8 @@ class MujocoPlant(Plant):
 
 
 def mujoco_plant(ids, models_by_id, robot=None) -> MujocoPlant:
-    """The emulator's plant factory for `snake sim-bus --physics mujoco` (see snake_control.dynamixel.simbus)."""
+    """The emulator's plant factory for `--physics mujoco`: robot is a Robot or its name/YAML path (the
+    emulator's --physics-arg; see snake_control.dynamixel.simbus)."""
     if robot is None:
         raise ValueError('--physics mujoco needs the robot (give --robot): the world is built from its YAML')
     return MujocoPlant(robot, ids, truth_csv=os.environ.get(TRUTH_ENV) or None)
