@@ -9,7 +9,12 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 PYTEST_ARGS ?=
 
-.PHONY: test demo bench venv clean lint
+# The upstream ROS 2 command-line tools (ros2 launch/run/topic/param, tf2_msgs), where the team's shared
+# folder has them, and colcon in a venv of its own; the tests that need them skip without them.
+ROS2_TOOLS ?= ../shared/ros2-tools
+COLCON_VENV := .venv-colcon
+
+.PHONY: test demo bench venv clean lint ros2-tools
 
 venv: $(STAMP)
 
@@ -21,6 +26,14 @@ $(STAMP): requirements.txt constraints.txt setup.py
 	$(PY) -c "import rclpy, numpy, scipy, mujoco, dynamixel_sdk, serial, yaml, xacro, yourdfpy, mcap_ros2" 
 	touch $(STAMP)
 
+ros2-tools: $(STAMP)
+	@if [ -x "$(ROS2_TOOLS)/install.sh" ]; then \
+	  "$(ROS2_TOOLS)/install.sh" $(VENV) constraints.txt && \
+	  { test -x $(COLCON_VENV)/bin/colcon || { $(PYTHON) -m venv $(COLCON_VENV) && \
+	    $(COLCON_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	      -r requirements-colcon.txt; }; }; \
+	else echo "ros2-tools: $(ROS2_TOOLS) not found; tests of the ros2 command line will be skipped"; fi
+
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -31,4 +44,4 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) out build install log .pytest_cache .hypothesis
+	rm -rf $(VENV) $(COLCON_VENV) out build install log .pytest_cache .hypothesis

@@ -1,13 +1,14 @@
-"""Show a robot's model alone: robot_state_publisher, joint_state_publisher_gui (sliders) and RViz.
+"""Show a robot's model alone: robot_state_publisher, joint_state_publisher_gui (sliders) and RViz. A node
+whose package is not installed is left out with one line.
 
     ros2 launch snake_control display.launch.py robot:=pitch_yaw_32
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from snake_control.app.graph import rviz_config_path
+from snake_control.app.graph import BOOL_CHOICES, package_available, rviz_config_path
 from snake_control.paths import robot_names
 
 
@@ -16,15 +17,22 @@ def launch_setup(context, *args, **kwargs):
 
     robot = LaunchConfiguration('robot').perform(context)
     namespace = LaunchConfiguration('namespace').perform(context)
-    return [
-        Node(package='robot_state_publisher', executable='robot_state_publisher', namespace=namespace,
-             parameters=[{'robot_description': urdf_xml(robot)}], output='screen'),
-        Node(package='joint_state_publisher_gui', executable='joint_state_publisher_gui', namespace=namespace,
-             output='screen'),
-        # No odometry here: the tail link is the fixed frame.
-        Node(package='rviz2', executable='rviz2', namespace=namespace,
-             arguments=['-d', str(rviz_config_path()), '-f', 'link_0'], output='screen'),
-    ]
+    nodes = [('robot_state_publisher', 'robot_state_publisher', None,
+              dict(parameters=[{'robot_description': urdf_xml(robot)}])),
+             ('joint_state_publisher_gui', 'joint_state_publisher_gui', 'gui', {}),
+             # No odometry here: the tail link is the fixed frame.
+             ('rviz2', 'rviz2', 'rviz', dict(arguments=['-d', str(rviz_config_path()), '-f', 'link_0']))]
+    actions = []
+    for package, executable, switch, extra in nodes:
+        if switch and LaunchConfiguration(switch).perform(context) != 'true':
+            continue
+        if not package_available(package):
+            actions.append(LogInfo(msg=f'{package} is not installed: {executable} not started' +
+                                       (f' ({switch}:=false leaves it out)' if switch else '')))
+            continue
+        actions.append(Node(package=package, executable=executable, namespace=namespace, output='screen',
+                            **extra))
+    return actions
 
 
 def generate_launch_description():
@@ -34,5 +42,9 @@ def generate_launch_description():
                                           f'or a path to a robot YAML'),
         DeclareLaunchArgument('namespace', default_value='snake',
                               description='ROS namespace (the RViz config reads /snake/robot_description)'),
+        DeclareLaunchArgument('gui', default_value='true', choices=list(BOOL_CHOICES),
+                              description='start joint_state_publisher_gui (a slider per joint)'),
+        DeclareLaunchArgument('rviz', default_value='true', choices=list(BOOL_CHOICES),
+                              description='start RViz'),
         OpaqueFunction(function=launch_setup),
     ])

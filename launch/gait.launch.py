@@ -1,5 +1,5 @@
 """The whole snake controller: driver, gait, estimator and teleop nodes, robot_state_publisher, and
-joy_node / RViz on request.
+joy_node / RViz on request. A node of another package that is not installed is left out with one line.
 
     ros2 launch snake_control gait.launch.py robot:=pitch_yaw_32 bus:=real port:=/dev/ttyUSB0 \
         baud:=4000000 namespace:=snake joy:=true rviz:=false
@@ -9,12 +9,15 @@ process); this file only turns it into launch_ros Nodes. Run `ros2 launch snake_
 --show-args` for every argument.
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
-from launch.event_handlers import OnShutdown
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from snake_control.app.graph import GraphArgs, build_graph, launch_arguments, with_parameters
+from snake_control.app.graph import GraphArgs, build_graph, launch_arguments, package_available, with_parameters
+
+# The launch argument that leaves out each optional node of another package.
+OPTIONAL = {'robot_state_publisher': 'robot_state_publisher', 'joy': 'joy', 'rviz2': 'rviz'}
 
 
 def node_action(spec):
@@ -24,13 +27,27 @@ def node_action(spec):
                 arguments=list(spec.arguments), output='screen', emulate_tty=True)
 
 
+def report_and_stop_bus(sim):
+    """Say whether the driver left every emulated servo with torque off, then stop the bus."""
+    import launch.logging
+    try:
+        servos = sim.command('state', timeout_s=5.0)['servos']
+        on = sorted(int(i) for i, s in servos.items() if s['torque'])
+        text = (f'emulated bus: torque off on all {len(servos)} servos' if not on else
+                f'emulated bus: torque STILL ON on {len(on)} of {len(servos)} servos (IDs {on})')
+    except (RuntimeError, KeyError, OSError, ValueError) as exc:
+        text = f'emulated bus: torque state unknown ({exc})'
+    launch.logging.get_logger('snake_control').info(text)
+    sim.stop()
+
+
 def launch_setup(context, *args, **kwargs):
     # Concrete values are needed here: the graph, the URDF and the emulated bus's device path depend on them.
     from snake_control.description import urdf_xml
 
     values = {a.name: LaunchConfiguration(a.name).perform(context) for a in launch_arguments()}
     graph_args = GraphArgs.from_strings(values)
-    actions, port = [], None
+    actions, port, sim = [], None, None
     if graph_args.bus == 'sim':
         from snake_control.app.sim_bus import sim_bus_args
         from snake_control.dynamixel.simproc import SimBusProcess
@@ -38,14 +55,21 @@ def launch_setup(context, *args, **kwargs):
         baud = graph_args.baud or load_robot(graph_args.robot).bus.baud
         sim = SimBusProcess(sim_bus_args(graph_args.robot, baud, graph_args.physics))
         port = sim.path
-
-        def stop_bus(event, ctx):
-            sim.stop()          # returns nothing: no further launch actions
-        actions.append(RegisterEventHandler(OnShutdown(on_shutdown=stop_bus)))
     for spec in build_graph(graph_args, port=port):
+        if spec.package in OPTIONAL and not package_available(spec.package):
+            actions.append(LogInfo(msg=f'{spec.package} is not installed: {spec.name} not started '
+                                       f'({OPTIONAL[spec.package]}:=false leaves it out)'))
+            continue
         if spec.executable == 'robot_state_publisher':
             spec = with_parameters(spec, robot_description=urdf_xml(graph_args.robot))
-        actions.append(node_action(spec))
+        action = node_action(spec)
+        actions.append(action)
+        if sim is not None and spec.name == 'driver_node':
+            # The emulated bus goes only once the driver has exited, so its torque-off reaches the servos
+            # (launch signals every node at once on shutdown).
+            def stop_bus(event, ctx):
+                report_and_stop_bus(sim)
+            actions.append(RegisterEventHandler(OnProcessExit(target_action=action, on_exit=stop_bus)))
     return actions
 
 

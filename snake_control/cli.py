@@ -30,8 +30,19 @@ COMMANDS = {
 }
 
 
+class _UsageError(Exception):
+    """A command line argparse refused; its text is the whole one-line message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line naming it (no usage block) and main() returns 2."""
+
+    def error(self, message):
+        raise _UsageError(f'{self.prog}: error: {message} (see {self.prog} --help)')
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog='snake',
         description='snake_control: gaits, a Dynamixel driver, a simulated servo bus and a state '
                     'estimator for snake robots. Run `snake COMMAND --help` for each command.')
@@ -46,7 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     try:
         code = int(args._run(args) or 0)
         sys.stdout.flush()          # a closed pipe shows here, not at interpreter exit
@@ -59,6 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     except (CommandError, FileNotFoundError, ValueError) as exc:
         # Configuration and input errors carry their own file/key/problem text.
         print(f'snake {args.command}: error: {exc}', file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # A path that is a directory, unreadable or on a full disk: the OS names the file.
+        where = f': {exc.filename}' if exc.filename else ''
+        print(f'snake {args.command}: error: {exc.strerror or exc}{where}', file=sys.stderr)
+        return 2
+    except RecursionError:
+        print(f'snake {args.command}: error: an input nests too deeply to read', file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from snake_control.dynamixel.conversion import joint_to_servo_rad, servo_to_joint_rad
 from snake_control.dynamixel.models import SERVO_MODELS, ServoModel
 from snake_control.paths import ConfigError, resolve_robot
+from snake_control.yaml_file import parse_yaml, read_text
 
 KINDS = ('pitch_yaw', 'planar')
 AXES = ('pitch', 'yaw')
@@ -28,6 +28,61 @@ AXES = ('pitch', 'yaw')
 AXIS_VECTORS = {'yaw': (0.0, 0.0, 1.0), 'pitch': (0.0, 1.0, 0.0)}
 SCHEMA_VERSION = 1
 BAUD_RATES = (9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000, 4500000)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The physically sensible range of one setting, inclusive, in its unit."""
+
+    low: float
+    high: float
+    unit: str
+    why: str
+
+    def check(self, value: float, where: str) -> float:
+        """value if finite and within [low, high]; else ValueError naming `where`."""
+        if not (math.isfinite(value) and self.low <= value <= self.high):
+            raise ValueError(f'{where}: must be between {self.low:g} and {self.high:g} {self.unit} '
+                             f'({self.why}), got {value!r}')
+        return value
+
+
+# The one table of ranges. The robot YAML schema, the launch arguments (graph.py), the `snake` options and
+# the nodes' parameter descriptors all read their bounds here, so a value refused in one is refused in all,
+# and before any servo is touched.
+LIMITS = {
+    # Below 10 Hz an e-stop "within one cycle" takes 0.1 s or more; above 1 kHz one cycle is shorter than
+    # a Sync Write plus Sync Read of a handful of servos at 4 Mbit/s.
+    'control_rate_hz': Limit(10.0, 1000.0, 'Hz', 'control loop rate'),
+    'link.length_m': Limit(0.005, 2.0, 'm', 'distance between adjacent joint axes'),
+    'link.radius_m': Limit(0.002, 1.0, 'm', 'module radius'),
+    'link.mass_kg': Limit(0.001, 50.0, 'kg', 'mass of one module'),
+    'wheels.radius_m': Limit(0.001, 1.0, 'm', 'passive wheel radius'),
+    'wheels.track_m': Limit(0.001, 2.0, 'm', 'distance between the two wheels of a pair'),
+    'wheels.mass_kg': Limit(0.0, 10.0, 'kg', 'mass of one wheel pair'),
+    # Dynamixel X-series no-load speeds are at most about 8 rad/s; 50 leaves room for other actuators.
+    'velocity_limit_rad_s': Limit(0.01, 50.0, 'rad/s', 'joint velocity limit'),
+    'acceleration_limit_rad_s2': Limit(0.01, 10000.0, 'rad/s^2', 'joint acceleration limit'),
+    'offset_rad': Limit(-2 * math.pi, 2 * math.pi, 'rad', 'servo angle at joint zero'),
+    # dynamixel_sdk builds a Protocol 2.0 packet in at most 1024 bytes; the Sync Write of 4-byte goal
+    # positions to n servos takes 14 + 5 n of them, so n <= 202.
+    'n_joints': Limit(2, 200, 'joints', 'servos a single Sync Write can command'),
+    # An offline trajectory is sampled at the control rate: longer ones are too big to print or plot.
+    'trajectory_duration_s': Limit(0.001, 3600.0, 's', 'length of a computed trajectory'),
+}
+
+
+def check_rate_hz(rate_hz: float, where: str) -> float:
+    """A control rate option: 0 means 'the robot YAML's control_rate_hz', else within LIMITS."""
+    return rate_hz if rate_hz == 0 else LIMITS['control_rate_hz'].check(float(rate_hz), where)
+
+
+def check_baud(baud: int, where: str) -> int:
+    """A baud option: 0 means 'the robot YAML's', else one of BAUD_RATES."""
+    if baud != 0 and baud not in BAUD_RATES:
+        raise ValueError(f'{where}: {baud} is not a Dynamixel baud rate (0 for the robot YAML\'s, or one '
+                         f'of {", ".join(map(str, BAUD_RATES))})')
+    return baud
 
 
 @dataclass(frozen=True)
@@ -173,12 +228,21 @@ class _Checker:
             self.fail(_join(key, missing[0]), 'missing required key')
         return value
 
-    def number(self, value: Any, key: str, positive: bool = False, minimum: float | None = None) -> float:
+    def number(self, value: Any, key: str, positive: bool = False, minimum: float | None = None,
+               limit: str | None = None) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(key, f'expected a number, got {_kind(value)}')
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            self.fail(key, 'must be finite, got an integer too large for a float')
         if not math.isfinite(value):
             self.fail(key, f'must be finite, got {value}')
+        if limit is not None:
+            bounds = LIMITS[limit]
+            if not bounds.low <= value <= bounds.high:
+                self.fail(key, f'must be between {bounds.low:g} and {bounds.high:g} {bounds.unit} '
+                               f'({bounds.why}), got {value:g}')
         if positive and value <= 0.0:
             self.fail(key, f'must be positive, got {value}')
         if minimum is not None and value < minimum:
@@ -231,18 +295,18 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
         c.fail('description', f'expected a string, got {_kind(description)}')
 
     link = c.mapping(top['link'], 'link', {'length_m', 'radius_m', 'mass_kg'}, set())
-    length = c.number(link['length_m'], 'link.length_m', positive=True)
-    radius = c.number(link['radius_m'], 'link.radius_m', positive=True)
-    mass = c.number(link['mass_kg'], 'link.mass_kg', positive=True)
+    length = c.number(link['length_m'], 'link.length_m', limit='link.length_m')
+    radius = c.number(link['radius_m'], 'link.radius_m', limit='link.radius_m')
+    mass = c.number(link['mass_kg'], 'link.mass_kg', limit='link.mass_kg')
 
     wheels = None
     if kind == 'planar':
         if top.get('wheels') is None:
             c.fail('wheels', 'a planar robot needs its passive wheels described (radius_m, track_m, mass_kg)')
         w = c.mapping(top['wheels'], 'wheels', {'radius_m', 'track_m', 'mass_kg'}, set())
-        wheels = Wheels(c.number(w['radius_m'], 'wheels.radius_m', positive=True),
-                        c.number(w['track_m'], 'wheels.track_m', positive=True),
-                        c.number(w['mass_kg'], 'wheels.mass_kg', positive=True))
+        wheels = Wheels(c.number(w['radius_m'], 'wheels.radius_m', limit='wheels.radius_m'),
+                        c.number(w['track_m'], 'wheels.track_m', limit='wheels.track_m'),
+                        c.number(w['mass_kg'], 'wheels.mass_kg', limit='wheels.mass_kg'))
     elif top.get('wheels') is not None:
         c.fail('wheels', 'only planar robots have passive wheels')
 
@@ -252,7 +316,7 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
     if baud not in BAUD_RATES:
         c.fail('bus.baud', f'{baud} is not a Dynamixel baud rate ({", ".join(map(str, BAUD_RATES))})')
     port = c.string(b.get('port', '/dev/ttyUSB0'), 'bus.port')
-    rate = c.number(b.get('control_rate_hz', 100.0), 'bus.control_rate_hz', positive=True)
+    rate = c.number(b.get('control_rate_hz', 100.0), 'bus.control_rate_hz', limit='control_rate_hz')
     bus = Bus(SERVO_MODELS[model_name], port, baud, rate)
 
     defaults = top.get('joint_defaults') or {}
@@ -261,8 +325,11 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
     raw_joints = top['joints']
     if not isinstance(raw_joints, list):
         c.fail('joints', f'expected a list of joints from tail to head, got {_kind(raw_joints)}')
-    if len(raw_joints) < 2:
-        c.fail('joints', f'a snake needs at least 2 joints, got {len(raw_joints)}')
+    n_limit = LIMITS['n_joints']
+    if len(raw_joints) < n_limit.low:
+        c.fail('joints', f'a snake needs at least {n_limit.low:g} joints, got {len(raw_joints)}')
+    if len(raw_joints) > n_limit.high:
+        c.fail('joints', f'at most {n_limit.high:g} joints ({n_limit.why}), got {len(raw_joints)}')
     joints = []
     seen_names: dict[str, int] = {}
     seen_ids: dict[int, int] = {}
@@ -297,9 +364,9 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
             where = _join(key, 'direction') if 'direction' in raw else 'joint_defaults.direction'
             c.fail(where, f'must be 1 or -1, got {direction!r}')
         joint = Joint(jname, axis, sid, lower, upper,
-                      field('velocity_limit_rad_s', positive=True),
-                      field('acceleration_limit_rad_s2', positive=True),
-                      field('offset_rad'), int(direction))
+                      field('velocity_limit_rad_s', limit='velocity_limit_rad_s'),
+                      field('acceleration_limit_rad_s2', limit='acceleration_limit_rad_s2'),
+                      field('offset_rad', limit='offset_rad'), int(direction))
         servo_lo, servo_hi = sorted((joint.servo_angle_rad(lower), joint.servo_angle_rad(upper)))
         if servo_lo < bus.servo.min_position_rad or servo_hi > bus.servo.max_position_rad:
             c.fail(_join(key, 'lower_rad' if 'lower_rad' in raw else 'upper_rad'),
@@ -339,19 +406,9 @@ def reorder_joints(names, values, joint_names) -> np.ndarray:
 def load_robot(name_or_path: str | Path) -> Robot:
     """Load a robot by shipped name (``pitch_yaw_32``) or YAML path, validated."""
     path = resolve_robot(name_or_path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(str(path), '', f'cannot read: {exc.strerror}') from exc
-    return robot_from_yaml(text, str(path))
+    return robot_from_yaml(read_text(path, ConfigError), str(path))
 
 
 def robot_from_yaml(text: str, source: str = '<robot>') -> Robot:
     """Parse and validate robot YAML text."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, 'problem_mark', None)
-        where = f'line {mark.line + 1}, column {mark.column + 1}' if mark else ''
-        raise ConfigError(source, where, f'not valid YAML: {getattr(exc, "problem", exc)}') from exc
-    return robot_from_dict(data, source)
+    return robot_from_dict(parse_yaml(text, source, ConfigError), source)

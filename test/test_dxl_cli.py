@@ -77,8 +77,8 @@ def test_user_errors_are_one_line(capsys, tmp_path):
     assert code == 2 and 'no such device' in err
     code, _, err = snake(capsys, 'dxl', 'ping', '1,x', '--port', str(tmp_path / 'ttyUSB5'))
     assert code == 2
-    with pytest.raises(SystemExit):
-        main(['sim-bus'])                 # --robot or --servos required
+    code, _, err = snake(capsys, 'sim-bus')          # --robot or --servos required: one line, exit 2
+    assert code == 2 and '--robot' in err and len(err.strip().splitlines()) == 1
     code, _, err = snake(capsys, 'sim-bus', '--servos', '2', '--faults', 'corrupt=7')
     assert code == 2 and 'corrupt=7' in err
 

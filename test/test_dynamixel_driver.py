@@ -449,3 +449,17 @@ def test_overheating_alert_hold_policy_freezes_every_goal(robot):
             d.stop()
         assert not any(torque_states(sim).values())
         assert_goals_safe(sim, d)
+
+
+def test_rejected_commands_are_not_kept_whole_in_the_event_log(robot):
+    """A 100k-name or a 5 MB-name command used to sit whole in the event log (200 of them: GBs)."""
+    d = Driver(robot, '/dev/null', config=config())
+    huge_list = [f'nope_{k}' for k in range(100_000)]
+    huge_name = 'x' * 5_000_000
+    for _ in range(3):
+        assert not d.set_command(huge_list, [0.0] * len(huge_list))
+        assert not d.set_command([huge_name], [0.0])
+        assert not d.set_command(['j1', huge_name], [0.0, 0.0])
+    assert d.counters.rejected_unknown_name == 9
+    assert max(len(e) for e in d.events) < 400
+    assert '100000 unknown joint(s)' in d.events[0]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 rclpy = pytest.importorskip('rclpy')
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -201,6 +201,71 @@ def test_tf_hangs_the_urdf_root_under_the_estimate(ros):
         p = odoms[-1].pose.pose.position
         np.testing.assert_allclose(body[:3, 3], [p.x, p.y, p.z], atol=1e-9)
         assert odoms[-1].child_frame_id == 'link_4'
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        peer.destroy_node()
+
+
+def test_a_future_stamp_or_a_spoofed_pose_never_stops_odometry(ros):
+    """One joint_states stamped a day ahead used to make every later message look old: odometry stopped
+    for good while /diagnostics said OK. Now it is rejected, counted, and reported as WARN; so is a
+    spoofed pose far from the measured one."""
+    robot = load_robot('wheeled_8')
+    node = EstimatorNode(context=ros, parameter_overrides=[
+        Parameter('robot', value='wheeled_8'), Parameter('diagnostics_rate_hz', value=20.0)])
+    peer = rclpy.create_node('estimator_gate_peer', context=ros)
+    odoms, diags = [], []
+    peer.create_subscription(Odometry, 'odom', odoms.append, QoSProfile(depth=500))
+    peer.create_subscription(DiagnosticArray, '/diagnostics', diags.append, QoSProfile(depth=50))
+    pub = peer.create_publisher(JointState, 'joint_states', QoSProfile(depth=50))
+    executor = SingleThreadedExecutor(context=ros)
+    executor.add_node(node)
+    executor.add_node(peer)
+
+    def send(q, stamp_s, wait_for=None):
+        msg = JointState()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp_s), int((stamp_s % 1.0) * 1e9)
+        msg.name = robot.joint_names
+        msg.position = [float(v) for v in q]
+        for _ in range(3):
+            pub.publish(msg)
+            if wait_for is None or _spin_until(executor, wait_for, timeout_s=2.0):
+                return
+
+    try:
+        assert _spin_until(executor, lambda: pub.get_subscription_count() > 0 and
+                           peer.count_publishers('odom') > 0)
+        start = node.get_clock().now().nanoseconds * 1e-9
+
+        def shape(k):
+            return 0.3 * np.sin(2 * np.pi * 0.01 * k - 0.9 * np.arange(robot.n_joints))
+
+        for k in range(5):
+            n = len(odoms)
+            send(shape(k), start + 0.01 * k, lambda: len(odoms) > n)
+        send(np.zeros(robot.n_joints), start + 86400.0,
+             lambda: node.gate.counts['future_stamp'] >= 1)
+        assert node.gate.counts['future_stamp'] >= 1
+        spoof = np.clip(np.full(robot.n_joints, 1.0), robot.lower_rad, robot.upper_rad)
+        send(spoof, start + 0.055, lambda: node.gate.counts['too_fast'] >= 1)
+        assert node.gate.counts['too_fast'] >= 1
+        for k in range(6, 30):
+            n = len(odoms)
+            send(shape(k), start + 0.01 * k, lambda: len(odoms) > n)
+        assert len(odoms) >= 29      # odometry went on after the future stamp and the spoof
+        last = odoms[-1].header.stamp
+        assert last.sec + 1e-9 * last.nanosec == pytest.approx(start + 0.29, abs=1e-3)
+        # The estimate is that of the good messages alone: the spoofed pose was never integrated.
+        expected = run_offline(robot, start + 0.01 * np.arange(30), np.array([shape(k) for k in range(30)]))
+        p = odoms[-1].pose.pose.position
+        np.testing.assert_allclose([p.x, p.y], expected[-1].pose[:2, 3], atol=1e-3)
+        count = len(diags)
+        assert _spin_until(executor, lambda: len(diags) > count)
+        status = diags[-1].status[0]
+        values = {kv.key: kv.value for kv in status.values}
+        assert status.level == DiagnosticStatus.WARN and 'joint_states' in status.message
+        assert int(values['input_future_stamp']) >= 1 and int(values['input_too_fast']) >= 1
     finally:
         executor.shutdown()
         node.destroy_node()

@@ -52,7 +52,7 @@ def test_list_for_a_robot_resolves_defaults(capsys):
     (['--set', 'B1=big'], 'value must be a number'),
     (['--set', 'zeta=1'], "no parameter 'zeta'"),
     (['--set', 'w1=-3'], "'w1' of gait 'serpentine' must be in"),
-    (['--duration', '0'], 'duration must be positive'),
+    (['--duration', '0'], 'argument --duration: must be between'),
 ])
 def test_bad_arguments_give_clear_errors(argv, message, capsys):
     code = main(['gait', '--robot', 'pitch_yaw_32', '--gait', 'serpentine'] + argv)

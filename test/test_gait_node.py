@@ -244,9 +244,62 @@ def test_starts_from_measured_pose():
         time.sleep(0.3)
         assert not joints
         pose = [0.3 * (-1) ** i for i in range(len(names))]
-        states_pub.publish(JointState(name=names, position=pose))
-        assert wait_until(lambda: joints)
+        # A driver publishes at its control rate; the pose is taken once a few messages agree.
+        assert wait_until(lambda: joints or states_pub.publish(JointState(name=names, position=pose)),
+                          period_s=0.02)
         first = np.array(joints[0][1].position)
         assert np.max(np.abs(first - pose)) < 0.05, 'starts where the robot is'
     finally:
         h.close()
+
+
+def test_starts_only_from_the_driver_it_commands_never_from_a_spoofer():
+    """joint_states from anyone used to choose the first pose: a spoofer's pose made the first goal step
+    1.67 rad from where the servos were. Now a node that does not take joint_commands holds the start
+    back while it publishes, and a lone odd message among the driver's is never taken."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+
+    from rosutil import RosHarness, wait_until
+    from snake_control.nodes.gait_node import GaitNode
+
+    h = RosHarness()
+    try:
+        node = h.add(GaitNode(context=h.context, parameter_overrides=[Parameter('robot', value='wheeled_8')]))
+        joints = h.record(JointState, 'joint_commands')     # the probe is the driver: it takes commands
+        driver_pub = h.publisher(JointState, 'joint_states')
+        spoofer = h.add(Node('spoofer', context=h.context))
+        spoof_pub = spoofer.create_publisher(JointState, 'joint_states', 10)
+        h.wait_for_subscribers(driver_pub)
+        names = list(node.robot.joint_names)
+        measured = [0.2] * len(names)
+        spoofed = [-0.8 * (-1) ** i for i in range(len(names))]
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            driver_pub.publish(JointState(name=names, position=measured))
+            spoof_pub.publish(JointState(name=names, position=spoofed))
+            time.sleep(0.01)
+        assert not joints, 'no start while a foreign node publishes joint_states'
+        spoofer.destroy_publisher(spoof_pub)
+        assert wait_until(lambda: joints or driver_pub.publish(JointState(name=names, position=measured)),
+                          period_s=0.01)
+        first = np.array(joints[0][1].position)
+        step = node.robot.velocity_limit_rad_s / node.rate_hz
+        assert np.all(np.abs(first - measured) <= step + 1e-9), 'first goal reachable from the measured pose'
+    finally:
+        h.close()
+
+
+def test_start_pose_needs_steady_plausible_samples():
+    from snake_control.gaits.start_pose import StartPose
+    sp = StartPose(-np.ones(3), np.ones(3), np.full(3, 4.0), samples=3)
+    q = np.zeros(3)
+    assert sp.offer(q, 0.00)[0] is None and sp.offer(q, 0.01)[0] is None
+    assert sp.offer(np.full(3, 0.9), 0.011)[0] is None          # a jump 0.9 rad in 1 ms breaks the run
+    assert sp.offer(q, 0.02)[0] is None and sp.offer(q, 0.03)[0] is None
+    pose, _ = sp.offer(q, 0.04)
+    np.testing.assert_array_equal(pose, q)
+    sp.reset()
+    assert 'outside' in sp.offer(np.full(3, 1.5), 0.05)[1]
+    assert 'finite' in sp.offer(np.full(3, np.nan), 0.06)[1]

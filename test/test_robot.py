@@ -3,6 +3,7 @@ names the file, the key path and the problem, and nothing crashes with another e
 import copy
 import math
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -91,12 +92,12 @@ def _copy_field(path_to, path_from):
     (_copy_field(('joints', 2, 'name'), ('joints', 0, 'name')), 'joints[2].name', 'duplicate joint name'),
     (_set(('joints', 0, 'upper_rad'), 3.5), 'joints[0].upper_rad', 'outside the XM430-W350 position range'),
     (_set(('joints', 0, 'offset_rad'), 2.5), 'joints[0]', 'position range'),
-    (_set(('link', 'length_m'), 0), 'link.length_m', 'must be positive'),
+    (_set(('link', 'length_m'), 0), 'link.length_m', 'must be between 0.005 and 2 m'),
     (_set(('wheels', 'radius_m'), math.nan), 'wheels.radius_m', 'finite'),
     (_set(('joints', 0, 'axis'), 'pitch'), 'joints[0].axis', 'yaw joints only'),
     (_set(('bus', 'baud'), 1234), 'bus.baud', 'not a Dynamixel baud rate'),
     (_set(('joints', 4, 'direction'), 0), 'joints[4].direction', 'must be 1 or -1'),
-    (_set(('joint_defaults', 'velocity_limit_rad_s'), -1), 'joint_defaults.velocity_limit_rad_s', 'positive'),
+    (_set(('joint_defaults', 'velocity_limit_rad_s'), -1), 'joint_defaults.velocity_limit_rad_s', 'must be between'),
     (_set(('joints',), []), 'joints', 'at least 2 joints'),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_bad_field_is_refused_with_its_key_path(edit, key, problem):
@@ -183,3 +184,63 @@ def test_arbitrary_text_never_crashes(text):
         robot_from_yaml(text, 'robots/text.yaml')
     except ConfigError as err:
         assert str(err).startswith('robots/text.yaml')
+
+
+# --- property-based: every number at every numeric key path ------------------------------------
+
+def _numeric_paths(data):
+    return [p for p in _paths(data) if p and isinstance(_get(data, p), (int, float))
+            and not isinstance(_get(data, p), bool)]
+
+
+def _get(data, path):
+    for k in path:
+        data = data[k]
+    return data
+
+
+extreme = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from([1e308, -1e308, 1e-300, -1e-300, 0.0, -0.0, 10**400, -10**400, 2**63]),
+                    st.integers(-10**6, 10**6))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_number_anywhere_is_in_its_range_or_refused_by_key(draw_data):
+    """1e308 Hz, a 1e308 m link or a 1e-300 rad/s limit used to load and crash later."""
+    from snake_control.robot import LIMITS
+    data = _base() if draw_data.draw(st.booleans()) else \
+        yaml.safe_load((robots_dir() / 'pitch_yaw_32.yaml').read_text())
+    path = draw_data.draw(st.sampled_from(_numeric_paths(data)))
+    value = draw_data.draw(extreme)
+    _set(path, value)(data)
+    key = '.'.join(str(k) for k in path)
+    try:
+        robot = robot_from_dict(data, 'robots/fuzz.yaml')
+    except ConfigError as err:
+        assert str(err).startswith('robots/fuzz.yaml: ') and err.problem and '\n' not in str(err)
+        leaf = str(path[-1])
+        assert leaf in err.key or 'joints' in err.key or key.startswith('joint_defaults'), (key, err)
+        return
+    assert LIMITS['control_rate_hz'].low <= robot.bus.control_rate_hz <= LIMITS['control_rate_hz'].high
+    assert LIMITS['link.length_m'].low <= robot.link_length_m <= LIMITS['link.length_m'].high
+    for name in ('velocity_limit_rad_s', 'acceleration_limit_rad_s2'):
+        values = getattr(robot, name)
+        assert np.all(values >= LIMITS[name].low) and np.all(values <= LIMITS[name].high)
+
+
+def test_more_joints_than_one_sync_write_can_command_are_refused():
+    data = _base()
+    template = data['joints'][0]
+    data['joints'] = [{**template, 'name': f'j{k}', 'id': k} for k in range(253)]
+    with pytest.raises(ConfigError, match=r'joints: at most 200 joints'):
+        robot_from_dict(data, 'robots/long.yaml')
+
+
+def test_deeply_nested_yaml_and_non_utf8_files_are_refused_naming_the_file(tmp_path):
+    with pytest.raises(ConfigError, match='robots/deep.yaml: .*nested'):
+        robot_from_yaml('[' * 100_000, 'robots/deep.yaml')
+    binary = tmp_path / 'binary.yaml'
+    binary.write_bytes(b'name: \xff\xfe\x00snake\n')
+    with pytest.raises(ConfigError, match='binary.yaml: .*UTF-8'):
+        load_robot(str(binary))

@@ -90,5 +90,5 @@ def test_snake_urdf_refuses_bad_robot_with_named_key(tmp_path):
     out = subprocess.run([sys.executable, '-m', 'snake_control.cli', 'urdf', '--robot', str(bad)],
                          capture_output=True, text=True)
     assert out.returncode == 2
-    assert 'bad.yaml: link.length_m: must be positive' in out.stderr
+    assert 'bad.yaml: link.length_m: must be between' in out.stderr
     assert 'Traceback' not in out.stderr

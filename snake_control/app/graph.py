@@ -37,6 +37,8 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
     """Every argument of gait.launch.py (and the matching `snake bringup` options)."""
     from snake_control.paths import robot_names
     from snake_control.paths import teleop_names
+    from snake_control.robot import LIMITS
+    rate = LIMITS['control_rate_hz']
     return (
         LaunchArgument('robot', 'pitch_yaw_32',
                        f'robot description: a shipped name ({", ".join(robot_names())}) or a path to a '
@@ -46,8 +48,8 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
         LaunchArgument('port', '', 'serial device of the servo bus; empty: the robot YAML\'s bus.port '
                        '(ignored with bus:=sim)'),
         LaunchArgument('baud', '0', 'bus baud rate in bit/s; 0: the robot YAML\'s bus.baud'),
-        LaunchArgument('rate', '0', 'control rate in Hz of the gait and driver loops; 0: the robot YAML\'s '
-                       'bus.control_rate_hz'),
+        LaunchArgument('rate', '0', f'control rate in Hz of the gait and driver loops ({rate.low:g} to '
+                       f'{rate.high:g}); 0: the robot YAML\'s bus.control_rate_hz'),
         LaunchArgument('namespace', 'snake', 'ROS namespace of every node and topic'),
         LaunchArgument('joy', 'true', 'start joy_node for a gamepad on joy_dev', BOOL_CHOICES),
         LaunchArgument('joy_dev', '0', 'joy_node device id (0 is the first gamepad)'),
@@ -57,6 +59,8 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
         LaunchArgument('physics', 'none', 'with bus:=sim, couple the emulated servos to a MuJoCo world',
                        PHYSICS_CHOICES),
         LaunchArgument('rviz', 'false', 'start RViz with snake_description/rviz/snake.rviz', BOOL_CHOICES),
+        LaunchArgument('robot_state_publisher', 'true', 'start robot_state_publisher (the links\' TF from '
+                       'joint_states and the URDF)', BOOL_CHOICES),
     )
 
 
@@ -87,6 +91,7 @@ class GraphArgs:
     gait: str = ''
     physics: str = 'none'
     rviz: bool = False
+    robot_state_publisher: bool = True
 
     @classmethod
     def from_strings(cls, values: dict[str, str]) -> 'GraphArgs':
@@ -127,14 +132,20 @@ class GraphArgs:
                              f'got {self.physics!r}')
         if self.physics != 'none' and self.bus != 'sim':
             raise ValueError('launch argument physics: a physics world needs bus:=sim')
-        if self.baud < 0:
-            raise ValueError(f'launch argument baud: must be >= 0, got {self.baud}')
-        if not 0 <= self.rate <= 2000:
-            raise ValueError(f'launch argument rate: must be in [0, 2000] Hz, got {self.rate}')
+        from snake_control.robot import check_baud, check_rate_hz, load_robot
+        check_baud(self.baud, 'launch argument baud')
+        check_rate_hz(self.rate, 'launch argument rate')
         if self.namespace.strip('/') and not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*',
                                                           self.namespace.strip('/')):
             raise ValueError(f'launch argument namespace: not a valid ROS namespace: {self.namespace!r}')
         resolve_robot(self.robot)  # FileNotFoundError naming the shipped robots
+        robot = load_robot(self.robot)  # ConfigError naming the file and key
+        if self.gait:
+            from snake_control.gaits.catalog import gaits_for
+            known = list(gaits_for(robot))
+            if self.gait not in known:
+                raise ValueError(f'launch argument gait: unknown gait {self.gait!r} for {robot.name}; '
+                                 f'known: {", ".join(known)}')
         from snake_control.teleop.mapping import load_teleop_config
         load_teleop_config(self.teleop)  # a bad gamepad map fails here, before anything starts
         return self
@@ -230,16 +241,30 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
         NodeSpec(PACKAGE, 'teleop_node', 'teleop_node', ns,
                  {'robot': robot_path, 'teleop': args.teleop, 'gait_cycle': cycle},
                  module='snake_control.nodes.teleop_node', class_name='TeleopNode'),
-        # robot_description is filled by the launch file (xacro Command) or by bringup (urdf_xml).
-        NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', ns,
-                 {'publish_frequency': min(rate, 50.0)}),
     ]
+    if args.robot_state_publisher:
+        # robot_description is filled by the launch file or published by bringup (urdf_xml).
+        specs.append(NodeSpec('robot_state_publisher', 'robot_state_publisher', 'robot_state_publisher', ns,
+                              {'publish_frequency': min(rate, 50.0)}))
     if args.joy:
         specs.append(NodeSpec('joy', 'joy_node', 'joy_node', ns,
                               {'device_id': args.joy_dev, 'deadzone': 0.05, 'autorepeat_rate': 20.0}))
     if args.rviz:
         specs.append(NodeSpec('rviz2', 'rviz2', 'rviz2', ns, {}, arguments=('-d', str(rviz_config_path()))))
     return specs
+
+
+def package_available(package: str) -> bool:
+    """Whether a ROS package is installed (on AMENT_PREFIX_PATH)."""
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    except ImportError:
+        return False
+    try:
+        get_package_prefix(package)
+    except (PackageNotFoundError, ValueError):
+        return False
+    return True
 
 
 def rviz_config_path() -> Path:

@@ -1,4 +1,7 @@
 """snake bringup: the whole node graph in one process."""
+
+from snake_control.commands import options
+
 HELP = 'run the whole node graph in one process (no ros2 launch needed)'
 DESCRIPTION = '''Run the node list of gait.launch.py, for machines without `ros2 launch`: the driver in
 a process of its own (nothing else can delay a servo cycle), the gait, estimator and teleop nodes in
@@ -23,14 +26,14 @@ def add_arguments(parser):
                         help='sim: start the emulated bus; real: a USB adapter on --port')
     parser.add_argument('--port', default='', help='serial device (default: the robot YAML\'s bus.port)')
     parser.add_argument('--baud', type=int, default=0, help='bus baud rate (default: the robot YAML\'s)')
-    parser.add_argument('--rate', type=float, default=0.0,
+    parser.add_argument('--rate', type=options.in_range('control_rate_hz', zero_means_default=True), default=0.0,
                         help='control rate in Hz (default: the robot YAML\'s)')
     parser.add_argument('--physics', choices=('mujoco',), default=None,
                         help='with --bus sim: couple the emulated servos to a MuJoCo world')
     parser.add_argument('--script', default=None, help='scripted teleop session YAML (see config/scripts)')
-    parser.add_argument('--record', default=None, metavar='F.mcap',
+    parser.add_argument('--record', default=None, metavar='F.mcap', type=options.output_file,
                         help='write every topic to this MCAP file')
-    parser.add_argument('--duration', type=float, default=None, metavar='S',
+    parser.add_argument('--duration', type=options.positive_seconds, default=None, metavar='S',
                         help='stop after S seconds (default: the script\'s duration, else run until Ctrl-C)')
     parser.add_argument('--namespace', default='snake', help='ROS namespace (default snake)')
     parser.add_argument('--teleop', default='xbox',

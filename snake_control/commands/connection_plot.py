@@ -1,4 +1,7 @@
 """snake connection-plot: seed 000's connection vector fields of the three-link kinematic snake."""
+
+from snake_control.commands import options
+
 HELP = "draw the three-link snake's local connection as vector fields with a gait's path (seed 000)"
 DESCRIPTION = '''Draw the local connection of the three-link passive-wheel snake (docs/estimation.md) as three
 vector fields over the shape space (alpha1, alpha2), one per body-velocity component xi_x, xi_y, xi_theta:
@@ -11,7 +14,7 @@ and the net motion of one gait cycle is printed. The dashed line alpha1 = alpha2
 
 
 def add_arguments(parser):
-    parser.add_argument('--output', default='connection.png',
+    parser.add_argument('--output', default='connection.png', type=options.output_file,
                         help='image file (PNG, PDF or SVG); default connection.png')
     parser.add_argument('--gait', default='40,40,25',
                         help='AMP1,AMP2,PHASE in degrees: alpha1 = AMP1 sin t, alpha2 = AMP2 sin(t + PHASE) '

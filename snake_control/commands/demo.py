@@ -1,4 +1,7 @@
 """snake demo: what `make demo` runs."""
+
+from snake_control.commands import options
+
 HELP = 'run the demo (what `make demo` runs): both robots through their scripts in MuJoCo, full node graph'
 DESCRIPTION = '''Drive pitch_yaw_32 (serpentine, a left turn, sidewinding, rolling, stops) and then wheeled_8
 (lateral undulation with turns both ways) through the whole node graph: driver on the emulated bus at
@@ -11,7 +14,7 @@ against the bus limit, commanded against achieved speed, faults.'''
 
 
 def add_arguments(parser):
-    parser.add_argument('--out', default='out', help='output folder (default: out)')
+    parser.add_argument('--out', default='out', type=options.output_dir, help='output folder (default: out)')
     parser.add_argument('--quick', action='store_true',
                         help='wheeled_8 only, the first 10 s of its script (a smoke test)')
     parser.add_argument('--no-docs', action='store_true',

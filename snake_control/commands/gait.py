@@ -1,4 +1,7 @@
 """snake gait: joint trajectories of a gait, with its fit error against its backbone curve."""
+
+from snake_control.commands import options
+
 HELP = 'run a gait offline: joint trajectories (CSV), a plot, and the fit error against its backbone curve'
 DESCRIPTION = '''Run the gait scheduler offline for one gait and report what it commands.
 
@@ -23,14 +26,16 @@ def add_arguments(parser):
     parser.add_argument('--gait', help='gait name (see --list)')
     parser.add_argument('--set', action='append', default=[], metavar='NAME=VALUE',
                         help='override a gait parameter (repeatable), in the units shown by --list')
-    parser.add_argument('--duration', type=float, default=10.0, help='seconds to run (default 10)')
-    parser.add_argument('--rate', type=float, default=100.0, help='control rate in Hz (default 100)')
+    parser.add_argument('--duration', type=options.in_range('trajectory_duration_s'), default=10.0,
+                        help='seconds to run (default 10, at most an hour)')
+    parser.add_argument('--rate', type=options.in_range('control_rate_hz'), default=100.0,
+                        help='control rate in Hz (default 100)')
     parser.add_argument('--speed', type=float, default=None,
                         help='command along the gait\'s drive direction (m/s, rad/s for turn_in_place); '
                              'default: half a gait cycle per second')
     parser.add_argument('--turn', type=float, default=0.0, help='angular.z command in rad/s (default 0)')
-    parser.add_argument('--csv', help='write the joint trajectory to this CSV file')
-    parser.add_argument('--plot', help='write a plot (joint heatmap and 3D backbone) to this image file')
+    parser.add_argument('--csv', type=options.output_file, help='write the joint trajectory to this CSV file')
+    parser.add_argument('--plot', type=options.output_file, help='write a plot (joint heatmap and 3D backbone) to this image file')
     parser.add_argument('--torques', action='store_true',
                         help='estimate the joint torques the gait needs (robot on the ground, seed 001 '
                              'dynamics) and compare peak and RMS with the servo stall torque')

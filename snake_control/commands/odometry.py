@@ -1,4 +1,7 @@
 """snake odometry: run the state estimator offline on a joint trajectory."""
+
+from snake_control.commands import options
+
 HELP = 'offline state estimation (odometry) from a joint-trajectory CSV or an .mcap recording'
 DESCRIPTION = '''Run the same estimator as estimator_node over recorded joint angles and write the pose track.
 
@@ -16,9 +19,9 @@ def add_arguments(parser):
     parser.add_argument('--robot', required=True,
                         help='shipped robot name (pitch_yaw_32, wheeled_8, kinematic_snake_3) or a robot '
                              'YAML path')
-    parser.add_argument('--input', required=True, help='joint-trajectory .csv or .mcap recording')
-    parser.add_argument('--output', help='pose CSV to write (t,x,y,z,qx,qy,qz,qw)')
-    parser.add_argument('--plot', help='image file for the estimated path (PNG, PDF or SVG)')
+    parser.add_argument('--input', required=True, type=options.input_file, help='joint-trajectory .csv or .mcap recording')
+    parser.add_argument('--output', type=options.output_file, help='pose CSV to write (t,x,y,z,qx,qy,qz,qw)')
+    parser.add_argument('--plot', type=options.output_file, help='image file for the estimated path (PNG, PDF or SVG)')
     parser.add_argument('--body-frame', default=None,
                         help="reported frame: middle, head, tail, chassis or a link index "
                              "(default: middle for planar robots, chassis for pitch-yaw robots)")

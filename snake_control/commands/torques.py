@@ -1,4 +1,7 @@
 """snake torques: the joint torques a recorded or generated joint trajectory needs, against the servos."""
+
+from snake_control.commands import options
+
 HELP = 'check a joint-trajectory CSV against the servo stall torque (seed 001 dynamics)'
 DESCRIPTION = '''Estimate the joint torques a joint trajectory needs and compare them with the stall torque.
 
@@ -16,7 +19,7 @@ times (or gait phases, with --period) above the fraction; exit code 1 if any joi
 
 def add_arguments(parser):
     parser.add_argument('--robot', required=True, help='shipped robot name or robot YAML path')
-    parser.add_argument('--csv', required=True, help='joint-trajectory CSV: t,<joint names>')
+    parser.add_argument('--csv', required=True, type=options.input_file, help='joint-trajectory CSV: t,<joint names>')
     parser.add_argument('--fraction', type=float, default=0.8,
                         help='fraction of the stall torque that counts as too much (default 0.8)')
     parser.add_argument('--period', type=float, default=None,
@@ -32,8 +35,11 @@ def read_trajectory_csv(path, robot):
     """(t (T,), q (T, n)) from a joint-trajectory CSV, columns reordered to the robot's joint order."""
     import numpy as np
 
-    with open(path, encoding='utf-8') as f:
-        header = f.readline().strip()
+    try:
+        with open(path, encoding='utf-8') as f:
+            header = f.readline().strip()
+    except UnicodeDecodeError:
+        raise ValueError(f'{path}: not a UTF-8 CSV file') from None
     names = [h.strip() for h in header.split(',')]
     if not names or names[0] != 't':
         raise ValueError(f'{path}: the header must start with t, got {header!r}')

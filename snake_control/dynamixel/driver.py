@@ -67,6 +67,7 @@ POLICIES = ('hold', 'torque_off')
 SETUP_MARGIN_MS = 20.0
 PROBE_EVERY = 10                 # cycles between reads of a servo that stopped answering
 TORQUE_OFF_DEADLINE_S = 2.0      # how long torque off keeps retrying servos not yet confirmed off
+EVENT_MAX_CHARS = 300            # longest event text kept (they can quote untrusted input)
 # What a servo can physically report; a reading outside is garbage (a garbled or misrouted reply) and is
 # never published. Hardware Error Status only has bits 0, 2, 3, 4, 5. Present Position in position mode
 # spans one turn (a margin of a turn for multi-turn modes); Present Velocity stays within the Velocity
@@ -340,7 +341,7 @@ class Driver:
             unknown = [n for n in names if n not in self.index]
             if unknown:
                 self.counters.rejected_unknown_name += 1
-                self._event(f'command rejected: unknown joint(s) {unknown}')
+                self._event(f'command rejected: {len(unknown)} unknown joint(s) {unknown[:3]}')
                 return False
             if not np.all(np.isfinite(positions)):
                 self.counters.rejected_nonfinite += 1
@@ -413,6 +414,10 @@ class Driver:
 
     # ================================================================ start-up
     def _event(self, text: str):
+        # An event quotes untrusted input (a command's joint names): keep a bounded head of it, so the
+        # log of 200 events cannot hold hundreds of MB.
+        if len(text) > EVENT_MAX_CHARS:
+            text = f'{text[:EVENT_MAX_CHARS]}... ({len(text)} characters)'
         self.events.append(f'{time.monotonic():.3f} {text}')
         log.info(text)
 

@@ -57,6 +57,13 @@ class FaultSpec:
                     raise ValueError('unknown fault (corrupt, drop, silent, trip, unplug, seed)')
             except ValueError as exc:
                 raise ValueError(f'--faults item {item!r}: {exc}') from None
+        times = [start for start, _ in out.silent.values()]
+        times += [when for when, _, _ in out.trips] + [start for start, _ in out.unplugs]
+        spans = [end - start for start, end in out.silent.values()] + [dur for _, dur in out.unplugs]
+        # A NaN or negative time would never come: the fault would silently not happen.
+        if not all(math.isfinite(t) and t >= 0 for t in times) or not all(s > 0 for s in spans):
+            raise ValueError(f'--faults {spec!r}: times must be finite and >= 0 s, durations > 0 s '
+                             f'(a silent servo may omit its duration: for ever)')
         return out
 
 

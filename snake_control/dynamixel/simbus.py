@@ -43,12 +43,25 @@ def add_arguments(parser, physics_help: str = 'plant moving the servos: motor (t
     parser.add_argument('--link', help='device path to create (default: a fresh temporary directory)')
     parser.add_argument('--firmware', type=int, default=46,
                         help='firmware version the servos report (below 45: no fast sync read, no backup)')
-    parser.add_argument('--return-delay', type=int, default=250,
+    parser.add_argument('--return-delay', type=_int_range(0, 254, ' (units of 2 us)'), default=250,
                         help='initial Return Delay Time register, units of 2 us (factory default 250)')
     parser.add_argument('--spread', type=float, default=0.2,
                         help='initial servo angles uniformly within +-SPREAD rad of the centre (seeded)')
     parser.add_argument('--seed', type=int, default=0, help='seed for the initial angles')
     return who
+
+
+def _int_range(low: int, high: int, unit: str = ''):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f'expected an integer, got {text!r}') from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f'must be between {low} and {high}{unit}, got {value}')
+        return value
+    parse.__name__ = 'integer'
+    return parse
 
 
 def plant_factory(physics: str):

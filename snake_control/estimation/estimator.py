@@ -236,6 +236,23 @@ class Estimator:
         self._geom = None
         self._plane_down = None     # ground-plane down in the last chassis frame (support_plane)
 
+    def rebase_time(self, t_s: float) -> None:
+        """Move the last accepted stamp to t_s (s): the sender's time base jumped (a clock stepped back),
+        so the next update measures its dt from there instead of being skipped as old."""
+        if self._t is not None:
+            self._t = float(t_s)
+
+    def reanchor(self) -> None:
+        """Keep the pose and its covariance but forget the last shape: the next update re-initialises the
+        shape there without integrating the jump to it as motion (the last accepted shape was wrong).
+        The current pose becomes ``initial_pose``."""
+        if self._t is None:
+            return
+        pose, p2, p3 = self.pose.copy(), self._p2.copy(), self._p3.copy()
+        skipped, updates = self.skipped, self.updates
+        self.reset(pose=pose)
+        self._p2, self._p3, self.skipped, self.updates = p2, p3, skipped, updates
+
     @property
     def state(self) -> EstimatorState:
         """The latest EstimatorState."""

@@ -10,6 +10,7 @@ Formats (docs/architecture.md):
 from __future__ import annotations
 
 import csv
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +37,11 @@ def read_joint_csv(path, joint_names) -> JointTrajectory:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'{path}: no such joint-trajectory file')
-    with path.open(newline='') as f:
-        rows = list(csv.reader(f))
+    try:
+        with path.open(newline='', encoding='utf-8') as f:
+            rows = list(csv.reader(f))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f'{path}: not a UTF-8 CSV file ({exc.__class__.__name__})') from None
     if not rows:
         raise ValueError(f'{path}: empty file, expected a header t,<joint name>,...')
     header = [h.strip() for h in rows[0]]
@@ -90,7 +94,21 @@ def read_joint_mcap(path, joint_names, topic: str | None = None) -> JointTraject
     (snake_control.mcap_io.read_joint_states)."""
     from snake_control.mcap_io import read_joint_states
 
-    return JointTrajectory(*read_joint_states(path, joint_names, topic))
+    from mcap.exceptions import McapError
+
+    try:
+        return JointTrajectory(*read_joint_states(path, joint_names, topic))
+    except (McapError, EOFError, struct.error, UnicodeDecodeError, IndexError, KeyError, TypeError,
+            OverflowError, MemoryError) as exc:
+        # A truncated, empty or foreign file: the reader fails anywhere in its records.
+        raise ValueError(f'{path}: not a readable MCAP recording ({type(exc).__name__}: '
+                         f'{str(exc)[:120] or "truncated"})') from None
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and not Path(path).exists():
+            raise
+        # A file shorter than the footer fails its seek.
+        raise ValueError(f'{path}: not a readable MCAP recording ({type(exc).__name__}: '
+                         f'{str(exc)[:120] or "truncated"})') from None
 
 
 def read_joint_trajectory(path, joint_names, topic: str | None = None) -> JointTrajectory:

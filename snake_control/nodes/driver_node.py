@@ -34,7 +34,7 @@ from std_msgs.msg import Bool
 from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, StartupError
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
 from snake_control.nodes.qos import ESTOP_SUB_QOS
-from snake_control.robot import load_robot
+from snake_control.robot import LIMITS, check_rate_hz, load_robot
 
 LIVE_POLICIES = ('stale_policy', 'alert_policy', 'estop_policy')
 
@@ -66,7 +66,7 @@ class DriverNode(Node):
                 ('baud', 0, 'baud rate; 0: the robot YAML bus.baud', True, P.PARAMETER_INTEGER,
                  (0, 4_500_000)),
                 ('rate', 0.0, 'bus loop rate in Hz; 0: the robot YAML control_rate_hz', True,
-                 P.PARAMETER_DOUBLE, (0.0, 1000.0)),
+                 P.PARAMETER_DOUBLE, (0.0, LIMITS['control_rate_hz'].high)),
                 ('read_mode', 'auto', 'auto | fast | slow (sync read)', True, P.PARAMETER_STRING, None),
                 ('watchdog_ms', 0, 'servo bus watchdog in ms (0 off, units of 20 ms)', True,
                  P.PARAMETER_INTEGER, (0, 2540)),
@@ -93,6 +93,7 @@ class DriverNode(Node):
             self.declare_parameter(name, default, _desc(text, read_only, type_, lo, hi))
         g = lambda name: self.get_parameter(name).value  # noqa: E731
         self.robot = load_robot(g('robot'))
+        check_rate_hz(g('rate'), 'parameter rate')     # the descriptor's range cannot exclude (0, 10)
         config = DriverConfig(rate_hz=g('rate') or None, stale_limit=g('stale_limit'),
                               stale_policy=g('stale_policy'), alert_policy=g('alert_policy'),
                               estop_policy=g('estop_policy'), command_timeout_s=g('command_timeout'),

@@ -21,6 +21,14 @@ Parameters (read-only ones are fixed at start):
   axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1)
   slip_warn_m_s (float)             slip rms above which diagnostics report WARN
   publish_tf (bool)                 broadcast odom -> link_0, the URDF root (needs tf2_ros)
+  max_stamp_ahead_s (float, read-only)  joint_states stamped further ahead of this node's clock are
+                                    rejected (a future stamp would make every later message look old)
+  limit_margin_rad (float, read-only)   joint angles beyond the limits by more than this are rejected
+
+Untrusted input (snake_control.estimation.input_gate): future stamps, out-of-order stamps, angles outside
+the joint limits and steps faster than the velocity limit are rejected; stamps that went back for good
+(a clock step) and a consistent new shape re-anchor the estimate instead of stopping it. Each is counted
+in /diagnostics and turns it to WARN for INPUT_WARN_S.
 """
 from __future__ import annotations
 
@@ -36,10 +44,16 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 
 from snake_control.estimation.estimator import Estimator, root_link_pose
+from snake_control.estimation.input_gate import KINDS as GATE_KINDS
+from snake_control.estimation.input_gate import ACCEPT, REBASE, REJECT, InputGate
 from snake_control.kinematics.lie import quaternion_from_matrix
 from snake_control.nodes.qos import DIAGNOSTICS_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot, reorder_joints
+
+
+# /diagnostics stay WARN this long (s) after a rejected or re-anchored joint_states message.
+INPUT_WARN_S = 10.0
 
 
 def _desc(text, read_only=False, float_range=None, int_range=None):
@@ -87,6 +101,10 @@ class EstimatorNode(Node):
         p('slip_warn_m_s', 0.05, _desc('slip residual rms that turns diagnostics to WARN',
                                        float_range=(0.0, 10.0)))
         p('publish_tf', True, _desc('broadcast odom -> base on /tf (needs tf2_ros)'))
+        p('max_stamp_ahead_s', 1.0, _desc('reject joint_states stamped further ahead of this clock (s)',
+                                          read_only=True, float_range=(0.01, 3600.0)))
+        p('limit_margin_rad', 0.2, _desc('reject joint angles beyond the joint limits by more than this',
+                                         read_only=True, float_range=(0.0, 3.2)))
 
         gp = self.get_parameter
         self.robot = load_robot(gp('robot').value)
@@ -95,6 +113,11 @@ class EstimatorNode(Node):
         self._body_in_root = None
         self.estimator = Estimator(self.robot, self.body_frame_choice,
                                    imu_link=gp('imu_link').value, axial_weight=gp('axial_weight').value)
+        self.gate = InputGate(self.robot.lower_rad, self.robot.upper_rad, self.robot.velocity_limit_rad_s,
+                              limit_margin_rad=gp('limit_margin_rad').value,
+                              max_stamp_ahead_s=gp('max_stamp_ahead_s').value)
+        self.last_input_event = ''
+        self.last_input_event_wall = -math.inf
         self.odom_frame = gp('odom_frame').value
         base = gp('base_frame').value
         link = self.estimator.body_link
@@ -132,6 +155,22 @@ class EstimatorNode(Node):
         self.get_logger().info(f'estimating {self.robot.name} ({self.robot.kind}) in {self.odom_frame} -> '
                                f'{self.base_frame}')
 
+    def _decimated(self, stamp: float) -> bool:
+        """Whether to skip this message to keep to update_rate_hz."""
+        if self.update_period <= 0.0:
+            return False
+        if stamp < self._next_update - 1.5 * self.update_period:
+            self._next_update = -math.inf    # the clock stepped back: never decimate forever
+        if stamp < self._next_update - 0.3 * self.update_period:
+            self.decimated += 1      # shapes between updates add nothing the mid-point step misses
+            return True
+        self._next_update = max(self._next_update + self.update_period, stamp + 0.5 * self.update_period)
+        return False
+
+    def _nominal_dt(self) -> float:
+        """The sample period (s) assumed across a re-anchored stamp: the robot's control period."""
+        return 1.0 / self.robot.bus.control_rate_hz
+
     @staticmethod
     def _period(rate_hz):
         return 0.0 if rate_hz <= 0 else 1.0 / rate_hz
@@ -158,19 +197,29 @@ class EstimatorNode(Node):
     def _on_joint_states(self, msg: JointState):
         self.received += 1
         self.last_receive_wall = time.monotonic()
+        now = self.get_clock().now().nanoseconds * 1e-9
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         if stamp <= 0.0:
-            stamp = self.get_clock().now().nanoseconds * 1e-9
-        if self.update_period > 0.0:
-            if stamp < self._next_update - 1.5 * self.update_period:
-                self._next_update = -math.inf    # the clock stepped back: never decimate forever
-            if stamp < self._next_update - 0.3 * self.update_period:
-                self.decimated += 1      # shapes between updates add nothing the mid-point step misses
-                return
-            self._next_update = max(self._next_update + self.update_period, stamp + 0.5 * self.update_period)
+            stamp = now
         try:
             names = list(msg.name)
             q = reorder_joints(names, list(msg.position), self.robot.joint_names)
+            # The gate sees every message (a future stamp must not steer the decimation either).
+            verdict = self.gate.check(stamp, now, q)
+            if verdict.action != ACCEPT:
+                self.last_input_event = f'joint_states {verdict.kind.replace("_", " ")}: {verdict.reason}'
+                self.last_input_event_wall = time.monotonic()
+                self.get_logger().warning(self.last_input_event, throttle_duration_sec=5.0)
+            if verdict.action == REJECT:
+                return
+            if verdict.action == REBASE:
+                self._next_update = -math.inf
+                if verdict.kind == 'time_rebase':
+                    self.estimator.rebase_time(stamp - self._nominal_dt())
+                else:
+                    self.estimator.reanchor()
+            elif self._decimated(stamp):
+                return
             v = None
             if len(msg.velocity) == len(names):
                 v = reorder_joints(names, list(msg.velocity), self.robot.joint_names)
@@ -232,6 +281,9 @@ class EstimatorNode(Node):
         elif self.rejected and self.last_error and self.estimator.updates == 0:
             status.level = DiagnosticStatus.ERROR
             status.message = f'joint_states rejected: {self.last_error}'
+        elif time.monotonic() - self.last_input_event_wall < INPUT_WARN_S:
+            status.level = DiagnosticStatus.WARN
+            status.message = self.last_input_event
         elif state.singular:
             status.level = DiagnosticStatus.WARN
             status.message = 'near a singular shape: motion partly unobservable, covariance raised'
@@ -252,6 +304,7 @@ class EstimatorNode(Node):
             'decimated': str(self.decimated),
             'rejected': str(self.rejected),
             'stale_stamps': str(self.estimator.skipped),
+            **{f'input_{kind}': str(self.gate.counts[kind]) for kind in GATE_KINDS},
             'x_m': f'{state.pose[0, 3]:.4f}',
             'y_m': f'{state.pose[1, 3]:.4f}',
             'position_sd_m': f'{math.sqrt(max(float(np.trace(state.pose_covariance[:2, :2])), 0.0)):.4g}',

@@ -51,7 +51,7 @@ from std_msgs.msg import Bool, String
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, STATE_QOS
 from snake_control.teleop.command_filter import CommandFilter, CommandLimits
 from snake_control.nodes.runner import run_node
-from snake_control.robot import load_robot, reorder_joints
+from snake_control.robot import LIMITS, check_rate_hz, load_robot, reorder_joints
 
 COMMAND_PARAMETERS = {
     # name: (default, low, high, description)
@@ -98,8 +98,10 @@ class GaitNode(Node):
         self.robot = load_robot(self.get_parameter('robot').value)
         self.declare_parameter('rate_hz', 0.0, ParameterDescriptor(
             description='control rate (Hz); 0: the robot YAML\'s bus.control_rate_hz',
-            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=2000.0)], **ro))
-        self.rate_hz = float(self.get_parameter('rate_hz').value or self.robot.bus.control_rate_hz)
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=LIMITS['control_rate_hz'].high)],
+            **ro))
+        rate_hz = check_rate_hz(self.get_parameter('rate_hz').value, 'parameter rate_hz')
+        self.rate_hz = float(rate_hz or self.robot.bus.control_rate_hz)
         self.period_s = 1.0 / self.rate_hz
         self.declare_parameter('state_rate_hz', 10.0, ParameterDescriptor(
             description='rate of gait/state (Hz)',
@@ -169,6 +171,9 @@ class GaitNode(Node):
         self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS)
         self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_SUB_QOS)
         if self.scheduler is None:
+            from snake_control.gaits.start_pose import StartPose
+            self._start_pose = StartPose(self.lower, self.upper, self.robot.velocity_limit_rad_s,
+                                         tolerance_rad=POSE_TOLERANCE_RAD)
             self._joint_states_sub = self.create_subscription(JointState, 'joint_states',
                                                               self._on_joint_states,
                                                               STATE_QOS)
@@ -188,25 +193,49 @@ class GaitNode(Node):
                                        initial_positions_rad=positions_rad)
 
     def _on_joint_states(self, msg: JointState):
-        """The first complete, finite measurement starts the gait from the robot's actual pose."""
+        """The measured pose starts the gait, once trusted (snake_control.gaits.start_pose): from the
+        driver this node commands only, and steady over a few consecutive messages."""
         if self.scheduler is not None:
             return
-        try:
-            q = reorder_joints(list(msg.name), list(msg.position), self.joint_names)
-        except ValueError:
+        index = {n: i for i, n in enumerate(msg.name)}
+        if len(msg.position) != len(msg.name) or not all(n in index for n in self.joint_names):
+            self._start_pose.reset()
             self._warn('joint_states', 'waiting for joint_states naming every joint of the robot')
             return
-        if not np.all(np.isfinite(q)):
-            self._warn('joint_states', 'waiting for finite joint_states')
+        reason = self._untrusted_joint_states()
+        if reason:
+            self._start_pose.reset()
+            self._warn('joint_states', reason)
             return
-        if np.any(q < self.lower - POSE_TOLERANCE_RAD) or np.any(q > self.upper + POSE_TOLERANCE_RAD):
-            # Not a pose this robot can be in: a wrong robot YAML or a bogus publisher. Never start from it.
-            self._warn('joint_states', 'joint_states outside the joint limits: waiting for a plausible pose')
+        q = np.array([msg.position[index[n]] for n in self.joint_names], dtype=float)
+        pose, reason = self._start_pose.offer(q, time.monotonic())
+        if pose is None:
+            if reason:
+                self._warn('joint_states', reason)
             return
         with self.lock:
-            self._start_scheduler(np.clip(q, self.lower, self.upper))
+            self._start_scheduler(pose)
         self.get_logger().info(f'measured pose received: starting {self.initial_gait} from it')
         self.destroy_subscription(self._joint_states_sub)
+
+    def _untrusted_joint_states(self) -> str:
+        """Why joint_states cannot be trusted for the start pose now, or ''. Trusted: every publisher of
+        joint_states is a driver, a node that also subscribes to this node's joint_commands, and the
+        middleware has matched no more publishers than the graph shows (a newcomer not yet named)."""
+        def nodes(infos):
+            return {(i.node_namespace.rstrip('/') + '/' + i.node_name) for i in infos}
+        publishers = nodes(self.get_publishers_info_by_topic(self._joint_states_sub.topic_name))
+        drivers = publishers & nodes(self.get_subscriptions_info_by_topic(self.joint_pub.topic_name))
+        if not drivers:
+            return 'waiting for the driver: no node both takes joint_commands and publishes joint_states'
+        others = sorted(publishers - drivers)
+        if others:
+            return (f'joint_states also published by {", ".join(others)}, not the driver this node commands: '
+                    f'not starting from them')
+        if self._joint_states_sub.get_publisher_count() > len(self.get_publishers_info_by_topic(
+                self._joint_states_sub.topic_name)):
+            return 'joint_states has a publisher the graph does not name yet: waiting'
+        return ''
 
     # -- inputs -----------------------------------------------------------------------------------
     def _warn(self, key: str, text: str, every_s: float = 2.0):

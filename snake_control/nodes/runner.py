@@ -9,6 +9,7 @@ events executor serves without creating a timer per call.
 """
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 
@@ -40,13 +41,30 @@ def spin_until(executor, context, stop: threading.Event | None = None) -> None:
         executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def install_stop_signals(stop: threading.Event) -> None:
+    """SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) set `stop`. Later ones do nothing:
+    a terminal's Ctrl-C under `ros2 launch` reaches each node twice (from the terminal and from launch),
+    and the shutdown the first one started must not be interrupted. Main thread only."""
+    def handler(signum, frame):
+        stop.set()
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+
+
 def run_node(node_class, args=None) -> int:
     """Run one node until Ctrl-C or shutdown. A configuration error (ValueError, FileNotFoundError,
     raised by the constructor with the file and key in its message) is printed as one line, exit 2."""
     from rclpy.executors import ExternalShutdownException
 
+    from rclpy.signals import SignalHandlerOptions
+
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    rclpy.init(args=args)
+    stop = threading.Event()
+    install_stop_signals(stop)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     context = rclpy.get_default_context()
     node = None
     executor = None
@@ -54,7 +72,7 @@ def run_node(node_class, args=None) -> int:
         node = node_class()
         executor = make_executor(context)
         executor.add_node(node)
-        spin_until(executor, context)
+        spin_until(executor, context, stop)
     except (ValueError, FileNotFoundError) as exc:
         print(f'{getattr(node_class, "NODE_NAME", node_class.__name__)}: error: {exc}', file=sys.stderr)
         return 2

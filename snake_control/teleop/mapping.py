@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from snake_control.yaml_file import load_yaml_file
 
 from snake_control.paths import ConfigError, resolve_teleop
 
@@ -256,10 +256,7 @@ def parse_teleop_config(data: Any, source: str = '<teleop config>') -> TeleopCon
 def load_teleop_config(name_or_path: str | Path) -> TeleopConfig:
     """Read and validate a teleop YAML (shipped name or path)."""
     path = resolve_teleop(name_or_path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), '', f'not valid YAML: {exc}') from None
+    data = load_yaml_file(path, ConfigError)
     return parse_teleop_config(data, str(path))
 
 

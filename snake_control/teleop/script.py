@@ -23,10 +23,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from snake_control.paths import ConfigError
 from snake_control.teleop.mapping import TeleopConfig, load_teleop_config
+from snake_control.yaml_file import load_yaml_file
 
 
 @dataclass(frozen=True)
@@ -123,10 +122,7 @@ def load_script(path: str | Path) -> TeleopScript:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'teleop script {path} does not exist')
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), '', f'not valid YAML: {exc}') from None
+    data = load_yaml_file(path, ConfigError)
     return parse_script(data, str(path))
 
 
