@@ -57,7 +57,7 @@ def run_driver(robot, path, baud, fast, rate_hz, seconds):
         cpu = time.process_time() - cpu0
         jitter = np.abs(np.array(d._jitter)) * 1000.0
         failures = d.counters.read_failures
-        mode = d.diagnostics()['read_mode']
+        mode = d.diagnostics().read_mode
     finally:
         d.stop()
     rate = float(np.median(window_rates)) if window_rates else cycles / wall

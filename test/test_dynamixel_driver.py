@@ -109,11 +109,11 @@ def test_startup_configures_then_follows_commands_and_shutdown_turns_torque_off(
             snap = d.state()
             assert snap.fresh.all() and d.mode == 'running'
             np.testing.assert_allclose(snap.position_rad, q, atol=0.25)
-            assert d.diagnostics()['read_mode'] == 'fast'
+            assert d.diagnostics().read_mode == 'fast'
             # effort is joint torque in N·m: the current (A, kept in diagnostics) x the torque constant.
             assert np.all(snap.current_a != 0.0)
             np.testing.assert_allclose(snap.effort, snap.current_a * 4.1 / 2.3)     # XM430-W350 at 12 V
-            assert all(math.isfinite(s['current_a']) for s in d.diagnostics()['servos'])
+            assert all(math.isfinite(s.current_a) for s in d.diagnostics().servos)
         finally:
             d.stop()
         assert not any(torque_states(sim).values())
@@ -157,7 +157,7 @@ def test_bad_commands_rejected_or_clamped_never_reach_a_servo(robot):
             assert not d.set_command(['j1'], [0.1, 0.2])
             assert d.set_command(names, [5.0, -5.0, 0.9, 0.0])        # clamped to the limits
             time.sleep(0.6)
-            c = d.diagnostics()['counters']
+            c = d.diagnostics().counters
             assert c['rejected_nonfinite'] == 2 and c['rejected_unknown_name'] == 1
             assert c['rejected_malformed'] == 1 and c['clamped'] == 3
             assert d.state().position_rad == pytest.approx([1.0, -1.0, 0.8, 0.0], abs=0.02)
@@ -239,7 +239,7 @@ def test_silent_servo_goes_stale_without_zeros_then_holds_and_recovers(robot):
             assert k_stale > 0 and last_good != 0.0
             assert all(s.position_rad[2] == last_good for s in snaps[k_stale:])
             assert d.mode == 'hold' and any('j3 stale' in r for r in d.reasons)
-            assert d.diagnostics()['servos'][2]['stale_count'] >= 4
+            assert d.diagnostics().servos[2].stale_count >= 4
             time.sleep(0.5)
             stream(d, robot, 0.4, t0=2.0)
             assert d.state().fresh.all() and d.mode == 'running'
@@ -257,8 +257,8 @@ def test_overload_alert_torque_off_policy_ends_with_torque_off(robot):
             sim.command('trip 2 overload')
             assert wait_for(lambda: d.mode == 'torque_off', 1.0)
             diag = d.diagnostics()
-            assert diag['servos'][1]['hardware_error_names'] == ['overload']
-            assert any('alert on j2: overload' in r for r in diag['reasons'])
+            assert diag.servos[1].hardware_error_names == ['overload']
+            assert any('alert on j2: overload' in r for r in diag.reasons)
             stream(d, robot, 0.2, t0=1.0)
             assert d.mode == 'torque_off'           # commands do not bring torque back
         finally:
@@ -295,7 +295,7 @@ def test_unplug_detected_reported_and_resumed_holding(robot):
             stream(d, robot, 0.3)
             sim.command('unplug 0.5')
             assert wait_for(lambda: d.mode == 'disconnected', 1.0)
-            assert 'disconnected' in d.diagnostics()['reasons'][0]
+            assert 'disconnected' in d.diagnostics().reasons[0]
             assert wait_for(lambda: d.counters.reconnects == 1, 3.0)
             assert d.mode == 'hold' and d.counters.disconnects == 1
             stream(d, robot, 0.4, t0=3.0)
@@ -311,10 +311,11 @@ def test_dropped_replies_and_slow_firmware(robot):
         d = Driver(robot, sim.path, config=config(stale_limit=10))
         d.start()
         try:
-            assert d.diagnostics()['read_mode'] == 'slow'
+            assert d.diagnostics().read_mode == 'slow'
             stream(d, robot, 1.0)
-            c = d.counters
-            assert c.read_failures > 0 and d.running and d.mode in ('running', 'hold')
+            # Replies were lost, and the follow-up reads recovered most of them within their cycle.
+            assert sim.state()['counters']['dropped'] > 0 and d.running and d.mode in ('running', 'hold')
+            assert d.counters.all_fresh_cycles > 0.8 * d.counters.cycles
         finally:
             d.stop()
         assert_goals_safe(sim, d)
@@ -372,7 +373,7 @@ def test_fatal_error_in_the_loop_turns_torque_off(robot):
                 raise ZeroDivisionError('a bug in the loop')
             d._decide = broken
             assert wait_for(lambda: d.mode == 'fatal', 1.0)
-            assert 'ZeroDivisionError' in d.diagnostics()['fatal_error']
+            assert 'ZeroDivisionError' in d.diagnostics().fatal_error
             assert wait_for(lambda: not d.running, 5.0)     # the loop turned torque off and ended
         finally:
             d.stop()

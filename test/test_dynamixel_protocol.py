@@ -409,3 +409,15 @@ def test_four_and_a_half_megabaud_which_the_sdk_refuses():
         slow = ServoBus(s.path, 4_000_000, margin_ms=5).open()
         assert slow.ping(2) is None                 # servos at 4.5 M do not hear 4 M
         slow.close()
+
+
+def test_parser_counts_junk_once():
+    """Bytes that form no packet are counted (they cost wire time); a bad-CRC packet's bytes are counted
+    in its own size, not again as junk when the parser hunts through them."""
+    parser = P.PacketParser()
+    good = P.build_instruction(1, P.PING)
+    bad = bytearray(P.build_instruction(2, P.READ, bytes((132, 0, 4, 0))))
+    bad[-1] ^= 0xFF
+    packets = parser.feed(b'\x00\x11\x22' * 10 + bytes(bad) + good)
+    assert [(p.servo_id, p.crc_ok) for p in packets] == [(2, False), (1, True)]
+    assert parser.discarded == 30

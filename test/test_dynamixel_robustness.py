@@ -125,19 +125,19 @@ def test_garbled_health_reading_keeps_the_last_good_value_marked_stale(tmp_path)
         d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=8.0, health_every=1))
         d.start()
         try:
-            servos = d.diagnostics()['servos']
+            servos = d.diagnostics().servos
             # Every servo's health is read at start-up: nothing unknown, nothing NaN.
-            assert all(s['voltage_v'] == 12.0 and 0 < s['temperature_c'] < 100 for s in servos)
+            assert all(s.voltage_v == 12.0 and 0 < s.temperature_c < 100 for s in servos)
             # High byte first: each step on the way reads an impossible voltage (88.8 V, then 102.0 V).
             sim.command('set 2 indirect_address_14 1')
             sim.command('set 2 indirect_address_13 0')
             seen = []
-            _stream(d, robot, 1.0, lambda: seen.append(d.diagnostics()['servos'][1]))
-            assert all(s['voltage_v'] == 12.0 for s in seen), {s['voltage_v'] for s in seen}
-            last = d.diagnostics()['servos'][1]
-            assert last['health_stale'] and last['health_failures'] >= 3
+            _stream(d, robot, 1.0, lambda: seen.append(d.diagnostics().servos[1]))
+            assert all(s.voltage_v == 12.0 for s in seen), {s.voltage_v for s in seen}
+            last = d.diagnostics().servos[1]
+            assert last.health_stale and last.health_failures >= 3
             assert d.counters.rejected_readings >= 3
-            assert not any(s['health_stale'] for k, s in enumerate(d.diagnostics()['servos']) if k != 1)
+            assert not any(s.health_stale for k, s in enumerate(d.diagnostics().servos) if k != 1)
         finally:
             d.stop()
 

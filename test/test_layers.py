@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / 'snake_control'
 
 # Lowest floor first. A room may import its own floor's rooms only if that makes no cycle.
 FLOORS = [
-    ['paths'],
+    ['paths', 'yaml_file'],
     ['dynamixel'],
     ['robot'],
     ['kinematics', 'description', 'teleop', 'mcap_io'],

@@ -94,6 +94,7 @@ class BringupResult:
     record_path: str | None = None
     port: str | None = None
     driver_exit_code: int | None = None
+    driver_last_line: str = ''                     # the driver's final line (its torque-off outcome)
     driver_diagnostics: dict = field(default_factory=dict)   # the driver's last /diagnostics
     joint_states_rate_hz: float | None = None                # as received in this process
     warnings: list = field(default_factory=list)             # loop_warnings of the run
@@ -348,6 +349,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                         log(f'error while stopping {name}: {exc}')
             if driver_proc is not None:
                 result.driver_exit_code = driver_proc.stop()
+                result.driver_last_line = next((ln for ln in reversed(driver_proc.output)
+                                                if ln.startswith('driver_node: ')), '')
             if sim is not None:
                 result.torque_off = torque_is_off(sim)
             if sim is not None:

@@ -50,6 +50,9 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
         LaunchArgument('baud', '0', 'bus baud rate in bit/s; 0: the robot YAML\'s bus.baud'),
         LaunchArgument('rate', '0', f'control rate in Hz of the gait and driver loops ({rate.low:g} to '
                        f'{rate.high:g}); 0: the robot YAML\'s bus.control_rate_hz'),
+        LaunchArgument('watchdog_ms', '-1', 'servo Bus Watchdog in ms: the servos stop when no packet has '
+                       'reached them for this long (a killed or hung controller, a pulled cable); -1: five '
+                       'control periods, at least 100 ms; 0: off'),
         LaunchArgument('namespace', 'snake', 'ROS namespace of every node and topic'),
         LaunchArgument('joy', 'true', 'start joy_node for a gamepad on joy_dev', BOOL_CHOICES),
         LaunchArgument('joy_dev', '0', 'joy_node device id (0 is the first gamepad)'),
@@ -84,6 +87,7 @@ class GraphArgs:
     port: str = ''
     baud: int = 0
     rate: float = 0.0
+    watchdog_ms: int = -1
     namespace: str = 'snake'
     joy: bool = True
     joy_dev: int = 0
@@ -135,6 +139,9 @@ class GraphArgs:
         from snake_control.robot import check_baud, check_rate_hz, load_robot
         check_baud(self.baud, 'launch argument baud')
         check_rate_hz(self.rate, 'launch argument rate')
+        if not (self.watchdog_ms == -1 or 0 <= self.watchdog_ms <= 2540):
+            raise ValueError(f'launch argument watchdog_ms: -1 (automatic), 0 (off) or 1..2540 ms, '
+                             f'got {self.watchdog_ms}')
         if self.namespace.strip('/') and not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*',
                                                           self.namespace.strip('/')):
             raise ValueError(f'launch argument namespace: not a valid ROS namespace: {self.namespace!r}')
@@ -216,12 +223,18 @@ def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
 def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
     """The node list for the launch arguments. `port` overrides the serial device (bringup passes the
     emulated bus's pty here once it has started it)."""
+    from snake_control.dynamixel.driver_config import check_watchdog, default_watchdog_ms
     from snake_control.paths import resolve_robot
     from snake_control.robot import load_robot
 
     robot_path = str(Path(resolve_robot(args.robot)).resolve())
     robot = load_robot(robot_path)
     rate = float(args.rate or robot.bus.control_rate_hz)
+    watchdog_ms = default_watchdog_ms(rate) if args.watchdog_ms < 0 else int(args.watchdog_ms)
+    try:
+        check_watchdog(watchdog_ms, rate)
+    except ValueError as exc:
+        raise ValueError(f'launch argument {exc}') from None
     baud = int(args.baud or robot.bus.baud)
     serial_port = port or args.port or robot.bus.port
     ns = args.namespace.strip('/')
@@ -230,7 +243,8 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
 
     specs = [
         NodeSpec(PACKAGE, 'driver_node', 'driver_node', ns,
-                 {'robot': robot_path, 'port': serial_port, 'baud': baud, 'rate': rate},
+                 {'robot': robot_path, 'port': serial_port, 'baud': baud, 'rate': rate,
+                  'watchdog_ms': watchdog_ms},
                  module='snake_control.nodes.driver_node', class_name='DriverNode'),
         NodeSpec(PACKAGE, 'gait_node', 'gait_node', ns,
                  {'robot': robot_path, 'rate_hz': rate, 'gait': gait},
@@ -262,7 +276,7 @@ def package_available(package: str) -> bool:
         return False
     try:
         get_package_prefix(package)
-    except (PackageNotFoundError, ValueError):
+    except (PackageNotFoundError, ValueError, OSError):   # OSError: no AMENT_PREFIX_PATH at all
         return False
     return True
 

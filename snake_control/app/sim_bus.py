@@ -8,8 +8,6 @@ plant, which lives in the physics package above the Dynamixel one.
 """
 from __future__ import annotations
 
-import random
-
 # Plants offered by name; a value is the emulator's --physics reference (MODULE:FACTORY).
 PHYSICS = {'motor': 'motor', 'mujoco': 'snake_control.physics.servo_plant:mujoco_plant'}
 
@@ -26,16 +24,13 @@ def physics_reference(name: str) -> str:
 def robot_bus(robot, baud: int | None = None, physics: str | None = None, spread_rad: float = 0.2,
               seed: int = 0) -> dict:
     """Emulator options (as attribute names of its parsed arguments) for a robot's bus: IDs, model, baud,
-    initial servo angles (joint angles uniform within +-spread_rad, through offset and direction) and
-    the plant. ``robot`` is a Robot or a name/YAML path."""
+    initial angles (snake_control.dynamixel.simbus.robot_options) and the plant. ``robot`` is a Robot
+    or a name/YAML path."""
+    from snake_control.dynamixel.simbus import robot_options
     from snake_control.robot import load_robot
 
     r = load_robot(robot) if isinstance(robot, str) else robot
-    rng = random.Random(seed)
-    initial = {j.servo_id: j.servo_angle_rad(rng.uniform(-spread_rad, spread_rad)) for j in r.joints}
-    options = {'servos': None, 'ids': ','.join(str(i) for i in r.servo_ids), 'model': r.bus.servo.name,
-               'baud': baud or r.bus.baud, 'initial': ','.join(f'{i}:{a:.9g}' for i, a in initial.items()),
-               'physics': 'motor', 'physics_arg': None}
+    options = {**robot_options(r, baud, spread_rad, seed), 'physics': 'motor', 'physics_arg': None}
     if physics and physics not in ('none', 'motor'):
         options['physics'] = physics_reference(physics)
         options['physics_arg'] = str(r.source)
@@ -45,8 +40,6 @@ def robot_bus(robot, baud: int | None = None, physics: str | None = None, spread
 def sim_bus_args(robot, baud: int | None = None, physics: str | None = None, spread_rad: float = 0.2,
                  seed: int = 0) -> list[str]:
     """The emulator's command-line options for a robot's bus (for SimBusProcess); see robot_bus."""
-    args = []
-    for name, value in robot_bus(robot, baud, physics, spread_rad, seed).items():
-        if value is not None:
-            args += [f'--{name.replace("_", "-")}', str(value)]
-    return args
+    from snake_control.dynamixel.simbus import options_to_args
+
+    return options_to_args(robot_bus(robot, baud, physics, spread_rad, seed))

@@ -35,6 +35,9 @@ def add_arguments(parser):
                         help='write every topic to this MCAP file')
     parser.add_argument('--duration', type=options.positive_seconds, default=None, metavar='S',
                         help='stop after S seconds (default: the script\'s duration, else run until Ctrl-C)')
+    parser.add_argument('--watchdog-ms', type=int, default=-1, metavar='MS',
+                        help='servo Bus Watchdog: the servos stop when no packet reaches them for MS ms '
+                             '(-1, the default: five control periods, at least 100 ms; 0: off)')
     parser.add_argument('--namespace', default='snake', help='ROS namespace (default snake)')
     parser.add_argument('--teleop', default='xbox',
                         help='gamepad map: xbox, playstation or a teleop YAML path')
@@ -49,7 +52,8 @@ def run(args) -> int:
     if args.physics and args.bus != 'sim':
         raise CommandError('--physics needs --bus sim')
     graph_args = GraphArgs(robot=args.robot, bus=args.bus, port=args.port, baud=args.baud, rate=args.rate,
-                           namespace=args.namespace, joy=False, teleop=args.teleop, gait=args.gait,
+                           watchdog_ms=args.watchdog_ms, namespace=args.namespace, joy=False,
+                           teleop=args.teleop, gait=args.gait,
                            physics=args.physics or 'none')
     try:
         result = run_bringup(graph_args, script=args.script, record=args.record, duration_s=args.duration,
@@ -60,6 +64,8 @@ def run(args) -> int:
         print('snake bringup: error: torque is still on after shutdown', flush=True)
         return 1
     if result.driver_exit_code:
-        print(f'snake bringup: error: the driver exited with code {result.driver_exit_code}', flush=True)
+        # The driver's own last line names the servos it could not confirm off: repeat it last.
+        print(f'snake bringup: error: the driver exited with code {result.driver_exit_code}'
+              + (f' ({result.driver_last_line})' if result.driver_last_line else ''), flush=True)
         return 1
     return 0

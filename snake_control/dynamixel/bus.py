@@ -202,6 +202,11 @@ def latency_timer_warning(port: str, sysfs_root: str = '/sys/bus/usb-serial/devi
 class ServoBus:
     """One open port and the Protocol 2.0 packet handler; every call names the servo on failure."""
 
+    # Quiet time that ends the drain after an incomplete sync read (None: the margin). The next request
+    # clears what is left in the input buffer before it leaves, so a short drain only has to cover a
+    # reply in flight at that moment.
+    drain_quiet_ms: float | None = None
+
     def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
         if baud not in SUPPORTED_BAUDS:
             raise ValueError(f'baud {baud} is not a Dynamixel baud rate '
@@ -465,8 +470,9 @@ class ServoBus:
             else:
                 parser = P.PacketParser()
                 received = 0
-                while len(out) < n:
-                    chunk = self.port.readPort(max(1, reply_bytes - received))
+                # Every byte the replies can have has arrived (some garbled): waiting longer gains nothing.
+                while len(out) < n and received < reply_bytes:
+                    chunk = self.port.readPort(reply_bytes - received)
                     if not chunk:
                         break
                     received += len(chunk)
@@ -475,7 +481,7 @@ class ServoBus:
                                 and len(pkt.params) == size + 1:
                             out[pkt.servo_id] = (pkt.params[0], bytes(pkt.params[1:]))
         if len(out) < n:
-            self.drain()
+            self.drain(self.drain_quiet_ms)
         return out
 
     def bulk_read(self, items: list[tuple[int, int, int]], fast: bool = False,

@@ -65,5 +65,5 @@ def _state(bus, now: float) -> dict:
                        'min_limit': s.get('min_position_limit'), 'max_limit': s.get('max_position_limit'),
                        'goal_writes': s.goal_stats[0], 'goal_min': s.goal_stats[1],
                        'goal_max': s.goal_stats[2], 'goal_refused': s.goal_stats[3],
-                       'temperature': s.temperature_c}
+                       'temperature': s.temperature_c, 'watchdog': s.get('bus_watchdog')}
     return {'servos': out, 'counters': bus.counters, 'plugged': bus.master >= 0}

@@ -48,154 +48,44 @@ import numpy as np
 
 from snake_control.dynamixel import protocol as P
 from snake_control.dynamixel.bus import (CommError, DxlError, PortGone, ServoBus, latency_timer_warning)
+from snake_control.dynamixel.driver_config import (EVENT_MAX_CHARS, POLICIES, PROBE_EVERY,  # noqa: F401
+                                                   SETUP_MARGIN_MS, TRANSMIT_FAULT_RECONNECT_S, DriverConfig, StartupError,
+                                                   check_watchdog, default_watchdog_ms, watchdog_units)
 from snake_control.dynamixel.conversion import (current_a_to_torque_nm, joint_to_ticks, ticks_to_joint,
                                                 velocity_units_to_rad_s)
-from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, INDIRECT_DATA_0, RAD_PER_TICK,
+from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, RAD_PER_TICK,
                                             RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
+from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
+                                              WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
+                                              JointStateSnapshot, ServoDiagnostics, ServoState,
+                                              plausible_health, plausible_state)
+from snake_control.dynamixel.safety import RampState, SafetyInputs, decide, ramp
 
 log = logging.getLogger('snake_control.dynamixel.driver')
 
-# Indirect Data 1..11: hardware error (70), present current (126, 2), velocity (128, 4), position (132, 4).
-STATE_SOURCES = [70, 126, 127, 128, 129, 130, 131, 132, 133, 134, 135]
-# Indirect Data 12..15: temperature (146), input voltage (144, 2), bus watchdog (98).
-HEALTH_SOURCES = [146, 144, 145, 98]
-STATE_ADDR, STATE_LEN = INDIRECT_DATA_0, len(STATE_SOURCES)
-HEALTH_ADDR, HEALTH_LEN = INDIRECT_DATA_0 + len(STATE_SOURCES), len(HEALTH_SOURCES)
 GOAL = CONTROL_TABLE['goal_position']
 TORQUE = CONTROL_TABLE['torque_enable']
-POLICIES = ('hold', 'torque_off')
-SETUP_MARGIN_MS = 20.0
-PROBE_EVERY = 10                 # cycles between reads of a servo that stopped answering
-TORQUE_OFF_DEADLINE_S = 2.0      # how long torque off keeps retrying servos not yet confirmed off
-EVENT_MAX_CHARS = 300            # longest event text kept (they can quote untrusted input)
-# What a servo can physically report; a reading outside is garbage (a garbled or misrouted reply) and is
-# never published. Hardware Error Status only has bits 0, 2, 3, 4, 5. Present Position in position mode
-# spans one turn (a margin of a turn for multi-turn modes); Present Velocity stays within the Velocity
-# Limit register's range (0..1023 units, about 24 rad/s); no X-series servo draws 10 A; input voltage of
-# 3.7..24 V servos, temperature of a working servo.
-HW_ERROR_BITS = (P.HW_INPUT_VOLTAGE | P.HW_OVERHEATING | P.HW_MOTOR_ENCODER | P.HW_ELECTRICAL_SHOCK
-                 | P.HW_OVERLOAD)
-POSITION_TICKS_RANGE = (-4096, 2 * 4096 - 1)
-VELOCITY_UNITS_MAX = 1023
-CURRENT_A_MAX = 10.0
-VOLTAGE_V_RANGE = (3.0, 30.0)
-TEMPERATURE_C_RANGE = (0.0, 150.0)
-
-
-def plausible_state(hw: int, pos_ticks: int, vel_units: int, current_a: float) -> bool:
-    """Whether one servo's (hardware error, position, velocity, current) can be real (see the bounds)."""
-    return (not hw & ~HW_ERROR_BITS and POSITION_TICKS_RANGE[0] <= pos_ticks <= POSITION_TICKS_RANGE[1]
-            and abs(vel_units) <= VELOCITY_UNITS_MAX and abs(current_a) <= CURRENT_A_MAX)
-
-
-def plausible_health(temperature_c: float, voltage_v: float) -> bool:
-    """Whether a (temperature, input voltage) reading can be real."""
-    return (TEMPERATURE_C_RANGE[0] <= temperature_c <= TEMPERATURE_C_RANGE[1]
-            and VOLTAGE_V_RANGE[0] <= voltage_v <= VOLTAGE_V_RANGE[1])
-
-
-class StartupError(RuntimeError):
-    """The bus is not what the robot YAML says (missing or wrong servos, unusable port)."""
-
-
-@dataclass
-class DriverConfig:
-    """Driver behaviour. Times in s, rates in Hz; policies 'hold' or 'torque_off'."""
-
-    rate_hz: float | None = None            # None: the robot YAML's bus.control_rate_hz
-    stale_limit: int = 5                     # consecutive stale cycles before stale_policy
-    stale_policy: str = 'hold'
-    alert_policy: str = 'hold'
-    estop_policy: str = 'hold'
-    command_timeout_s: float = 0.5
-    clamp_out_of_limit: bool = True          # False: reject commands outside the joint limits
-    auto_reboot: bool = False                # reboot a servo latched in overload (rate-limited)
-    reboot_min_interval_s: float = 5.0
-    max_reboots: int = 3
-    read_mode: str = 'auto'                  # 'auto' (fast if supported), 'fast', 'slow'
-    watchdog_ms: int = 0                     # Bus Watchdog (0: off); servos stop if the loop stalls
-    margin_ms: float | None = None           # packet timeout margin; None: from the control period
-    reconnect_interval_s: float = 0.5
-    health_every: int = 4                    # one servo's temperature/voltage every N cycles
-
-    def validate(self):
-        for name in ('stale_policy', 'alert_policy', 'estop_policy'):
-            if getattr(self, name) not in POLICIES:
-                raise ValueError(f'{name} must be one of {POLICIES}, got {getattr(self, name)!r}')
-        if self.read_mode not in ('auto', 'fast', 'slow'):
-            raise ValueError(f"read_mode must be 'auto', 'fast' or 'slow', got {self.read_mode!r}")
-        if self.rate_hz is not None and not 0 < self.rate_hz <= 2000:
-            raise ValueError(f'rate_hz must be in (0, 2000], got {self.rate_hz}')
-        if self.stale_limit < 1:
-            raise ValueError(f'stale_limit must be >= 1, got {self.stale_limit}')
-        if not 0 <= self.watchdog_ms <= 127 * 20:
-            raise ValueError(f'watchdog_ms must be 0..2540, got {self.watchdog_ms}')
-
-
-@dataclass
-class ServoState:
-    """What the driver knows about one servo (joint frame)."""
-
-    name: str
-    servo_id: int
-    position_rad: float = 0.0
-    velocity_rad_s: float = 0.0
-    current_a: float = 0.0
-    temperature_c: float = math.nan          # last good reading; NaN until the first one
-    voltage_v: float = math.nan
-    health_stale: bool = True                # the last temperature/voltage read failed or was garbage
-    health_failures: int = 0                 # failed or rejected temperature/voltage reads
-    hardware_error: int = 0
-    alert: bool = False
-    torque: bool = False
-    fresh: bool = False
-    ever_read: bool = False
-    stale_cycles: int = 0
-    stale_count: int = 0
-    reboots: int = 0
-    last_reboot_t: float = -math.inf
-    rebooting_until: float | None = None
-
-
-@dataclass
-class JointStateSnapshot:
-    stamp_s: float                       # monotonic time of the read
-    names: list
-    position_rad: np.ndarray
-    velocity_rad_s: np.ndarray
-    effort: np.ndarray                   # joint torque, N·m: motor current x torque constant (joint direction)
-    fresh: np.ndarray                    # bool per joint: read this cycle
-    current_a: np.ndarray                # motor current, A (joint direction)
+# Servos still on after a failed torque off are tried again every this many cycles.
+TORQUE_OFF_RETRY_EVERY = 10
+# A servo silent for this many cycles in a row (at least stale_limit) leaves the main read and is probed
+# every PROBE_EVERY cycles: long enough that a noisy line (a servo missing a few reads in a row) never
+# puts it there, short enough that an unplugged servo costs few timeouts.
+QUARANTINE_AFTER = 50
+# Follow-up reads of the servos a cycle's first read lost: at most this many rounds, each only while it
+# still fits in this fraction of the control period.
+MAX_FOLLOW_UPS = 6
+FOLLOW_UP_BUDGET = 0.85
+# Reply margin of follow-up reads and the quiet that ends the drain after an incomplete read (ms): each
+# lost reply of a noisy line costs this, not the first read's margin, so a cycle has room for several
+# rounds. A reply later than this is lost for the cycle (stale), never taken for another's: every
+# request clears the input buffer before it leaves.
+QUICK_MARGIN_MS = 1.0
 
 
 @dataclass
 class _Command:
     position_rad: np.ndarray
     received_s: float
-
-
-@dataclass
-class Counters:
-    cycles: int = 0
-    overruns: int = 0
-    read_failures: int = 0               # servo reads missing from a cycle
-    rejected_readings: int = 0           # replies whose values cannot be real (never published)
-    health_failures: int = 0             # temperature/voltage reads failed or rejected
-    full_read_failures: int = 0          # cycles where no servo answered
-    write_failures: int = 0
-    rejected_nonfinite: int = 0
-    rejected_unknown_name: int = 0
-    rejected_malformed: int = 0
-    rejected_out_of_limit: int = 0
-    clamped: int = 0
-    stale_commands: int = 0
-    disconnects: int = 0
-    reconnects: int = 0
-    reboots: int = 0
-    mode_switches: int = 0
-    watchdog_trips: int = 0
-    policy_actions: int = 0
-    stale_hold_cycles: int = 0           # cycles held (or torque off) because a servo's state went stale
 
 
 class Driver:
@@ -210,11 +100,15 @@ class Driver:
         self.baud = baud or robot.bus.baud
         self.rate_hz = self.config.rate_hz or robot.bus.control_rate_hz
         self.period_s = 1.0 / self.rate_hz
+        self.watchdog_ms = (default_watchdog_ms(self.rate_hz) if self.config.watchdog_ms is None
+                            else int(self.config.watchdog_ms))
+        check_watchdog(self.watchdog_ms, self.rate_hz)
         margin = self.config.margin_ms
         if margin is None:
             margin = min(8.0, max(3.0, 0.2 * self.period_s * 1000.0))
         self.margin_ms = margin
         self.bus = ServoBus(self.port, self.baud, margin)
+        self.bus.drain_quiet_ms = min(margin, QUICK_MARGIN_MS)
         self.joints = list(robot.joints)
         self.names = [j.name for j in self.joints]
         self.index = {n: k for k, n in enumerate(self.names)}
@@ -223,6 +117,8 @@ class Driver:
         self.upper = robot.upper_rad.copy()
         self.direction = np.array([j.direction for j in self.joints], dtype=float)
         self.offset = np.array([j.offset_rad for j in self.joints])
+        self.velocity_limit = np.array([j.velocity_limit_rad_s for j in self.joints], dtype=float)
+        self.acceleration_limit = np.array([j.acceleration_limit_rad_s2 for j in self.joints], dtype=float)
         self.model = robot.bus.servo
         self._tick_limits = None
         self.servos = [ServoState(j.name, j.servo_id) for j in self.joints]
@@ -253,6 +149,11 @@ class Driver:
         self._disconnected_since = None
         self._last_reconnect_try = -math.inf
         self._resume_after = 0.0            # commands older than this do not end a hold
+        self._ramp: RampState | None = None  # resuming from a hold: the goal ramps to the command
+        self._transmit_fault_since = None   # first of consecutive cycles whose packets did not leave
+        self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
+        self.max_goal_step_rad = 0.0        # largest goal change of a joint between running cycles
+        self._torque_off_done = False
         self._atexit_registered = False
         # Called by the bus thread with each cycle's JointStateSnapshot, right after the read: publishing
         # here (not from a timer) neither delays nor aliases the measurement.
@@ -296,7 +197,8 @@ class Driver:
                         if self._read_servo_health(s) is not None:
                             break
         except (StartupError, DxlError, PortGone) as exc:
-            self._torque_off_all()
+            with contextlib.suppress(PortGone):
+                self._torque_off_all(deadline_s=self.config.torque_off_deadline_s)
             self.bus.close()
             if isinstance(exc, StartupError):
                 raise
@@ -307,28 +209,50 @@ class Driver:
         self.mode = 'hold'
         self.reasons = ['waiting for the first command']
         self._stop_request = False
+        self._torque_off_done = False
         self._thread = threading.Thread(target=self._run, name='dxl-bus', daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop the loop, turn torque off on every servo (verified, retried), close the port."""
+    def stop(self) -> bool:
+        """Stop the loop, turn torque off on every servo (each confirmed, retried until the config's
+        torque_off_deadline_s), close the port. Returns whether every servo is confirmed off; the
+        names of the others are in ``torque_off_unconfirmed`` and logged as an error."""
         self._stop_request = True
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=10.0)     # never two threads on the bus
         self._thread = None
-        if not self.bus.is_open and self.mode == 'disconnected':
-            try:                                 # the adapter may be back: try once more
-                self.bus.open()
-            except PortGone:
-                pass
-        if self.bus.is_open:
-            with self._patient():
-                if not self._torque_off_all():
-                    log.error('could not confirm torque off on every servo: %s',
-                              [s.name for s in self.servos if s.torque])
-            self.bus.close()
+        ok = self._shutdown_torque_off()
         if self.mode != 'fatal':
             self.mode = 'stopped'
+        return ok
+
+    def _shutdown_torque_off(self) -> bool:
+        """Torque off for good (the loop has ended): retried per servo until confirmed or the deadline,
+        reopening the port if the adapter went away meanwhile; the outcome is logged and kept."""
+        if self._torque_off_done:
+            return not self.torque_off_unconfirmed
+        deadline = time.monotonic() + self.config.torque_off_deadline_s
+        pending = [s.servo_id for s in self.servos]
+        while pending and time.monotonic() < deadline:
+            if not self.bus.is_open:
+                try:
+                    self.bus.open()
+                except PortGone:
+                    time.sleep(0.05)
+                    continue
+            with self._patient():
+                self._torque_off_all(pending, deadline_s=max(0.0, deadline - time.monotonic()))
+            pending = [s.servo_id for s in self.servos if s.torque]
+        self.bus.close()
+        self.torque_off_unconfirmed = [self.by_id[sid].name for sid in pending]
+        if pending:
+            log.error('torque off NOT confirmed on %d servo(s): %s', len(pending),
+                      ', '.join(f'{self.by_id[sid].name} (ID {sid})' for sid in pending))
+            self.reasons = [f'torque off not confirmed on {", ".join(self.torque_off_unconfirmed)}']
+        else:
+            log.info('torque off confirmed on all %d servos', len(self.servos))
+        self._torque_off_done = True
+        return not pending
 
     def set_command(self, names, positions_rad) -> bool:
         """Take a joint command (any subset of joints by name). Returns whether it was accepted."""
@@ -380,33 +304,28 @@ class Driver:
         with self._lock:
             return self._snapshot
 
-    def diagnostics(self) -> dict:
-        """Bus and per-servo health, JSON-able."""
+    def diagnostics(self) -> DriverDiagnostics:
+        """Bus and per-servo health (a snapshot; dataclasses.asdict makes it JSON-able)."""
         with self._lock:
             starts = list(self._cycle_starts)
             jitter = np.array(self._jitter) if self._jitter else np.zeros(1)
-            span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
-            rate = (len(starts) - 1) / span if span > 0 else 0.0
-            c = self.counters
-            return {
-                'mode': self.mode, 'reasons': list(self.reasons), 'fatal_error': self.fatal_error,
-                'port': self.port, 'baud': self.baud, 'rate_hz_target': self.rate_hz,
-                'cycle_rate_hz': rate,
-                'jitter_p99_ms': float(np.percentile(np.abs(jitter), 99) * 1000.0),
-                'read_mode': 'fast' if self.fast else 'slow',
-                'counters': dict(c.__dict__),
-                'disconnected_for_s': (time.monotonic() - self._disconnected_since
-                                       if self.mode == 'disconnected' and self._disconnected_since else 0.0),
-                'warnings': list(self.warnings), 'events': list(self.events)[-10:],
-                'servos': [{'name': s.name, 'id': s.servo_id, 'stale_count': s.stale_count,
-                            'stale_cycles': s.stale_cycles, 'hardware_error': s.hardware_error,
-                            'hardware_error_names': P.decode_hardware_error(s.hardware_error),
-                            'alert': s.alert, 'current_a': s.current_a,
-                            'temperature_c': None if math.isnan(s.temperature_c) else s.temperature_c,
-                            'voltage_v': None if math.isnan(s.voltage_v) else s.voltage_v,
-                            'health_stale': s.health_stale, 'health_failures': s.health_failures,
-                            'torque': s.torque, 'reboots': s.reboots} for s in self.servos],
-            }
+        span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
+        rate = (len(starts) - 1) / span if span > 0 else 0.0
+        nan_none = lambda v: None if math.isnan(v) else v  # noqa: E731
+        return DriverDiagnostics(
+            mode=self.mode, reasons=list(self.reasons), fatal_error=self.fatal_error, port=self.port,
+            baud=self.baud, rate_hz_target=self.rate_hz, cycle_rate_hz=rate,
+            jitter_p99_ms=float(np.percentile(np.abs(jitter), 99) * 1000.0),
+            read_mode='fast' if self.fast else 'slow', counters=dict(self.counters.__dict__),
+            disconnected_for_s=(time.monotonic() - self._disconnected_since
+                                if self.mode == 'disconnected' and self._disconnected_since else 0.0),
+            watchdog_ms=self.watchdog_ms, torque_off_unconfirmed=list(self.torque_off_unconfirmed),
+            warnings=list(self.warnings), events=list(self.events)[-10:],
+            servos=[ServoDiagnostics(s.name, s.servo_id, s.stale_count, s.stale_cycles, s.hardware_error,
+                                     P.decode_hardware_error(s.hardware_error), s.alert,
+                                     nan_none(s.temperature_c), nan_none(s.voltage_v), s.health_stale,
+                                     s.health_failures, s.torque, s.reboots, s.current_a)
+                    for s in self.servos])
 
     @property
     def running(self) -> bool:
@@ -477,15 +396,16 @@ class Driver:
             w('velocity_limit', vel)
         w('profile_acceleration', acc)
         w('profile_velocity', vel)
-        indirect = b''.join(P.le(src, 2) for src in STATE_SOURCES + HEALTH_SOURCES)
+        indirect = b''.join(P.le(src, 2) for src in INDIRECT_SOURCES)
         self._retry(self.bus.write, sid, INDIRECT_ADDRESS_0, indirect)
-        w('bus_watchdog', 0)
-        if self.config.watchdog_ms:
-            w('bus_watchdog', self._watchdog_units())
+        self._arm_watchdog(sid)
         w('status_return_level', 2)
 
-    def _watchdog_units(self) -> int:
-        return max(1, round(self.config.watchdog_ms / 20))
+    def _arm_watchdog(self, sid: int):
+        """Clear the Bus Watchdog (0 also clears a trip) and arm it with watchdog_ms (0: leave it off)."""
+        self._retry(self.bus.write_register, sid, 'bus_watchdog', 0)
+        if self.watchdog_ms:
+            self._retry(self.bus.write_register, sid, 'bus_watchdog', watchdog_units(self.watchdog_ms))
 
     def _configure_all(self):
         for sid in self.ids:
@@ -521,26 +441,24 @@ class Driver:
         self._goal = np.clip(present, self.lower, self.upper)
         self._hold_goal = self._goal.copy()
 
-    def _torque_off_all(self, ids=None, deadline_s: float = TORQUE_OFF_DEADLINE_S) -> bool:
-        """Torque off: a sync write, then each servo confirmed (read back, or a write it acknowledged),
-        and the servos not yet confirmed tried again until all are or ``deadline_s`` has passed (at least
-        one round). A servo once confirmed stays confirmed: on a noisy line a round where every one of
-        32 exchanges succeeds is rare, a confirmation per servo is not. True if every servo is off."""
+    def _torque_off_all(self, ids=None, deadline_s: float = 0.0) -> bool:
+        """Torque off: one sync write to all, then a plain Write of Torque Enable = 0 to each servo not yet
+        confirmed, whose acknowledgement confirms it (status return level 2), repeated until every servo
+        is confirmed or ``deadline_s`` has passed (at least one round). One short exchange per servo gets
+        through a noisy line far more often than a read and a write. A servo once confirmed stays
+        confirmed. True if every servo is off."""
         if not self.bus.is_open:
             return False
         pending = [s for s in self.servos if ids is None or s.servo_id in ids]
         t_end = time.monotonic() + deadline_s
         try:
+            with contextlib.suppress(CommError):
+                self.bus.sync_write(TORQUE.address, 1, {s.servo_id: b'\x00' for s in pending})
             while True:
-                try:
-                    self.bus.sync_write(TORQUE.address, 1, {s.servo_id: b'\x00' for s in pending})
-                except CommError:
-                    pass
                 left = []
                 for s in pending:
                     try:
-                        if self.bus.read_register(s.servo_id, 'torque_enable') != 0:
-                            self.bus.write_register(s.servo_id, 'torque_enable', 0)
+                        self.bus.write(s.servo_id, TORQUE.address, b'\x00')
                         s.torque = False
                     except DxlError:
                         s.torque = True          # unconfirmed: assume still on
@@ -571,16 +489,14 @@ class Driver:
                 self._cycle(now)
             except PortGone as exc:
                 self._on_disconnect(str(exc))
-            except Exception as exc:      # anything unexpected is fatal: torque off and stop
+            except Exception as exc:      # a bug, not a bus fault: torque off (retried, reported) and stop
                 log.exception('driver loop failed')
                 self.fatal_error = f'{type(exc).__name__}: {exc}'
                 self.mode = 'fatal'
                 self.reasons = [self.fatal_error]
-                try:
-                    with self._patient():
-                        self._torque_off_all()
-                finally:
-                    self.bus.close()
+                self._shutdown_torque_off()
+                if self.torque_off_unconfirmed:
+                    self.reasons.append(f'torque off not confirmed on {", ".join(self.torque_off_unconfirmed)}')
                 return
             next_t += self.period_s
             after = time.monotonic()
@@ -595,9 +511,19 @@ class Driver:
             self.mode = 'disconnected'
             self.reasons = [f'disconnected: {why}']
             self._disconnected_since = time.monotonic()
+            self._hold_goal = self._goal.copy() if self._goal is not None else None
+        self._discard_unsent()
         self.bus.close()
+        self._transmit_fault_since = None
+        self._ramp = None
         for s in self.servos:
             s.fresh = False
+
+    def _discard_unsent(self):
+        """Drop what the adapter still holds to send: goals of cycles long past must not leave late."""
+        with contextlib.suppress(Exception):
+            if self.bus.is_open and self.bus.port.ser is not None:
+                self.bus.port.ser.reset_output_buffer()
 
     def _try_reconnect(self, now: float):
         if now - self._last_reconnect_try < self.config.reconnect_interval_s:
@@ -612,6 +538,7 @@ class Driver:
                 self._recheck_after_replug()
         except (StartupError, DxlError, PortGone) as exc:
             self._event(f'reconnect check failed: {exc}')
+            self._discard_unsent()
             self.bus.close()
             return
         self.counters.reconnects += 1
@@ -620,10 +547,13 @@ class Driver:
         self._hold_goal = self._goal.copy()
         self._resume_after = time.monotonic()
         self.reasons = ['reconnected: waiting for a new command']
+        for s in self.servos:
+            s.stale_cycles = 0
 
     def _recheck_after_replug(self):
         """Same servos? Each holds where it is; those that lost torque (power-cycled) are configured
-        again and get it back unless a hardware error is latched."""
+        again and get it back unless a hardware error is latched; the bus watchdog of the others is
+        cleared (it stopped them while the bus was down) and armed again."""
         self._check_servos()
         hw = {}
         off = []
@@ -633,6 +563,9 @@ class Driver:
                 off.append(s.servo_id)
         for sid in off:
             self._configure_servo(sid)
+        for sid in self.ids:
+            if sid not in off:
+                self._arm_watchdog(sid)
         on_again = [sid for sid in off if not hw[sid]]
         self._first_goals_and_torque_on([sid for sid in self.ids if sid not in off] + on_again)
         for sid, bits in hw.items():
@@ -643,6 +576,7 @@ class Driver:
         self.counters.cycles += 1
         if not self.bus.is_open:
             self._try_reconnect(now)
+            self._publish(now)
             return
         with self._lock:
             command, estop = self._command, self._estop
@@ -651,79 +585,93 @@ class Driver:
             self._rearm()
         self._service_reboots(now)
         goal = self._decide(now, command, estop)
-        self._write_goals(goal)
+        sent = self._write_goals(goal)
         read_start = time.monotonic()
-        self._read_state(now)
+        sent = self._read_state(now) and sent
         # The servos sample their state while the read is on the wire: its midpoint is the measurement time.
         stamp = 0.5 * (read_start + time.monotonic())
+        if sent:
+            self._transmit_fault_since = None
+        else:
+            # The adapter took no bytes (a stalled or overloaded line): a bus fault like a lost reply.
+            # Stale servos hold the robot; if it lasts, the bus is closed and checked again on reopening.
+            self.counters.transmit_failures += 1
+            if self._transmit_fault_since is None:
+                self._transmit_fault_since = now
+            elif now - self._transmit_fault_since >= TRANSMIT_FAULT_RECONNECT_S:
+                self._on_disconnect(f'transmit failing for {now - self._transmit_fault_since:.1f} s')
+                self._publish(stamp)
+                return
         self._read_health()
         self._publish(stamp)
 
     # ---------------------------------------------------------------- decisions
     def _decide(self, now, command, estop) -> np.ndarray:
-        """The goal for this cycle (joint rad), after every safety rule."""
-        reasons = []
-        policy = None
-        if estop:
-            reasons.append('estop')
-            policy = self.config.estop_policy
-        alerts = [s for s in self.servos if s.alert]
-        if alerts:
-            reasons += [f'alert on {s.name}: {", ".join(P.decode_hardware_error(s.hardware_error)) or "?"}'
-                        for s in alerts]
-            policy = policy or self.config.alert_policy
-            if self.config.alert_policy == 'torque_off':
-                policy = 'torque_off'
-        stale = [s for s in self.servos if s.stale_cycles >= self.config.stale_limit]
-        if stale:
+        """The goal for this cycle (joint rad): safety.decide's mode and goal, the policy's action, and the
+        resume ramp after any hold."""
+        previous = self.mode if self.mode in ('running', 'hold', 'torque_off') else 'hold'
+        d = decide(SafetyInputs(
+            now_s=now, command_rad=None if command is None else command.position_rad,
+            command_received_s=command.received_s if command is not None else -math.inf, estop=estop,
+            names=tuple(self.names), hardware_error=np.array([s.hardware_error for s in self.servos]),
+            alert=np.array([s.alert for s in self.servos]),
+            stale_cycles=np.array([s.stale_cycles for s in self.servos]),
+            present_rad=np.array([s.position_rad for s in self.servos]),
+            hold_goal_rad=self._hold_goal, previous_mode=previous, resume_after_s=self._resume_after,
+            stale_limit=self.config.stale_limit, stale_policy=self.config.stale_policy,
+            alert_policy=self.config.alert_policy, estop_policy=self.config.estop_policy,
+            command_timeout_s=self.config.command_timeout_s))
+        if d.command_timed_out:
+            self.counters.stale_commands += 1
+        if np.any(np.array([s.stale_cycles for s in self.servos]) >= self.config.stale_limit):
             self.counters.stale_hold_cycles += 1
-            reasons += [f'{s.name} stale for {s.stale_cycles} cycles' for s in stale]
-            if self.config.stale_policy == 'torque_off':
-                policy = 'torque_off'
-            policy = policy or self.config.stale_policy
-        if policy is None:
-            if command is None:
-                reasons.append('waiting for the first command')
-                policy = 'hold'
-            elif now - command.received_s > self.config.command_timeout_s:
-                reasons.append('command older than the timeout')
-                self.counters.stale_commands += 1
-                policy = 'hold'
-            elif command.received_s <= self._resume_after:
-                reasons.append('waiting for a new command')
-                policy = 'hold'
-        if self.mode == 'torque_off':
-            policy = 'torque_off'            # stays off until reset()/estop release
-        if policy == 'torque_off':
-            if self.mode != 'torque_off':
+        reasons = list(d.reasons)
+        if d.mode == 'torque_off':
+            if d.entered:
                 self.counters.policy_actions += 1
                 self._event(f'torque off: {"; ".join(reasons)}')
                 with self._patient():
                     self._torque_off_all(deadline_s=0.5)
-                self.mode = 'torque_off'
-            elif self.counters.cycles % 10 == 0 and any(s.torque for s in self.servos):
+            elif self.counters.cycles % TORQUE_OFF_RETRY_EVERY == 0 and any(s.torque for s in self.servos):
                 # Torque off not yet confirmed everywhere (lost replies, a silent servo): keep trying.
                 with self._patient():
-                    self._torque_off_all([s.servo_id for s in self.servos if s.torque], deadline_s=0.0)
+                    self._torque_off_all([s.servo_id for s in self.servos if s.torque])
             unconfirmed = [s.name for s in self.servos if s.torque]
             if unconfirmed:
-                reasons = reasons + [f'torque off not confirmed on {", ".join(unconfirmed)}']
-            self.reasons = reasons
-            present = np.array([s.position_rad for s in self.servos])
-            self._hold_goal = np.clip(present, self.lower, self.upper)
+                reasons.append(f'torque off not confirmed on {", ".join(unconfirmed)}')
+            self.mode, self.reasons, self._ramp = 'torque_off', reasons, None
+            self._hold_goal = np.clip(d.goal_rad, self.lower, self.upper)
             return self._hold_goal
-        if policy == 'hold':
-            if self.mode != 'hold':
+        if d.mode == 'hold':
+            if d.entered:
                 self.counters.policy_actions += 1
-                present = np.array([s.position_rad for s in self.servos])
-                self._hold_goal = np.clip(present, self.lower, self.upper)
+                self._hold_goal = np.clip(d.goal_rad, self.lower, self.upper)
                 self._event(f'hold: {"; ".join(reasons)}')
-            self.mode = 'hold'
-            self.reasons = reasons
+            self.mode, self.reasons, self._ramp = 'hold', reasons, None
             return self._hold_goal
-        self.mode = 'running'
-        self.reasons = []
-        return command.position_rad
+        command_rad = np.clip(d.goal_rad, self.lower, self.upper)
+        if d.entered:
+            # Resume from the held pose at rest: the goal ramps to the command within the joint limits.
+            start = self._goal if self._goal is not None else command_rad
+            self._ramp = RampState(start.copy(), np.zeros(len(self.names)), command_rad.copy())
+            self.counters.ramps += 1
+            self._event('resuming: ramping from the held pose to the command')
+        self.mode, self.reasons = 'running', []
+        if self._ramp is None:
+            goal = command_rad
+        else:
+            goal, done = ramp(self._ramp, command_rad, self.period_s, self.velocity_limit,
+                              self.acceleration_limit)
+            if done:
+                self._ramp = None
+        if self._goal is not None:
+            # Last line of defence: no goal moves faster than its joint's velocity limit, whatever the
+            # command did (a late or jumping command stream).
+            step = self.velocity_limit * self.period_s
+            goal = self._goal + np.clip(goal - self._goal, -step, step)
+            # Moving goals only: entering a hold steps a goal back to where its servo is, not onwards.
+            self.max_goal_step_rad = max(self.max_goal_step_rad, float(np.max(np.abs(goal - self._goal))))
+        return goal
 
     def _rearm(self):
         """After a stop: torque on again (goal = present) where it is off and nothing is latched."""
@@ -773,13 +721,15 @@ class Driver:
                 self._event(f'{s.name} overloaded: rebooting ({s.reboots}/{self.config.max_reboots})')
 
     # ---------------------------------------------------------------- bus I/O
-    def _write_goals(self, goal: np.ndarray):
+    def _write_goals(self, goal: np.ndarray) -> bool:
+        """Clip, check and queue this cycle's goals (they leave with the read request). False when the
+        packet could not be sent."""
         goal = np.clip(np.asarray(goal, dtype=float), self.lower, self.upper)
         if not np.all(np.isfinite(goal)):        # cannot happen; never let it reach a register
             raise RuntimeError('non-finite goal computed')
         self._goal = goal
         if self.mode == 'torque_off':
-            return
+            return True
         lo_t, hi_t = self.tick_limits()
         ticks = np.clip(self.joint_to_ticks(goal), lo_t, hi_t).tolist()
         data = {sid: t.to_bytes(4, 'little', signed=True) for sid, t, s in zip(self.ids, ticks, self.servos)
@@ -789,37 +739,41 @@ class Driver:
                 self.bus.sync_write(GOAL.address, 4, data, hold=True)   # leaves with the read request
             except CommError:
                 self.counters.write_failures += 1
+                return False
+        return True
 
-    def _read_state(self, now: float):
+    def _read_state(self, now: float) -> bool:
+        """Read every servo's state block into ServoState; mark the others stale. False when the read
+        request could not be sent (transmit failure)."""
         active = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
-        # A servo silent for stale_limit cycles leaves the main read (where it would cost a timeout
-        # every cycle) and is probed every PROBE_EVERY cycles instead, until it answers again.
-        quarantine_after = max(self.config.stale_limit, 3)
-        quarantined = [sid for sid in active if self.by_id[sid].stale_cycles >= quarantine_after]
-        probes = [sid for sid in quarantined if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0]
-        ids = [sid for sid in active if sid not in quarantined]
+        # A servo silent for QUARANTINE_AFTER cycles leaves the main read (where it would cost a timeout
+        # every cycle) and is read with the others every PROBE_EVERY cycles, until it answers again.
+        # Probes go in the main read, never in a follow-up that a late cycle skips: otherwise a servo
+        # that a noisy line put here would never come back.
+        quarantine_after = max(self.config.stale_limit, QUARANTINE_AFTER)
+        quarantined = {sid for sid in active if self.by_id[sid].stale_cycles >= quarantine_after}
+        probes = {sid for sid in quarantined if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0}
+        ids = [sid for sid in active if sid not in quarantined or sid in probes]
         use_fast = self.fast
         if not use_fast and self._fast_capable and self.config.read_mode != 'slow' \
                 and self.counters.cycles % 100 == 0:
             use_fast = True                 # re-measure a fast read now and then
-        got = self.bus.sync_read(STATE_ADDR, STATE_LEN, ids, use_fast) if ids else {}
-        missing = [sid for sid in ids if sid not in got] + probes
+        addr, size = STATE_BLOCK.data_address, STATE_BLOCK.size
+        try:
+            got = self.bus.sync_read(addr, size, ids, use_fast) if ids else {}
+        except CommError:                   # the request did not leave: no reply this cycle
+            for s in self.servos:
+                s.fresh = False
+                s.stale_cycles += 1
+                s.stale_count += 1
+            self.counters.read_failures += len(self.servos)
+            self.counters.full_read_failures += 1
+            return False
+        missing = [sid for sid in ids if sid not in got]
         if use_fast and ids:
             self._fast_yield = 0.8 * self._fast_yield + 0.2 * (len(got) / len(ids)) \
                 if self.fast else len(got) / len(ids)
-        # Follow up with per-servo sync reads for those the first read lost, while the cycle has time
-        # (at most 3 rounds): one garbled byte then costs a few servos, not the whole cycle.
-        rounds = 0
-        while missing and rounds < 3:
-            elapsed_ms = (time.monotonic() - now) * 1000.0
-            need_ms = len(missing) * (11 + STATE_LEN) * self.bus.byte_time_ms + self.margin_ms
-            free_running = rounds == 0 and self.rate_hz >= 1000
-            if elapsed_ms + need_ms > 0.8 * self.period_s * 1000.0 and not free_running:
-                break
-            rounds += 1
-            more = self.bus.sync_read(STATE_ADDR, STATE_LEN, missing, False)
-            got.update(more)
-            missing = [sid for sid in missing if sid not in got]
+        self._follow_up(now, got, [sid for sid in missing if sid not in quarantined])
         if self.config.read_mode == 'auto' and use_fast:
             # Fast sync read loses every servo after a garbled byte, and old firmware ignores it:
             # when it delivers under half the servos on average, sync read serves better.
@@ -831,48 +785,93 @@ class Driver:
                 self.fast = True
                 self.counters.mode_switches += 1
                 self._event('fast sync read works again; using it')
-        missing += [sid for sid in quarantined if sid not in probes]
         if ids and not got:
             self.counters.full_read_failures += 1
-        self.counters.read_failures += len(missing)
-        for sid, (err, data) in list(got.items()):
-            s = self.by_id[sid]
-            k = self.k_by_id[sid]
-            hw = data[0]
-            cur = P.from_le(data[1:3], True)
-            vel = P.from_le(data[3:7], True)
-            pos = P.from_le(data[7:11], True)
-            current_a = cur * (self.model.current_unit_ma or 0.0) / 1000.0
-            if err & 0x7F or len(data) != STATE_LEN or not plausible_state(hw, pos, vel, current_a):
-                # The servo reported an error instead of data, or the values cannot be real: a failed
-                # read (last good value kept, stale), never a published value.
-                if not err & 0x7F:
-                    self.counters.rejected_readings += 1
-                    self._event(f'{s.name}: implausible reading rejected (hw 0x{hw:02x}, position {pos}, '
-                                f'velocity {vel}, current {cur})')
-                del got[sid]
-                missing.append(sid)
+        for sid, (err, data) in got.items():
+            self._take_state(self.by_id[sid], err, data)
+        fresh = 0
+        for s in self.servos:
+            if s.fresh and s.servo_id in got:
+                fresh += 1
                 continue
-            s.position_rad = float(ticks_to_joint(pos, self.direction[k], self.offset[k]))
-            s.velocity_rad_s = float(self.direction[k] * velocity_units_to_rad_s(vel))
-            s.current_a = float(self.direction[k] * current_a)
-            if (hw or err & P.ERR_ALERT) and not s.alert:
-                self._event(f'{s.name} alert: {", ".join(P.decode_hardware_error(hw)) or "error byte alert"}')
-            s.hardware_error = hw
-            s.alert = bool(hw) or bool(err & P.ERR_ALERT)
-            if s.alert:
-                s.torque = s.torque and not hw      # shutdown errors cut torque in the servo
-            s.fresh, s.ever_read, s.stale_cycles = True, True, 0
-        for sid in missing:
-            s = self.by_id[sid]
             s.fresh = False
             s.stale_cycles += 1
             s.stale_count += 1
+            self.counters.read_failures += 1
+        self.counters.all_fresh_cycles += fresh == len(self.servos)
         # Servos that failed go last (a silent one then truncates no one else's fast-read block); ties
         # rotate, so two servos behind one silent servo do not keep hiding behind each other.
         c, n = self.counters.cycles, len(self.ids)
         self._read_order = sorted(self.ids, key=lambda sid: (self.by_id[sid].stale_cycles,
                                                              (self.k_by_id[sid] + c) % n))
+        return True
+
+    def _follow_up(self, now: float, got: dict, missing: list):
+        """Read again the servos the first read lost, in rounds of sync read while the cycle has time
+        for one more: one garbled byte then costs a few servos, not the whole cycle."""
+        budget_ms = FOLLOW_UP_BUDGET * self.period_s * 1000.0
+        quick_ms = min(self.margin_ms, QUICK_MARGIN_MS)
+        rounds = 0
+        while missing and rounds < MAX_FOLLOW_UPS:
+            elapsed_ms = (time.monotonic() - now) * 1000.0
+            need_ms = (14 + len(missing) * (12 + STATE_BLOCK.size)) * self.bus.byte_time_ms + 2 * quick_ms
+            free_running = rounds == 0 and self.rate_hz >= 1000
+            if elapsed_ms + need_ms > budget_ms and not free_running:
+                break
+            rounds += 1
+            self.bus.port.margin_ms = quick_ms
+            try:
+                more = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, missing, False)
+            except CommError:
+                break
+            finally:
+                self.bus.port.margin_ms = self.margin_ms
+            got.update(more)
+            missing = [sid for sid in missing if sid not in got]
+
+    def _take_state(self, s: ServoState, err: int, data: bytes):
+        """One servo's state block: published values if plausible, else a failed read (stale)."""
+        k = self.k_by_id[s.servo_id]
+        v = STATE_BLOCK.decode(data) if len(data) == STATE_BLOCK.size else None
+        hw = cur = vel = pos = None
+        if v is not None:
+            hw, cur = v['hardware_error_status'], v['present_current']
+            vel, pos = v['present_velocity'], v['present_position']
+            current_a = cur * (self.model.current_unit_ma or 0.0) / 1000.0
+        if err & 0x7F or v is None or not plausible_state(hw, pos, vel, current_a):
+            # The servo reported an error instead of data, or the values cannot be real: a failed
+            # read (last good value kept, stale), never a published value.
+            if not err & 0x7F:
+                self.counters.rejected_readings += 1
+                self._event(f'{s.name}: implausible reading rejected (hw {hw}, position {pos}, '
+                            f'velocity {vel}, current {cur})')
+            s.fresh = False
+            return
+        s.position_rad = float(ticks_to_joint(pos, self.direction[k], self.offset[k]))
+        s.velocity_rad_s = float(self.direction[k] * velocity_units_to_rad_s(vel))
+        s.current_a = float(self.direction[k] * current_a)
+        if (hw or err & P.ERR_ALERT) and not s.alert:
+            self._event(f'{s.name} alert: {", ".join(P.decode_hardware_error(hw)) or "error byte alert"}')
+        s.hardware_error = hw
+        s.alert = bool(hw) or bool(err & P.ERR_ALERT)
+        if s.alert:
+            s.torque = s.torque and not hw      # shutdown errors cut torque in the servo
+        s.fresh, s.ever_read, s.stale_cycles = True, True, 0
+        if self.watchdog_ms and v['bus_watchdog'] == WATCHDOG_TRIPPED and s.torque:
+            self._rearm_watchdog(s)
+
+    def _rearm_watchdog(self, s: ServoState):
+        """The servo's bus watchdog tripped (the loop or the line stalled): it stopped where it was and
+        refuses goals until the watchdog is cleared. Clear and re-arm it, and hold: the robot resumes
+        from where the servos stopped."""
+        self.counters.watchdog_trips += 1
+        self._event(f'{s.name}: bus watchdog tripped; re-armed')
+        self._resume_after = time.monotonic()
+        try:
+            self.bus.write_register(s.servo_id, 'bus_watchdog', 0)
+            self.bus.write_register(s.servo_id, 'bus_watchdog', watchdog_units(self.watchdog_ms))
+        except DxlError as exc:
+            self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
 
     def _read_health(self):
         if self.config.health_every <= 0 or self.counters.cycles % self.config.health_every:
@@ -881,32 +880,21 @@ class Driver:
         self._health_next += 1
         if s.rebooting_until is not None:
             return
-        data = self._read_servo_health(s)
-        if data is None:
-            return
-        if self.config.watchdog_ms and data[3] == 0xFF:
-            # The servo's bus watchdog tripped (the loop stalled): it stopped and refuses goals until
-            # the watchdog is cleared. Clear and re-arm it; the goal it holds is its present position.
-            self._event(f'{s.name}: bus watchdog tripped; re-armed')
-            self.counters.watchdog_trips += 1
-            try:
-                self.bus.write_register(s.servo_id, 'bus_watchdog', 0)
-                self.bus.write_register(s.servo_id, 'bus_watchdog', self._watchdog_units())
-            except DxlError as exc:
-                self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
+        self._read_servo_health(s)
 
-    def _read_servo_health(self, s: ServoState) -> bytes | None:
+    def _read_servo_health(self, s: ServoState) -> dict | None:
         """Temperature and voltage of one servo; a failed or implausible read keeps the last good values
-        and marks them stale. Returns the raw health bytes when they were good, else None."""
+        and marks them stale. Returns the decoded health block when it was good, else None."""
         try:
-            data, _ = self.bus.read(s.servo_id, HEALTH_ADDR, HEALTH_LEN)
+            data, _ = self.bus.read(s.servo_id, HEALTH_BLOCK.data_address, HEALTH_BLOCK.size)
         except DxlError:
             data = None
-        if data is not None and len(data) == HEALTH_LEN:
-            temperature, voltage = float(data[0]), P.from_le(data[1:3]) * 0.1
+        if data is not None and len(data) == HEALTH_BLOCK.size:
+            v = HEALTH_BLOCK.decode(data)
+            temperature, voltage = float(v['present_temperature']), v['present_input_voltage'] * 0.1
             if plausible_health(temperature, voltage):
                 s.temperature_c, s.voltage_v, s.health_stale = temperature, voltage, False
-                return data
+                return v
             self.counters.rejected_readings += 1
             self._event(f'{s.name}: implausible health reading rejected '
                         f'({temperature:.0f} C, {voltage:.1f} V)')

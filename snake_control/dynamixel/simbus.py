@@ -82,6 +82,30 @@ def plant_factory(physics: str):
     return factory
 
 
+def robot_options(robot, baud: int | None = None, spread_rad: float = 0.2, seed: int = 0) -> dict:
+    """The servo options for a robot's bus (as attribute names of the parsed arguments): its IDs, servo
+    model and baud, and initial servo angles from joint angles uniform within +-spread_rad (through each
+    joint's offset and direction). ``robot`` is a snake_control.robot.Robot, read through its attributes."""
+    rng = random.Random(seed)
+    initial = {j.servo_id: j.servo_angle_rad(rng.uniform(-spread_rad, spread_rad)) for j in robot.joints}
+    return {'servos': None, 'ids': ','.join(str(i) for i in robot.servo_ids), 'model': robot.bus.servo.name,
+            'baud': baud or robot.bus.baud, 'initial': ','.join(f'{i}:{a:.9g}' for i, a in initial.items())}
+
+
+def options_to_args(options: dict) -> list[str]:
+    """Command-line options for a dict of option values (None: left out)."""
+    args = []
+    for name, value in options.items():
+        if value is not None:
+            args += [f'--{name.replace("_", "-")}', str(value)]
+    return args
+
+
+def robot_args(robot, baud: int | None = None, spread_rad: float = 0.2, seed: int = 0) -> list[str]:
+    """Command-line options for a robot's bus (for SimBusProcess); see robot_options."""
+    return options_to_args(robot_options(robot, baud, spread_rad, seed))
+
+
 def _ids(args) -> list[int]:
     if args.servos is not None:
         if not 1 <= args.servos <= 252:

@@ -18,6 +18,7 @@ stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, auto_reb
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -68,8 +69,9 @@ class DriverNode(Node):
                 ('rate', 0.0, 'bus loop rate in Hz; 0: the robot YAML control_rate_hz', True,
                  P.PARAMETER_DOUBLE, (0.0, LIMITS['control_rate_hz'].high)),
                 ('read_mode', 'auto', 'auto | fast | slow (sync read)', True, P.PARAMETER_STRING, None),
-                ('watchdog_ms', 0, 'servo bus watchdog in ms (0 off, units of 20 ms)', True,
-                 P.PARAMETER_INTEGER, (0, 2540)),
+                ('watchdog_ms', -1, 'servo Bus Watchdog in ms (units of 20 ms): the servos stop when no '
+                 'packet reaches them for this long; -1: five control periods, at least 100 ms; 0: off',
+                 True, P.PARAMETER_INTEGER, (-1, 2540)),
                 ('clamp_out_of_limit', True, 'true: clamp out-of-limit commands to the joint limits; '
                  'false: reject them', True, P.PARAMETER_BOOL, None),
                 ('stale_limit', 5, 'stale cycles of a servo before stale_policy', False,
@@ -98,7 +100,8 @@ class DriverNode(Node):
                               stale_policy=g('stale_policy'), alert_policy=g('alert_policy'),
                               estop_policy=g('estop_policy'), command_timeout_s=g('command_timeout'),
                               clamp_out_of_limit=g('clamp_out_of_limit'), auto_reboot=g('auto_reboot'),
-                              read_mode=g('read_mode'), watchdog_ms=g('watchdog_ms'))
+                              read_mode=g('read_mode'),
+                              watchdog_ms=None if g('watchdog_ms') < 0 else g('watchdog_ms'))
         cpus = parse_cpus(g('cpu_affinity'))
         priority = int(g('realtime_priority'))
         self.driver = Driver(self.robot, g('port') or None, g('baud') or None, config)
@@ -155,75 +158,134 @@ class DriverNode(Node):
         self.state_pub.publish(msg)
 
     def _publish_diagnostics(self):
-        d = self.driver.diagnostics()
-        arr = DiagnosticArray()
-        arr.header.stamp = self.get_clock().now().to_msg()
-        kv = lambda k, v: KeyValue(key=k, value=str(v))  # noqa: E731
-        bus = DiagnosticStatus(name=f'{self.get_name()}: bus {d["port"]}', hardware_id=d['port'])
-        bus.level = {'running': DiagnosticStatus.OK, 'hold': DiagnosticStatus.WARN,
-                     'torque_off': DiagnosticStatus.WARN}.get(d['mode'], DiagnosticStatus.ERROR)
-        bus.message = d['mode'] + (': ' + '; '.join(d['reasons']) if d['reasons'] else '')
-        bus.values = [kv('mode', d['mode']), kv('cycle_rate_hz', f'{d["cycle_rate_hz"]:.1f}'),
-                      kv('rate_hz_target', d['rate_hz_target']),
-                      kv('jitter_p99_ms', f'{d["jitter_p99_ms"]:.3f}'),
-                      kv('read_mode', d['read_mode']), kv('baud', d['baud'])]
-        bus.values += [kv(k, v) for k, v in d['counters'].items()]
-        arr.status.append(bus)
-        for s in d['servos']:
-            st = DiagnosticStatus(name=f'{self.get_name()}: servo {s["name"]} (ID {s["id"]})',
-                                  hardware_id=f'dynamixel:{s["id"]}')
-            if s['hardware_error']:
-                st.level, st.message = DiagnosticStatus.ERROR, ', '.join(s['hardware_error_names'])
-            elif s['stale_cycles']:
-                st.level, st.message = DiagnosticStatus.WARN, f'stale for {s["stale_cycles"]} cycles'
-            else:
-                st.level, st.message = DiagnosticStatus.OK, 'ok'
-            st.values = [kv('hardware_error', s['hardware_error']),
-                         kv('hardware_error_names', ','.join(s['hardware_error_names'])),
-                         kv('current_a', f'{s["current_a"]:.3f}'),
-                         kv('temperature_c', 'unknown' if s['temperature_c'] is None else s['temperature_c']),
-                         kv('voltage_v', 'unknown' if s['voltage_v'] is None else s['voltage_v']),
-                         kv('health_stale', s['health_stale']), kv('health_failures', s['health_failures']),
-                         kv('stale_count', s['stale_count']), kv('stale_cycles', s['stale_cycles']),
-                         kv('torque', s['torque']), kv('reboots', s['reboots'])]
-            arr.status.append(st)
-        self.diag_pub.publish(arr)
+        self.diag_pub.publish(diagnostic_array(self.driver.diagnostics(), self.get_name(),
+                                               self.get_clock().now().to_msg()))
+
+    def shutdown_driver(self) -> bool:
+        """Torque off (retried until confirmed or the deadline); an unconfirmed one is published as an
+        ERROR on /diagnostics before the node goes. True if every servo is confirmed off."""
+        ok = self.driver.stop()
+        if not ok:
+            with contextlib.suppress(Exception):
+                self._publish_diagnostics()
+        return ok
 
     def destroy_node(self):
-        self.driver.stop()              # torque off before the node goes
+        self.shutdown_driver()          # torque off before the node goes
         return super().destroy_node()
+
+
+class DriverStopped(RuntimeError):
+    """The driver's bus loop ended by itself (a bug; torque was turned off)."""
+
+
+def diagnostic_array(d, node_name: str, stamp) -> DiagnosticArray:
+    """/diagnostics from a DriverDiagnostics: one status for the bus, one per servo. Torque off not
+    confirmed on some servo, or a loop that died, is an ERROR."""
+    arr = DiagnosticArray()
+    arr.header.stamp = stamp
+    kv = lambda k, v: KeyValue(key=k, value=str(v))  # noqa: E731
+    bus = DiagnosticStatus(name=f'{node_name}: bus {d.port}', hardware_id=d.port)
+    bus.level = {'running': DiagnosticStatus.OK, 'hold': DiagnosticStatus.WARN,
+                 'torque_off': DiagnosticStatus.WARN, 'stopped': DiagnosticStatus.OK}.get(
+                     d.mode, DiagnosticStatus.ERROR)
+    unconfirmed = d.torque_off_unconfirmed or [s.name for s in d.servos if s.torque] \
+        if d.mode == 'torque_off' else d.torque_off_unconfirmed
+    if unconfirmed:
+        bus.level = DiagnosticStatus.ERROR
+    bus.message = d.mode + (': ' + '; '.join(d.reasons) if d.reasons else '')
+    bus.values = [kv('mode', d.mode), kv('cycle_rate_hz', f'{d.cycle_rate_hz:.1f}'),
+                  kv('rate_hz_target', d.rate_hz_target), kv('jitter_p99_ms', f'{d.jitter_p99_ms:.3f}'),
+                  kv('read_mode', d.read_mode), kv('baud', d.baud), kv('watchdog_ms', d.watchdog_ms),
+                  kv('torque_off_unconfirmed', ','.join(unconfirmed))]
+    bus.values += [kv(k, v) for k, v in d.counters.items()]
+    arr.status.append(bus)
+    for s in d.servos:
+        st = DiagnosticStatus(name=f'{node_name}: servo {s.name} (ID {s.id})', hardware_id=f'dynamixel:{s.id}')
+        if s.name in unconfirmed:
+            st.level, st.message = DiagnosticStatus.ERROR, 'torque off not confirmed'
+        elif s.hardware_error:
+            st.level, st.message = DiagnosticStatus.ERROR, ', '.join(s.hardware_error_names)
+        elif s.stale_cycles:
+            st.level, st.message = DiagnosticStatus.WARN, f'stale for {s.stale_cycles} cycles'
+        else:
+            st.level, st.message = DiagnosticStatus.OK, 'ok'
+        st.values = [kv('hardware_error', s.hardware_error),
+                     kv('hardware_error_names', ','.join(s.hardware_error_names)),
+                     kv('current_a', f'{s.current_a:.3f}'),
+                     kv('temperature_c', 'unknown' if s.temperature_c is None else s.temperature_c),
+                     kv('voltage_v', 'unknown' if s.voltage_v is None else s.voltage_v),
+                     kv('health_stale', s.health_stale), kv('health_failures', s.health_failures),
+                     kv('stale_count', s.stale_count), kv('stale_cycles', s.stale_cycles),
+                     kv('torque', s.torque), kv('reboots', s.reboots)]
+        arr.status.append(st)
+    return arr
+
+
+def torque_off_line(prog: str, unconfirmed: list[str]) -> str:
+    """The last line a controller prints: whether torque is off everywhere, naming the servos if not."""
+    if unconfirmed:
+        return (f'{prog}: error: torque off NOT confirmed on {len(unconfirmed)} servo(s): '
+                f'{", ".join(unconfirmed)}; cut their power')
+    return f'{prog}: torque off confirmed on every servo'
 
 
 def main(args=None):
     from rclpy.signals import SignalHandlerOptions
 
-    from snake_control.nodes.runner import SWITCH_INTERVAL_S, make_executor, spin_until
+    from snake_control.nodes.runner import SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, make_executor
 
-    # Our own SIGINT/SIGTERM handling: both leave spin() through the finally below, which turns
-    # torque off before the process exits.
+    # Our own signal handling: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) leave
+    # spin() through the finally below, which turns torque off before the process exits. A second
+    # signal (Ctrl-C under ros2 launch reaches a node twice) must not interrupt that torque off: only its
+    # deadline ends it.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stopping, spinning = [], []
 
     def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, interrupt)
-    signal.signal(signal.SIGTERM, interrupt)
+        if stopping:
+            print(f'driver_node: {signal.Signals(signum).name} ignored: turning torque off', file=sys.stderr,
+                  flush=True)
+            return
+        stopping.append(signum)
+        if spinning:                # during start-up the node is built first, then stopped below
+            raise KeyboardInterrupt
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
     node = None
+    code = 0
     try:
         node = DriverNode()
-        executor = make_executor()
-        executor.add_node(node)
-        spin_until(executor, rclpy.get_default_context())
+        if not stopping:
+            spinning.append(True)
+            executor = make_executor()
+            executor.add_node(node)
+            context = rclpy.get_default_context()
+            # The bus loop ends by itself only on a bug (it has turned torque off by then): the node must
+            # not go on as if it drove the robot.
+            while context.ok() and node.driver.running:
+                executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+            if context.ok() and not node.driver.running:
+                raise DriverStopped(node.driver.fatal_error or 'the bus loop ended')
     except KeyboardInterrupt:
         pass
+    except DriverStopped as exc:
+        print(f'driver_node: error: the driver stopped: {exc}', file=sys.stderr, flush=True)
+        code = 1
     except (StartupError, ValueError) as exc:     # bus or robot YAML not as expected: one clear line
         print(f'driver_node: {exc}', file=sys.stderr)
         return 1
     finally:
+        stopping.append('finally')
         if node is not None:
+            ok = node.shutdown_driver()
+            print(torque_off_line('driver_node', node.driver.torque_off_unconfirmed),
+                  file=sys.stdout if ok else sys.stderr, flush=True)
+            code = code or (0 if ok else 2)
             node.destroy_node()
         rclpy.try_shutdown()
-    return 0
+    return code
 
 
 if __name__ == '__main__':

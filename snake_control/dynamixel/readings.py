@@ -1,0 +1,181 @@
+"""What the driver reads from its servos: the indirect-address blocks, their decoder, plausibility checks,
+and the records the driver keeps (ServoState, JointStateSnapshot, Counters).
+
+The servos are configured so that Indirect Data 1.. holds, byte for byte, the registers of STATE_BLOCK
+followed by those of HEALTH_BLOCK: one read of consecutive bytes gets them all. A block is described
+once, by register names; ``decode`` turns its bytes into values by name, signed where the register is.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from snake_control.dynamixel import protocol as P
+from snake_control.dynamixel.models import CONTROL_TABLE, INDIRECT_COUNT, INDIRECT_DATA_0
+
+
+@dataclass(frozen=True)
+class RegisterBlock:
+    """Registers mapped one after another into Indirect Data from ``data_address`` on."""
+
+    names: tuple[str, ...]
+    data_address: int
+
+    @property
+    def size(self) -> int:
+        return sum(CONTROL_TABLE[n].size for n in self.names)
+
+    def sources(self) -> list[int]:
+        """The control-table address of every byte, in order: what the Indirect Address entries hold."""
+        return [CONTROL_TABLE[n].address + i for n in self.names for i in range(CONTROL_TABLE[n].size)]
+
+    def decode(self, data: bytes) -> dict[str, int]:
+        """Register values by name from the block's bytes (little-endian, signed where the register is)."""
+        if len(data) != self.size:
+            raise ValueError(f'{len(data)} bytes for a {self.size}-byte block {self.names}')
+        out, i = {}, 0
+        for n in self.names:
+            reg = CONTROL_TABLE[n]
+            out[n] = P.from_le(data[i:i + reg.size], reg.signed)
+            i += reg.size
+        return out
+
+
+# Bus Watchdog rides in every cycle's read: a servo it stopped is known and re-armed at once.
+STATE_BLOCK = RegisterBlock(('hardware_error_status', 'present_current', 'present_velocity',
+                             'present_position', 'bus_watchdog'), INDIRECT_DATA_0)
+HEALTH_BLOCK = RegisterBlock(('present_temperature', 'present_input_voltage'),
+                             INDIRECT_DATA_0 + STATE_BLOCK.size)
+INDIRECT_SOURCES = STATE_BLOCK.sources() + HEALTH_BLOCK.sources()
+assert len(INDIRECT_SOURCES) <= INDIRECT_COUNT
+WATCHDOG_TRIPPED = -1            # Bus Watchdog value after it stopped a servo (e-Manual)
+
+# What a servo can physically report; a reading outside is garbage (a garbled or misrouted reply) and is
+# never published. Hardware Error Status only has bits 0, 2, 3, 4, 5. Present Position in position mode
+# spans one turn (a margin of a turn for multi-turn modes); Present Velocity stays within the Velocity
+# Limit register's range (0..1023 units, about 24 rad/s); no X-series servo draws 10 A; input voltage of
+# 3.7..24 V servos, temperature of a working servo.
+HW_ERROR_BITS = (P.HW_INPUT_VOLTAGE | P.HW_OVERHEATING | P.HW_MOTOR_ENCODER | P.HW_ELECTRICAL_SHOCK
+                 | P.HW_OVERLOAD)
+POSITION_TICKS_RANGE = (-4096, 2 * 4096 - 1)
+VELOCITY_UNITS_MAX = 1023
+CURRENT_A_MAX = 10.0
+VOLTAGE_V_RANGE = (3.0, 30.0)
+TEMPERATURE_C_RANGE = (0.0, 150.0)
+
+
+def plausible_state(hw: int, pos_ticks: int, vel_units: int, current_a: float) -> bool:
+    """Whether one servo's (hardware error, position, velocity, current) can be real (see the bounds)."""
+    return (not hw & ~HW_ERROR_BITS and POSITION_TICKS_RANGE[0] <= pos_ticks <= POSITION_TICKS_RANGE[1]
+            and abs(vel_units) <= VELOCITY_UNITS_MAX and abs(current_a) <= CURRENT_A_MAX)
+
+
+def plausible_health(temperature_c: float, voltage_v: float) -> bool:
+    """Whether a (temperature, input voltage) reading can be real."""
+    return (TEMPERATURE_C_RANGE[0] <= temperature_c <= TEMPERATURE_C_RANGE[1]
+            and VOLTAGE_V_RANGE[0] <= voltage_v <= VOLTAGE_V_RANGE[1])
+
+
+@dataclass
+class ServoState:
+    """What the driver knows about one servo (joint frame)."""
+
+    name: str
+    servo_id: int
+    position_rad: float = 0.0
+    velocity_rad_s: float = 0.0
+    current_a: float = 0.0
+    temperature_c: float = math.nan          # last good reading; NaN until the first one
+    voltage_v: float = math.nan
+    health_stale: bool = True                # the last temperature/voltage read failed or was garbage
+    health_failures: int = 0                 # failed or rejected temperature/voltage reads
+    hardware_error: int = 0
+    alert: bool = False
+    torque: bool = False
+    fresh: bool = False
+    ever_read: bool = False
+    stale_cycles: int = 0
+    stale_count: int = 0
+    reboots: int = 0
+    last_reboot_t: float = -math.inf
+    rebooting_until: float | None = None
+
+
+@dataclass
+class JointStateSnapshot:
+    stamp_s: float                       # monotonic time of the read
+    names: list
+    position_rad: np.ndarray
+    velocity_rad_s: np.ndarray
+    effort: np.ndarray                   # joint torque, N·m: motor current x torque constant (joint direction)
+    fresh: np.ndarray                    # bool per joint: read this cycle
+    current_a: np.ndarray                # motor current, A (joint direction)
+
+
+@dataclass
+class Counters:
+    cycles: int = 0
+    overruns: int = 0
+    read_failures: int = 0               # servo reads missing from a cycle
+    all_fresh_cycles: int = 0            # cycles that read every servo
+    rejected_readings: int = 0           # replies whose values cannot be real (never published)
+    health_failures: int = 0             # temperature/voltage reads failed or rejected
+    full_read_failures: int = 0          # cycles where no servo answered
+    write_failures: int = 0
+    transmit_failures: int = 0           # packets the adapter did not take (a stalled or full line)
+    rejected_nonfinite: int = 0
+    rejected_unknown_name: int = 0
+    rejected_malformed: int = 0
+    rejected_out_of_limit: int = 0
+    clamped: int = 0
+    stale_commands: int = 0
+    disconnects: int = 0
+    reconnects: int = 0
+    reboots: int = 0
+    mode_switches: int = 0
+    watchdog_trips: int = 0
+    policy_actions: int = 0
+    ramps: int = 0                       # resumes ramped from a held pose
+    stale_hold_cycles: int = 0           # cycles held (or torque off) because a servo's state went stale
+
+
+@dataclass
+class ServoDiagnostics:
+    name: str
+    id: int
+    stale_count: int
+    stale_cycles: int
+    hardware_error: int
+    hardware_error_names: list
+    alert: bool
+    temperature_c: float | None
+    voltage_v: float | None
+    health_stale: bool
+    health_failures: int
+    torque: bool
+    reboots: int
+    current_a: float                     # motor current, A (joint direction); joint_states carries N·m
+
+
+@dataclass
+class DriverDiagnostics:
+    """Bus and per-servo health as Driver.diagnostics() reports it."""
+
+    mode: str
+    reasons: list
+    fatal_error: str | None
+    port: str
+    baud: int
+    rate_hz_target: float
+    cycle_rate_hz: float
+    jitter_p99_ms: float
+    read_mode: str
+    counters: dict
+    disconnected_for_s: float
+    watchdog_ms: int
+    torque_off_unconfirmed: list = field(default_factory=list)   # servo names after a failed torque off
+    warnings: list = field(default_factory=list)
+    events: list = field(default_factory=list)
+    servos: list = field(default_factory=list)                   # ServoDiagnostics
