@@ -200,7 +200,7 @@ class _LatencyProbe:
             # scans every goal log, so later it would slow the emulator and disturb what is measured.
             if SYNC_WINDOW[0] <= t <= SYNC_WINDOW[1]:
                 t_send = time.monotonic()
-                answer = run.sim.query('state')
+                answer = run.sim.command('state')
                 t_recv = time.monotonic()
                 self.sync.append((t_send, t_recv, answer['servos']['1']['goal_writes']))
                 time.sleep(0.004 + 0.013 * rng.random())
@@ -211,7 +211,7 @@ class _LatencyProbe:
 
     def before_stop(self, run):
         self.stop.set()
-        self.goals = run.sim.query('goals', timeout_s=60)['goals']
+        self.goals = run.sim.command('goals', timeout_s=60)['goals']
         self.sent_log = list(run.nodes['script_player'].sent_log)
         self.script = run.nodes['script_player'].script
         self.gait_estop_s = list(run.nodes['gait_node'].estop_received_s)

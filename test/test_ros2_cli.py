@@ -186,13 +186,14 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
 
 def test_ros2_run_each_node_by_its_graph_name(workspace, tmp_path):
     """`ros2 run snake_control <node>` names each node as the graph does, and Ctrl-C ends it cleanly."""
-    from snake_control.bus_process import start_sim_bus
+    from snake_control.app.sim_bus import sim_bus_args
+    from snake_control.dynamixel.simproc import SimBusProcess
 
     ws = workspace
-    with start_sim_bus('kinematic_snake_3', 1_000_000) as sim:
+    with SimBusProcess(sim_bus_args('kinematic_snake_3', 1_000_000)) as sim:
         runs = {}
         for node in ('driver_node', 'gait_node', 'estimator_node', 'teleop_node'):
-            extra = f' -p port:={sim.port} -p baud:=1000000' if node == 'driver_node' else ''
+            extra = f' -p port:={sim.path} -p baud:=1000000' if node == 'driver_node' else ''
             runs[node] = Background(ws, f'ros2 run snake_control {node} --ros-args -r __ns:=/r1 '
                                         f'-p robot:=kinematic_snake_3{extra}', tmp_path / f'{node}.log')
         try:
@@ -204,7 +205,7 @@ def test_ros2_run_each_node_by_its_graph_name(workspace, tmp_path):
         for node, bg in runs.items():
             assert codes[node] == 0, bg.text()[-2000:]
             assert 'Traceback' not in bg.text(), bg.text()[-2000:]
-        state = sim.query('state')['servos']
+        state = sim.command('state')['servos']
         assert not any(s['torque'] for s in state.values()), state
 
 
