@@ -87,7 +87,7 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
-from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, contact_step,
+from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
                                               resting_down, support_plane, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
                                           se2_adjoint, se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse,
@@ -409,8 +409,13 @@ class Estimator:
     def _geometry(self, q, previous_rot, up_tail):
         rot_t, cen_t = chain_poses(q, self.axes, self.lengths)
         r_tc, o_tc, held, _ = virtual_chassis(cen_t, previous_rot, up_tail)
-        qc = (cen_t - o_tc) @ r_tc                            # module centres in the chassis frame
-        rc = r_tc.T @ rot_t                                   # module rotations in the chassis frame
+        kern = compiled()
+        if kern is not None:
+            qc, rc = np.empty_like(cen_t), np.empty_like(rot_t)
+            kern.to_frame_kernel(rot_t, cen_t, r_tc, o_tc, rc, qc)
+        else:
+            qc = (cen_t - o_tc) @ r_tc                        # module centres in the chassis frame
+            rc = r_tc.T @ rot_t                               # module rotations in the chassis frame
         return {'r_tc': r_tc, 'o_tc': o_tc, 'q': qc, 'rot': rc, 'held': held}
 
     def _body_offset(self, geom) -> np.ndarray:
@@ -474,10 +479,15 @@ class Estimator:
             tilt = axis * (math.atan2(sin_a, float(down @ self._plane_down)) / sin_a) if sin_a > 1e-12 \
                 else np.zeros(3)
         self._plane_down = None if plane is None else down
-        heights = -(geom['q'] @ down)
-        if self.half_length:
-            # A tilted capsule's lowest point is its lower end.
-            heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
+        kern = compiled()
+        if kern is not None:
+            heights = np.empty(n_links)
+            kern.heights_kernel(geom['q'], geom['rot'], down, self.half_length, heights)
+        else:
+            heights = -(geom['q'] @ down)
+            if self.half_length:
+                # A tilted capsule's lowest point is its lower end.
+                heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
         contacts = self.selector.update(heights)
         rot_inc = None
         if rate is not None:
@@ -489,17 +499,6 @@ class Estimator:
                             self.singular_threshold, self._held_twist(q - self._q, dt) * dt,
                             self.half_length, tilt)
         self._xi_last = step.displacement / dt
-        exp_step = se3_exp_fast(step.displacement)
-        gc = self._gc @ exp_step
-        if r_imu is not None:
-            gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
-        elif self.updates % 50 == 0:
-            gc[:3, :3] = orthonormalize(gc[:3, :3])
-        if plane is not None:
-            gc = _rest_on_plane(gc, plane[0], geom['q'][contacts], self.radius)
-        elif self.flat_ground:
-            gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
-        self._gc = gc
         slip = np.sqrt(np.einsum('ka,ka->k', step.residual, step.residual)) / dt
         n_contacts = int(np.count_nonzero(contacts))
         # Residuals are already weighted (zero off contact): the weighted sum of squares is their sum.
@@ -507,14 +506,35 @@ class Estimator:
         cov_xi = sigma2 * step.normal_inverse
         if rot_inc is not None:
             cov_xi[3:, 3:] = np.eye(3) * 1e-6
-        ad = _adjoint_of_inverse(exp_step)
-        self._p3 = ad @ self._p3 @ ad.T + dt * max(dt, self.tau) * cov_xi
-        prev_body = self._body_offset(g0)
-        body = self._body_offset(geom)
+        if kern is not None:
+            gc, p3 = np.empty((4, 4)), np.empty((6, 6))
+            kern.se3_step_kernel(self._gc, step.displacement, self._p3, dt * max(dt, self.tau) * cov_xi, gc, p3)
+            self._p3 = p3
+            exp_step = None if self.body_link is None else se3_exp_fast(step.displacement)
+        else:
+            exp_step = se3_exp_fast(step.displacement)
+            gc = self._gc @ exp_step
+            ad = _adjoint_of_inverse(exp_step)
+            self._p3 = ad @ self._p3 @ ad.T + dt * max(dt, self.tau) * cov_xi
+        if r_imu is not None:
+            gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
+        elif self.updates % 50 == 0:
+            gc[:3, :3] = orthonormalize(gc[:3, :3])
+        if plane is not None and kern is not None:
+            out = np.empty((4, 4))
+            kern.rest_on_plane_kernel(gc, plane[0], geom['q'], contacts, self.radius, out)
+            gc = out
+        elif plane is not None:
+            gc = _rest_on_plane(gc, plane[0], geom['q'][contacts], self.radius)
+        elif self.flat_ground:
+            gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
+        self._gc = gc
         if self.body_link is None:
             twist = step.displacement / dt
             tcov = cov_xi
         else:
+            prev_body = self._body_offset(g0)
+            body = self._body_offset(geom)
             twist = se3_log(se3_inverse(prev_body) @ exp_step @ body) / dt
             adb = se3_adjoint(se3_inverse(body))
             tcov = adb @ cov_xi @ adb.T
