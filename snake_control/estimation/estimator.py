@@ -14,7 +14,7 @@ One stateful class serves the ROS node (snake_control/nodes/estimator_node.py) a
 API
 ---
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
-slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=1.0,
+slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=None,
 singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
@@ -36,7 +36,8 @@ singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, g
   along the path with the adjoint.
 - contact_enter_m, contact_exit_m: pitch-yaw contact hysteresis (height above the lowest module;
   defaults radius / 2 and radius). axial_weight: weight of the no-slip condition along each module's
-  axis (1: no slip at all; 0: modules may slide lengthwise, like wheels).
+  axis (1: no slip at all; 0: modules may slide lengthwise, like wheels); None (default) takes the
+  robot YAML's ``link.axial_weight``, the skin's (axial / lateral friction)^2.
 - flat_ground (pitch-yaw): the contact modules rest on the plane z = 0 of odom: after each step the
   chassis height, roll and pitch are corrected so that they do (this removes the drift of the
   unobserved vertical motion; switch off on uneven ground).
@@ -161,7 +162,7 @@ class Estimator:
     def __init__(self, robot, body_frame=None, *, weights=None, initial_pose=None,
                  slip_std_m_s: float = 0.01, slip_correlation_s: float = 0.1, imu_link: int = 0,
                  contact_enter_m: float | None = None, contact_exit_m: float | None = None,
-                 axial_weight: float = 1.0, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
+                 axial_weight: float | None = None, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
                  hold_time_s: float = 1.0, flat_ground: bool = True, contact_ends: bool = True,
                  ground_plane: bool = True):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
@@ -181,6 +182,8 @@ class Estimator:
             if weights.shape != (n_links,) or np.any(weights < 0) or not np.all(np.isfinite(weights)):
                 raise ValueError(f'weights must be ({n_links},) non-negative and finite, got {weights}')
         self.weights = weights
+        if axial_weight is None:
+            axial_weight = robot.axial_weight
         if not 0.0 <= axial_weight <= 1.0:
             raise ValueError(f'axial_weight must be in [0, 1], got {axial_weight}')
         if not 0 <= int(imu_link) < n_links:
