@@ -69,7 +69,7 @@ def test_bad_input_is_one_line_naming_it(argv, needles, files, capsys):
 def test_a_truncated_mcap_is_one_line_at_any_length(tmp_path, capsys):
     import numpy as np
 
-    from snake_control.estimation.trajectory_io import write_joint_mcap
+    from snake_control.mcap_io import write_joint_states as write_joint_mcap
     from snake_control.robot import load_robot
     robot = load_robot('wheeled_8')
     good = tmp_path / 'good.mcap'

@@ -277,7 +277,7 @@ def package_available(package: str) -> bool:
         return False
     try:
         get_package_prefix(package)
-    except (PackageNotFoundError, ValueError):
+    except (PackageNotFoundError, ValueError, OSError):   # OSError: no AMENT_PREFIX_PATH at all
         return False
     return True
 

@@ -44,10 +44,12 @@ from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.clock import Clock, ClockType
+from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 
+from snake_control.gaits.feasibility import feasible_ranges, saturated_joints
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, STATE_QOS
 from snake_control.teleop.command_filter import CommandFilter, CommandLimits
 from snake_control.nodes.runner import run_node
@@ -123,18 +125,26 @@ class GaitNode(Node):
         self.declare_parameter('start_from_joint_states', True, ParameterDescriptor(
             description='wait for the first joint_states and start the gait from that measured pose (so '
                         'nothing jumps); false: start from the gait\'s own shape', **ro))
-        # Every gait's parameters as <gait>.<param>, with the catalogue's ranges, units and meaning.
+        # Every gait's parameters as <gait>.<param>, with units, meaning and the range in which the gait
+        # fits this robot's joint limits (within the catalogue's range).
         self.gait_param_names = {}
         self.overrides = {g: {} for g in self.gait_names}
         for gait in self.gait_names:
+            ranges = feasible_ranges(self.robot, gait)
             for p in catalog.gait_spec(gait).params:
                 full = f'{gait}.{p.name}'
                 self.gait_param_names[full] = (gait, p.name)
-                rng = [FloatingPointRange(from_value=float(p.lower), to_value=float(p.upper))] \
-                    if math.isfinite(p.lower) and math.isfinite(p.upper) else []
+                lo, hi = ranges[p.name]
+                rng = [FloatingPointRange(from_value=float(lo), to_value=float(hi))] \
+                    if math.isfinite(lo) and math.isfinite(hi) else []
                 default = p.resolve(self.robot)
-                self.declare_parameter(full, default, ParameterDescriptor(
-                    description=f'{p.meaning} ({p.unit})', floating_point_range=rng))
+                try:
+                    self.declare_parameter(full, default, ParameterDescriptor(
+                        description=f'{p.meaning} ({p.unit}); within [{lo:.6g}, {hi:.6g}] the gait fits '
+                                    f'{self.robot.name}\'s joint limits', floating_point_range=rng))
+                except InvalidParameterValueException:
+                    raise ValueError(f'parameter {full}: the value given is outside [{lo:.6g}, {hi:.6g}] '
+                                     f'{p.unit}, where {gait} fits {self.robot.name}\'s joint limits') from None
                 value = float(self.get_parameter(full).value)
                 if value != default:
                     self.overrides[gait][p.name] = value
@@ -315,8 +325,8 @@ class GaitNode(Node):
                 try:
                     # Validated by the catalogue for every gait; the torque check (about 0.1 s) runs
                     # without the lock, so the control tick goes on meanwhile.
-                    self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
-                    reason = self._torque_refusal(gait, candidate)
+                    full_params = self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot, candidate)
+                    reason = self._saturation_refusal(gait, full_params) or self._torque_refusal(gait, candidate)
                     if reason:
                         return SetParametersResult(successful=False, reason=f'{p.name}: {reason}')
                     with self.lock:
@@ -345,6 +355,17 @@ class GaitNode(Node):
 
     def _torque_fraction(self) -> float:
         return float(self.get_parameter('torque_check_fraction').value)
+
+    def _saturation_refusal(self, gait: str, params: dict) -> str | None:
+        """Why a change must be refused for driving more joints past their limits than now, or None."""
+        now = saturated_joints(self.robot, gait,
+                               self.catalog.resolve_params(self.catalog.gait_spec(gait), self.robot,
+                                                           self.overrides[gait]))
+        new = saturated_joints(self.robot, gait, params)
+        if len(new) <= len(now):
+            return None
+        return (f'the shape would drive {len(new)} joints past their limits ({", ".join(new[:6])}'
+                f'{", ..." if len(new) > 6 else ""}) against {len(now)} now')
 
     def _torque_refusal(self, gait: str, candidate: dict) -> str | None:
         """Why a parameter change must be refused for the torque it needs, or None.
