@@ -18,7 +18,7 @@ Parameters (read-only ones are fixed at start):
                                     are decimated); 0 = every message
   diagnostics_rate_hz (float)       /diagnostics rate
   use_imu (bool, read-only), imu_link (int, read-only)
-  axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1)
+  axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1; -1 = robot YAML)
   slip_warn_m_s (float)             slip rms above which diagnostics report WARN
   publish_tf (bool)                 publish odom -> link_0, the URDF root, on /tf (needs tf2_msgs)
   max_stamp_ahead_s (float, read-only)  joint_states stamped further ahead of this node's clock are
@@ -96,8 +96,9 @@ class EstimatorNode(Node):
         p('use_imu', False, _desc('subscribe to imu (sensor_msgs/Imu) for orientation and rate',
                                   read_only=True))
         p('imu_link', 0, _desc('link index carrying the IMU', read_only=True, int_range=(0, 1000)))
-        p('axial_weight', 1.0, _desc('pitch-yaw robots: weight of no-slip along each module axis',
-                                     read_only=True, float_range=(0.0, 1.0)))
+        p('axial_weight', -1.0, _desc('pitch-yaw robots: weight of no-slip along each module axis; '
+                                      '-1 = the robot YAML link.axial_weight', read_only=True,
+                                      float_range=(-1.0, 1.0)))
         p('slip_warn_m_s', 0.05, _desc('slip residual rms that turns diagnostics to WARN',
                                        float_range=(0.0, 10.0)))
         p('publish_tf', True, _desc('publish odom -> link_0 on /tf (needs tf2_msgs)'))
@@ -112,7 +113,8 @@ class EstimatorNode(Node):
         self._last_q = None
         self._body_in_root = None
         self.estimator = Estimator(self.robot, self.body_frame_choice,
-                                   imu_link=gp('imu_link').value, axial_weight=gp('axial_weight').value)
+                                   imu_link=gp('imu_link').value,
+                                   axial_weight=None if gp('axial_weight').value < 0 else gp('axial_weight').value)
         self.gate = InputGate(self.robot.lower_rad, self.robot.upper_rad, self.robot.velocity_limit_rad_s,
                               limit_margin_rad=gp('limit_margin_rad').value,
                               max_stamp_ahead_s=gp('max_stamp_ahead_s').value)
