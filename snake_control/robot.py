@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from snake_control.dynamixel.conversion import joint_to_servo_rad, servo_to_joint_rad
 from snake_control.dynamixel.models import SERVO_MODELS, ServoModel
 from snake_control.paths import ConfigError, resolve_robot
 from snake_control.yaml_file import parse_yaml, read_text
@@ -104,11 +105,11 @@ class Joint:
 
     def servo_angle_rad(self, joint_angle_rad):
         """Servo angle from its centre tick for a joint angle."""
-        return self.direction * joint_angle_rad + self.offset_rad
+        return joint_to_servo_rad(joint_angle_rad, self.direction, self.offset_rad)
 
     def joint_angle_rad(self, servo_angle_rad):
         """Joint angle for a servo angle measured from its centre tick (inverse of servo_angle_rad)."""
-        return self.direction * (servo_angle_rad - self.offset_rad)
+        return servo_to_joint_rad(servo_angle_rad, self.direction, self.offset_rad)
 
 
 @dataclass(frozen=True)

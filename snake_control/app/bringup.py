@@ -1,4 +1,4 @@
-"""`snake bringup`: the whole node graph in one process, for machines without `ros2 launch`.
+"""`snake bringup`: the whole node graph, for machines without `ros2 launch`.
 
 The node list is snake_control.app.graph.build_graph, the same list gait.launch.py starts. The driver runs
 in a child process of its own (as under `ros2 launch`), so nothing in this process (a recorder, the
@@ -146,7 +146,7 @@ class DriverProcess:
     `log` line by line, and stop() ends it the way Ctrl-C does, waiting for its torque-off."""
 
     def __init__(self, spec: NodeSpec, log=print):
-        from snake_control.bus_process import _detach_but_follow_parent
+        from snake_control.dynamixel.simproc import detach_but_follow_parent
 
         self.spec = spec
         self.output: collections.deque = collections.deque(maxlen=200)
@@ -155,7 +155,7 @@ class DriverProcess:
         # Its own process group (a terminal's Ctrl-C reaches bringup, which stops the driver before the
         # bus), and SIGTERM if bringup dies, so the driver still turns torque off.
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        env=env, preexec_fn=_detach_but_follow_parent)
+                                        env=env, preexec_fn=detach_but_follow_parent)
         self._log = log
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
@@ -236,13 +236,14 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     with tempfile.TemporaryDirectory(prefix='snake_bringup_') as tmp:
         try:
             if args.bus == 'sim':
-                from snake_control.bus_process import start_sim_bus
+                from snake_control.app.sim_bus import sim_bus_args
+                from snake_control.dynamixel.simproc import SimBusProcess
                 from snake_control.robot import load_robot
                 baud = args.baud or load_robot(args.robot).bus.baud
-                sim = start_sim_bus(args.robot, baud, physics=args.physics)
-                log(f'emulated bus on {sim.port} at {baud} bit/s' +
+                sim = SimBusProcess(sim_bus_args(args.robot, baud, args.physics))
+                log(f'emulated bus on {sim.path} at {baud} bit/s' +
                     (f' with {args.physics} physics' if args.physics != 'none' else ''))
-            result.port = sim.port if sim else None
+            result.port = sim.path if sim else None
             specs = [s for s in build_graph(args, port=result.port) if s.in_process]
             by_name = {s.name: s for s in specs}
             in_process = [s for s in specs if driver_in_process or s.name != 'driver_node']
@@ -394,7 +395,7 @@ def _wait_for_driver(bringup, driver_proc: DriverProcess | None, stop: threading
 def torque_is_off(sim) -> bool | None:
     """Ask the emulated bus whether every servo's torque is off (None when it does not answer)."""
     try:
-        servos = sim.query('state', timeout_s=5.0)['servos']
+        servos = sim.command('state', timeout_s=5.0)['servos']
     except (RuntimeError, KeyError, OSError, ValueError):
         return None
     return all(not s['torque'] for s in servos.values())

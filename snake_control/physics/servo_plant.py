@@ -3,7 +3,7 @@
 The bus emulator (snake_control.dynamixel.emulator) owns the control tables and the wire; every tick it
 hands this plant the servos' goals and torque states and takes back what the servos measure. Goals are
 servo angles (rad from the centre tick): each is turned into a joint angle through the joint's offset
-and direction (robot.Joint.joint_angle_rad), limited by the servo's profile velocity and acceleration
+and direction (snake_control.dynamixel.conversion), limited by the servo's profile velocity and acceleration
 like the servo's own trajectory generator, and given to that joint's position actuator. Present
 position and velocity are the physics' joint angle and rate turned back into servo angles; present
 current is the actuator torque over the torque constant (stall torque / stall current), with the
@@ -29,7 +29,8 @@ import os
 import numpy as np
 
 from snake_control.dynamixel.models import ServoModel
-from snake_control.dynamixel.plant import MotorModel, Plant, register_plant
+from snake_control.dynamixel.conversion import joint_to_servo_rad, servo_to_joint_rad
+from snake_control.dynamixel.plant import Plant
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
 
@@ -72,7 +73,7 @@ class MujocoPlant(Plant):
         self._carry_s = 0.0
         self._on = np.ones(n, dtype=bool)
         servo = self.robot.bus.servo
-        self._kt_nm_a = servo.stall_torque_nm / MotorModel.STALL_CURRENT_A
+        self._kt_nm_a = servo.torque_constant_nm_per_a
         m = self.world.model
         act = self.world.actuator_ids
         self._gain = m.actuator_gainprm[act, 0].copy()
@@ -87,7 +88,7 @@ class MujocoPlant(Plant):
     def configure(self, servo_id: int, model: ServoModel, position_rad: float) -> None:
         k = self._joint(servo_id)
         joint = self.robot.joints[k]
-        angle = joint.joint_angle_rad(float(position_rad))
+        angle = servo_to_joint_rad(float(position_rad), joint.direction, joint.offset_rad)
         self._initial[k] = np.clip(angle, joint.lower_rad, joint.upper_rad)
         self._configured.add(servo_id)
         self._started = False
@@ -114,7 +115,7 @@ class MujocoPlant(Plant):
         for sid, goal in goals_rad_by_id.items():
             k = self._joint(sid)
             if math.isfinite(goal):
-                target[k] = self._direction[k] * (goal - self._offset[k])
+                target[k] = servo_to_joint_rad(goal, self._direction[k], self._offset[k])
         # A limp joint's setpoint follows the joint, so torque comes back on without a jump.
         target = np.where(on, target, self.world.joint_positions_rad())
         self._carry_s += min(max(float(dt_s), 0.0), MAX_CATCH_UP_S)
@@ -145,7 +146,7 @@ class MujocoPlant(Plant):
         for sid in self.ids:
             k = self._index[sid]
             d = self._direction[k]
-            out[sid] = (d * q[k] + self._offset[k], d * dq[k], d * tau[k] / self._kt_nm_a)
+            out[sid] = (joint_to_servo_rad(q[k], d, self._offset[k]), d * dq[k], d * tau[k] / self._kt_nm_a)
         return out
 
     def _open_truth(self) -> None:
@@ -203,10 +204,10 @@ class MujocoPlant(Plant):
         v[:] = np.where(overshoot | ~on | ~limited, 0.0, v_new)
 
 
-def _factory(ids, models_by_id, robot=None) -> MujocoPlant:
+def mujoco_plant(ids, models_by_id, robot=None) -> MujocoPlant:
+    """The emulator's plant factory for `--physics mujoco`: robot is a Robot or its name/YAML path (the
+    emulator's --physics-arg; see snake_control.dynamixel.simbus)."""
     if robot is None:
         raise ValueError('--physics mujoco needs the robot (give --robot): the world is built from its YAML')
     return MujocoPlant(robot, ids, truth_csv=os.environ.get(TRUTH_ENV) or None)
 
-
-register_plant('mujoco', _factory)
