@@ -40,7 +40,8 @@ def add_arguments(parser):
                         help='estimate the joint torques the gait needs (robot on the ground, seed 001 '
                              'dynamics) and compare peak and RMS with the servo stall torque')
     parser.add_argument('--torque-fraction', type=float, default=0.8, metavar='F',
-                        help='warn about joints above this fraction of the stall torque (default 0.8)')
+                        help='joints above this fraction of the stall torque fail the check: exit code 1 '
+                             '(default 0.8)')
 
 
 def _parse_sets(items):
@@ -204,15 +205,18 @@ def run(args) -> int:
         print(f'fit error against the backbone curve: RMS {1e3 * fit["rms_m"]:.3f} mm '
               f'(worst phase {1e3 * fit["max_rms_m"]:.3f} mm; angles beyond joint limits by up to '
               f'{fit["limit_excess_rad"]:.3f} rad)')
+    over_torque = False
     if args.torques:
         from snake_control.dynamics.torques import gait_torque_report
         report = gait_torque_report(robot, t, q, args.torque_fraction, phase_rad=res.phases_rad)
         print(report.table())
         print(('' if report.ok else 'warning: ') + report.message)
+        over_torque = not report.ok
     if args.csv:
         write_csv(args.csv, robot, t, q)
         print(f'wrote {args.csv}')
     if args.plot:
         plot(args.plot, robot, args.gait, params, t, q, res.phases_rad)
         print(f'wrote {args.plot}')
-    return 0
+    # Like `snake torques`: a script can refuse a gait that overloads the servos (files still written).
+    return 1 if over_torque else 0
