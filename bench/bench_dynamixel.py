@@ -104,6 +104,7 @@ def run_sdk_baseline(path, baud, fast, rate_hz, seconds):
 def main():
     import os
     from snake_control.dynamixel.driver import DriverConfig
+    from snake_control.app.sim_bus import sim_bus_args
     from snake_control.dynamixel.simproc import SimBusProcess
     from snake_control.robot import load_robot
     robot = load_robot('pitch_yaw_32')
@@ -114,7 +115,7 @@ def main():
           f'{"p99 jitter ms @100Hz":>21} {"CPU @100Hz":>10} {"SDK CPU @100Hz":>14} {"SDK ok":>6} '
           f'{"fails":>6}')
     for baud in BAUDS:
-        with SimBusProcess(['--robot', 'pitch_yaw_32', '--baud', str(baud)]) as sim:
+        with SimBusProcess(sim_bus_args('pitch_yaw_32', baud)) as sim:
             for fast in (True, False):
                 rate, _, _, fails, mode = run_driver(robot, sim.path, baud, fast, 2000.0, RUN_S)
                 _, jitter, cpu, fails100, _ = run_driver(robot, sim.path, baud, fast, 100.0, RUN_S)

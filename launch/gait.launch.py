@@ -31,7 +31,7 @@ def report_and_stop_bus(sim):
     """Say whether the driver left every emulated servo with torque off, then stop the bus."""
     import launch.logging
     try:
-        servos = sim.query('state', timeout_s=5.0)['servos']
+        servos = sim.command('state', timeout_s=5.0)['servos']
         on = sorted(int(i) for i, s in servos.items() if s['torque'])
         text = (f'emulated bus: torque off on all {len(servos)} servos' if not on else
                 f'emulated bus: torque STILL ON on {len(on)} of {len(servos)} servos (IDs {on})')
@@ -49,11 +49,12 @@ def launch_setup(context, *args, **kwargs):
     graph_args = GraphArgs.from_strings(values)
     actions, port, sim = [], None, None
     if graph_args.bus == 'sim':
-        from snake_control.bus_process import start_sim_bus
+        from snake_control.app.sim_bus import sim_bus_args
+        from snake_control.dynamixel.simproc import SimBusProcess
         from snake_control.robot import load_robot
         baud = graph_args.baud or load_robot(graph_args.robot).bus.baud
-        sim = start_sim_bus(graph_args.robot, baud, physics=graph_args.physics)
-        port = sim.port
+        sim = SimBusProcess(sim_bus_args(graph_args.robot, baud, graph_args.physics))
+        port = sim.path
     for spec in build_graph(graph_args, port=port):
         if spec.package in OPTIONAL and not package_available(spec.package):
             actions.append(LogInfo(msg=f'{spec.package} is not installed: {spec.name} not started '

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from snake_control.dynamixel.conversion import joint_to_servo_rad, servo_to_joint_rad
 from snake_control.dynamixel.models import SERVO_MODELS, ServoModel
 from snake_control.paths import ConfigError, resolve_robot
 from snake_control.yaml_file import parse_yaml, read_text
@@ -56,6 +57,8 @@ LIMITS = {
     'link.length_m': Limit(0.005, 2.0, 'm', 'distance between adjacent joint axes'),
     'link.radius_m': Limit(0.002, 1.0, 'm', 'module radius'),
     'link.mass_kg': Limit(0.001, 50.0, 'kg', 'mass of one module'),
+    'link.axial_weight': Limit(0.0, 1.0, '', '(axial / lateral skin friction)^2: estimator weight of no-slip '
+                               'along a module'),
     'wheels.radius_m': Limit(0.001, 1.0, 'm', 'passive wheel radius'),
     'wheels.track_m': Limit(0.001, 2.0, 'm', 'distance between the two wheels of a pair'),
     'wheels.mass_kg': Limit(0.0, 10.0, 'kg', 'mass of one wheel pair'),
@@ -104,11 +107,11 @@ class Joint:
 
     def servo_angle_rad(self, joint_angle_rad):
         """Servo angle from its centre tick for a joint angle."""
-        return self.direction * joint_angle_rad + self.offset_rad
+        return joint_to_servo_rad(joint_angle_rad, self.direction, self.offset_rad)
 
     def joint_angle_rad(self, servo_angle_rad):
         """Joint angle for a servo angle measured from its centre tick (inverse of servo_angle_rad)."""
-        return self.direction * (servo_angle_rad - self.offset_rad)
+        return servo_to_joint_rad(servo_angle_rad, self.direction, self.offset_rad)
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,10 @@ class Robot:
     wheels: Wheels | None
     bus: Bus
     joints: tuple[Joint, ...]
+    # Pitch-yaw robots: (mu_axial / mu_lateral)^2 of the module skin on the ground it drives on, the
+    # estimator's weight of the no-slip condition along each module (docs/estimation.md). 1 = no axial
+    # sliding (wheels, or a skin that grips equally both ways).
+    axial_weight: float = 1.0
 
     @property
     def n_joints(self) -> int:
@@ -293,10 +300,11 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
     if not isinstance(description, str):
         c.fail('description', f'expected a string, got {_kind(description)}')
 
-    link = c.mapping(top['link'], 'link', {'length_m', 'radius_m', 'mass_kg'}, set())
+    link = c.mapping(top['link'], 'link', {'length_m', 'radius_m', 'mass_kg'}, {'axial_weight'})
     length = c.number(link['length_m'], 'link.length_m', limit='link.length_m')
     radius = c.number(link['radius_m'], 'link.radius_m', limit='link.radius_m')
     mass = c.number(link['mass_kg'], 'link.mass_kg', limit='link.mass_kg')
+    axial_weight = c.number(link.get('axial_weight', 1.0), 'link.axial_weight', limit='link.axial_weight')
 
     wheels = None
     if kind == 'planar':
@@ -374,7 +382,8 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
                    f'position range [{bus.servo.min_position_rad:.3f}, {bus.servo.max_position_rad:.3f}]')
         joints.append(joint)
 
-    return Robot(name, kind, description, source, length, radius, mass, wheels, bus, tuple(joints))
+    return Robot(name, kind, description, source, length, radius, mass, wheels, bus, tuple(joints),
+                 axial_weight)
 
 
 def joint_index(names, joint_names) -> list[int]:

@@ -61,21 +61,31 @@ def test_bringup_user_errors(capsys, argv, message):
 
 
 def test_sim_bus_process_reports_its_port_and_answers():
-    from snake_control.bus_process import start_sim_bus
+    from snake_control.app.sim_bus import sim_bus_args
+    from snake_control.dynamixel.simproc import SimBusProcess
     from snake_control.robot import load_robot
 
     robot = load_robot('kinematic_snake_3')
-    with start_sim_bus('kinematic_snake_3', 1000000) as sim:
-        state = sim.query('state')
+    with SimBusProcess(sim_bus_args('kinematic_snake_3', 1000000)) as sim:
+        state = sim.command('state')
         assert sorted(int(i) for i in state['servos']) == sorted(robot.servo_ids)
         assert not any(s['torque'] for s in state['servos'].values())
     assert sim.process.returncode is not None
 
 
 def test_sim_bus_failure_is_reported():
-    from snake_control.bus_process import start_sim_bus
+    from snake_control.dynamixel.simproc import SimBusProcess
     with pytest.raises(RuntimeError, match='did not report its device path'):
-        start_sim_bus('kinematic_snake_3', 1000000, extra=('--faults', 'bogus=1'), timeout_s=20)
+        SimBusProcess(['--servos', '3', '--faults', 'bogus=1'], start_timeout_s=20)
+
+
+def test_sim_bus_physics_names_are_checked():
+    from snake_control.app.sim_bus import sim_bus_args
+    args = sim_bus_args('kinematic_snake_3', None, 'mujoco')
+    assert args[args.index('--physics') + 1] == 'snake_control.physics.servo_plant:mujoco_plant'
+    assert args[args.index('--ids') + 1] == '1,2'
+    with pytest.raises(ValueError, match="--physics 'warp' unknown"):
+        sim_bus_args('kinematic_snake_3', None, 'warp')
 
 
 @pytest.mark.ros

@@ -16,6 +16,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Bool  # noqa: E402
 
+from snake_control.app.sim_bus import sim_bus_args  # noqa: E402
 from snake_control.dynamixel.simproc import SimBusProcess  # noqa: E402
 from snake_control.nodes.driver_node import DriverNode  # noqa: E402
 
@@ -28,7 +29,7 @@ def torque(sim):
 
 
 def test_driver_node_pub_sub_estop_and_diagnostics():
-    with SimBusProcess(['--robot', ROBOT]) as sim:
+    with SimBusProcess(sim_bus_args(ROBOT)) as sim:
         rclpy.init()
         try:
             node = DriverNode(namespace='snake', parameter_overrides=[
@@ -89,7 +90,7 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
 
 
 def test_driver_node_sigterm_turns_torque_off():
-    with SimBusProcess(['--robot', ROBOT]) as sim:
+    with SimBusProcess(sim_bus_args(ROBOT)) as sim:
         proc = subprocess.Popen([sys.executable, '-m', 'snake_control.nodes.driver_node', '--ros-args',
                                  '-p', f'robot:={ROBOT}', '-p', f'port:={sim.path}'],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from snake_control.app.sim_bus import sim_bus_args
 from snake_control.dynamixel.bus import latency_timer_warning
 from snake_control.dynamixel.driver import Driver, DriverConfig, StartupError
 from snake_control.dynamixel.simproc import SimBusProcess
@@ -47,8 +48,7 @@ def config(**kw):
 
 
 def sim_args(robot_path, faults='', extra=()):
-    return ['--robot', robot_path, '--baud', str(BAUD), '--spread', '0.3',
-            *(['--faults', faults] if faults else []), *extra]
+    return [*sim_bus_args(robot_path, BAUD, spread_rad=0.3), *(['--faults', faults] if faults else []), *extra]
 
 
 def wait_for(predicate, timeout_s=3.0, step_s=0.01):
@@ -110,6 +110,10 @@ def test_startup_configures_then_follows_commands_and_shutdown_turns_torque_off(
             assert snap.fresh.all() and d.mode == 'running'
             np.testing.assert_allclose(snap.position_rad, q, atol=0.25)
             assert d.diagnostics().read_mode == 'fast'
+            # effort is joint torque in N·m: the current (A, kept in diagnostics) x the torque constant.
+            assert np.all(snap.current_a != 0.0)
+            np.testing.assert_allclose(snap.effort, snap.current_a * 4.1 / 2.3)     # XM430-W350 at 12 V
+            assert all(math.isfinite(s.current_a) for s in d.diagnostics().servos)
         finally:
             d.stop()
         assert not any(torque_states(sim).values())
@@ -321,7 +325,7 @@ def test_dropped_replies_and_slow_firmware(robot):
 @pytest.mark.slow
 def test_32_servos_with_one_percent_corrupted_bytes_keeps_going():
     robot = load_robot('pitch_yaw_32')
-    with SimBusProcess(['--robot', 'pitch_yaw_32', '--faults', 'corrupt=0.01,seed=11']) as sim:
+    with SimBusProcess([*sim_bus_args('pitch_yaw_32'), '--faults', 'corrupt=0.01,seed=11']) as sim:
         d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=3.0, stale_limit=25))
         d.start()
         try:

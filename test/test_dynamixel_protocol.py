@@ -11,9 +11,12 @@ from hypothesis import given, strategies as st
 
 from snake_control.dynamixel import protocol as P
 from snake_control.dynamixel.bus import ServoBus
-from snake_control.dynamixel.emulator import BusEmulator, FaultSpec, Servo
+from snake_control.dynamixel.emulator import BusEmulator
+from snake_control.dynamixel.faults import FaultSpec
 from snake_control.dynamixel.models import SERVO_MODELS, register
-from snake_control.dynamixel.plant import MotorModel, Plant, make_plant, plant_names, register_plant
+from snake_control.dynamixel.plant import MotorModel, Plant
+from snake_control.dynamixel.servo import Servo
+from snake_control.dynamixel.simbus import plant_factory
 from snake_control.dynamixel.simproc import SimBusProcess
 
 BAUD = 4_000_000
@@ -108,10 +111,12 @@ def test_temperature_rises_with_current_and_trips_overheating():
     assert not s.torque_on        # Shutdown 0x34 includes overheating
 
 
-def test_plant_registry():
-    assert 'motor' in plant_names()
-    with pytest.raises(ValueError, match='unknown physics'):
-        make_plant('no_such_world', [1], {})
+def test_plant_is_named_by_the_caller():
+    assert plant_factory('motor') is None
+    assert plant_factory('snake_control.dynamixel.plant:MotorModel') is MotorModel
+    for bad in ('mujoco', 'no_such_module:f', 'math:no_such_name'):
+        with pytest.raises(ValueError, match='--physics'):
+            plant_factory(bad)
 
 
 # ------------------------------------------------------------------------------ over the pty
@@ -175,21 +180,22 @@ def test_sdk_ping_read_write(sdk_port):
 def test_stuffing_both_ways(sim, sdk_port):
     port, ph = sdk_port
     value = 0x00FDFFFF                         # little-endian bytes FF FF FD 00
+    # Indirect Data 1..4 (bytes 0..255 each, mapped onto themselves by default) hold any byte pattern.
     # A stuffed instruction on the wire is unstuffed by the servo ...
-    write = P.build_instruction(3, P.WRITE, bytes((20, 0)) + P.le(value, 4))
+    write = P.build_instruction(3, P.WRITE, bytes((224, 0)) + P.le(value, 4))
     assert b'\xff\xff\xfd\xfd' in write[7:]
     (status,) = P.PacketParser().feed(_raw_exchange(sim.path, write))
     assert status.params == b'\x00'
     # ... its reply is stuffed on the wire, and the SDK unstuffs it.
-    raw = _raw_exchange(sim.path, P.build_instruction(3, P.READ, bytes((20, 0, 4, 0))))
+    raw = _raw_exchange(sim.path, P.build_instruction(3, P.READ, bytes((224, 0, 4, 0))))
     assert b'\xff\xff\xfd\xfd' in raw[7:]
-    assert ph.read4ByteTxRx(port, 3, 20) == (value, sdk.COMM_SUCCESS, 0)
+    assert ph.read4ByteTxRx(port, 3, 224) == (value, sdk.COMM_SUCCESS, 0)
     # ServoBus stuffs what it sends itself (the SDK's tx path loses stuffing that lengthens a packet).
     bus = ServoBus(sim.path, BAUD, margin_ms=30).open()
-    bus.write_register(3, 'homing_offset', 0)
-    bus.write_register(3, 'homing_offset', value)
-    assert bus.read_register(3, 'homing_offset') == value
-    bus.write_register(3, 'homing_offset', 0)
+    bus.write(3, 224, P.le(0, 4))
+    bus.write(3, 224, P.le(value, 4))
+    assert bus.read(3, 224, 4)[0] == P.le(value, 4)
+    bus.write(3, 224, P.le(0, 4))
     bus.close()
 
 
@@ -223,7 +229,7 @@ def test_error_replies(sim, sdk_port):
     assert ph.write4ByteTxRx(port, 1, 116, 500)[1] == P.ERR_DATA_LIMIT
     assert ph.write4ByteTxRx(port, 1, 52, 0) == (sdk.COMM_SUCCESS, 0)
     # Reading past the table, an unknown instruction, a bad CRC.
-    assert ph.readTxRx(port, 1, 250, 10)[2] == P.ERR_ACCESS
+    assert ph.readTxRx(port, 1, 660, 10)[2] == P.ERR_ACCESS
     (status,) = P.PacketParser().feed(_raw_exchange(sim.path, P.build_instruction(1, 0x33)))
     assert status.params[0] == P.ERR_INSTRUCTION
     bad = bytearray(P.build_instruction(1, P.PING))
@@ -372,8 +378,7 @@ class _FixedPlant(Plant):
 
 
 def test_pluggable_plant_drives_present_position_in_process():
-    register_plant('fixed_test', lambda ids, models, robot=None: _FixedPlant())
-    plant = make_plant('fixed_test', [1, 2], {})
+    plant = _FixedPlant()
     bus_emu = BusEmulator([1, 2], SERVO_MODELS['XM430-W350'], BAUD, plant=plant)
     def serve():
         while not bus_emu.stop_requested:
@@ -409,3 +414,15 @@ def test_four_and_a_half_megabaud_which_the_sdk_refuses():
         slow = ServoBus(s.path, 4_000_000, margin_ms=5).open()
         assert slow.ping(2) is None                 # servos at 4.5 M do not hear 4 M
         slow.close()
+
+
+def test_parser_counts_junk_once():
+    """Bytes that form no packet are counted (they cost wire time); a bad-CRC packet's bytes are counted
+    in its own size, not again as junk when the parser hunts through them."""
+    parser = P.PacketParser()
+    good = P.build_instruction(1, P.PING)
+    bad = bytearray(P.build_instruction(2, P.READ, bytes((132, 0, 4, 0))))
+    bad[-1] ^= 0xFF
+    packets = parser.feed(b'\x00\x11\x22' * 10 + bytes(bad) + good)
+    assert [(p.servo_id, p.crc_ok) for p in packets] == [(2, False), (1, True)]
+    assert parser.discarded == 30

@@ -11,6 +11,7 @@ from snake_control.dynamixel.driver import Driver, DriverConfig
 from snake_control.dynamixel.emulator import BusEmulator
 from snake_control.dynamixel.models import CONTROL_TABLE, SERVO_MODELS
 from snake_control.dynamixel.plant import MotorModel
+from snake_control.app.sim_bus import sim_bus_args
 from snake_control.dynamixel.simproc import SimBusProcess
 from snake_control.robot import load_robot
 
@@ -120,7 +121,7 @@ def test_garbled_health_reading_keeps_the_last_good_value_marked_stale(tmp_path)
     # Servo 2's voltage slot is rerouted to its model number (1020 -> "102.0 V"), as a misrouted or
     # garbled reply would read: the driver must keep the last good voltage, mark it stale and count.
     robot = _robot(tmp_path)
-    with SimBusProcess(['--robot', robot.source, '--baud', str(BAUD), '--spread', '0.3']) as sim:
+    with SimBusProcess(sim_bus_args(robot, BAUD, spread_rad=0.3)) as sim:
         d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=8.0, health_every=1))
         d.start()
         try:
@@ -145,7 +146,7 @@ def test_garbled_state_reading_is_never_published(tmp_path):
     # Servo 3's velocity top byte is rerouted to its model number's low byte (0xFC): an absurd velocity
     # of about -6e7 units. It must make that servo stale, never reach joint_states.
     robot = _robot(tmp_path)
-    with SimBusProcess(['--robot', robot.source, '--baud', str(BAUD), '--spread', '0.3']) as sim:
+    with SimBusProcess(sim_bus_args(robot, BAUD, spread_rad=0.3)) as sim:
         d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=8.0, stale_limit=1000))
         d.start()
         try:
@@ -167,7 +168,7 @@ def test_stop_keeps_trying_a_servo_that_misses_the_torque_off(tmp_path):
     # servos confirm torque off at once, servo 3 is tried again until it confirms too. Torque must end
     # off everywhere; a fixed few rounds would give up while it is still silent, torque on.
     robot = _robot(tmp_path)
-    with SimBusProcess(['--robot', robot.source, '--baud', str(BAUD), '--spread', '0.3']) as sim:
+    with SimBusProcess(sim_bus_args(robot, BAUD, spread_rad=0.3)) as sim:
         d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=8.0))
         d.start()
         _stream(d, robot, 0.3)

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from snake_control.dynamixel.fault_matrix import run_fault
+from snake_control.dynamixel.simbus import robot_args
 from snake_control.dynamixel.simproc import SimBusProcess
 from snake_control.robot import load_robot
 
@@ -102,7 +103,7 @@ def finish(proc, timeout_s=20):
 
 @pytest.mark.parametrize('signals', [(signal.SIGTERM,), (signal.SIGHUP,), (signal.SIGINT, signal.SIGINT)])
 def test_driver_node_signals_turn_torque_off_and_say_so(robot, signals):
-    with SimBusProcess(['--robot', robot.source, '--baud', str(robot.bus.baud)]) as sim:
+    with SimBusProcess(robot_args(robot)) as sim:
         proc = run_node_until_torque_on(sim, robot)
         for sig in signals:
             proc.send_signal(sig)
@@ -113,7 +114,7 @@ def test_driver_node_signals_turn_torque_off_and_say_so(robot, signals):
 
 
 def test_unconfirmed_torque_off_is_loud_and_a_second_sigint_does_not_cut_it_short(robot):
-    with SimBusProcess(['--robot', robot.source, '--baud', str(robot.bus.baud)]) as sim:
+    with SimBusProcess(robot_args(robot)) as sim:
         proc = run_node_until_torque_on(sim, robot)
         sim.command('silent 3 60')          # j3 will never acknowledge its torque off
         proc.send_signal(signal.SIGINT)
@@ -129,7 +130,7 @@ def test_unconfirmed_torque_off_is_loud_and_a_second_sigint_does_not_cut_it_shor
 
 
 def test_sigkill_leaves_servos_stopped_by_the_armed_watchdog(robot):
-    with SimBusProcess(['--robot', robot.source, '--baud', str(robot.bus.baud)]) as sim:
+    with SimBusProcess(robot_args(robot)) as sim:
         proc = run_node_until_torque_on(sim, robot)
         assert wait_for(lambda: all(s['watchdog'] == 5 for s in servos(sim).values()), 5)  # 100 ms armed
         proc.send_signal(signal.SIGKILL)
@@ -154,7 +155,7 @@ def test_transmit_failures_hold_reconnect_and_resume(robot):
     import numpy as np
 
     from snake_control.dynamixel.driver import Driver, DriverConfig
-    with SimBusProcess(['--robot', robot.source, '--baud', str(robot.bus.baud)]) as sim:
+    with SimBusProcess(robot_args(robot)) as sim:
         d = Driver(robot, sim.path, config=DriverConfig(margin_ms=8.0, reconnect_interval_s=0.2))
         d.start()
         try:

@@ -100,8 +100,8 @@ class Session:
 
     def _before_stop(self, run):
         self._stop_garbage.set()
-        self.goals = run.sim.query('goals', timeout_s=30)['goals']
-        self.state = run.sim.query('state')
+        self.goals = run.sim.command('goals', timeout_s=30)['goals']
+        self.state = run.sim.command('state')
         self.player_start = run.nodes['script_player'].started_s
         self.sent_log = list(run.nodes['script_player'].sent_log)
         self.estop_stamps_ns = list(run.nodes['gait_node'].estop_stamps_ns)

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / 'snake_control'
 # Lowest floor first. A room may import its own floor's rooms only if that makes no cycle.
 FLOORS = [
     ['paths', 'yaml_file'],
-    ['dynamixel', 'bus_process'],
+    ['dynamixel'],
     ['robot'],
     ['kinematics', 'description', 'teleop', 'mcap_io'],
     ['gaits', 'estimation'],
@@ -29,13 +29,9 @@ FLOORS = [
 ]
 FLOOR = {room: k for k, rooms in enumerate(FLOORS) for room in rooms}
 
-# Upward edges that live in code another change is rewriting (the sim-bus child process starting the CLI,
-# and the emulator's plant chosen by name); each entry goes when that code moves. Nothing else may join.
-KNOWN_UPWARD = {
-    ('dynamixel', 'cli'),
-    ('dynamixel', 'physics'),
-    ('bus_process', 'cli'),
-}
+# Upward edges that live in code another change is rewriting; each entry goes when that code moves.
+# Nothing may join.
+KNOWN_UPWARD: set = set()
 
 MODULE_TEXT = re.compile(r'snake_control(\.\w+)+')
 

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from snake_control.dynamixel.models import CENTER_TICK, RAD_PER_TICK
-from snake_control.dynamixel.plant import make_plant, plant_names
 from snake_control.physics import PhysicsOptions, SnakeWorld
-from snake_control.physics.servo_plant import MujocoPlant
+from snake_control.physics.servo_plant import MujocoPlant, mujoco_plant
 from snake_control.robot import load_robot
 
 
@@ -31,13 +30,15 @@ def configured(robot, servo_angles=None, world=None):
     return plant
 
 
-def test_registered_as_mujoco_physics():
+def test_mujoco_physics_factory_named_at_the_edge():
+    from snake_control.app.sim_bus import physics_reference
+    from snake_control.dynamixel.simbus import plant_factory
     robot = load_robot('kinematic_snake_3')
-    assert 'mujoco' in plant_names()
-    plant = make_plant('mujoco', robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
+    assert plant_factory(physics_reference('mujoco')) is mujoco_plant
+    plant = mujoco_plant(robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
     assert isinstance(plant, MujocoPlant)
     with pytest.raises(ValueError, match='--robot'):
-        make_plant('mujoco', [1, 2], {}, None)
+        mujoco_plant([1, 2], {}, None)
     with pytest.raises(ValueError, match=r'\[9\]'):
         MujocoPlant(robot, ids=[1, 9])
 
@@ -123,8 +124,8 @@ def test_sdk_reads_physics_through_the_emulated_bus():
     from snake_control.dynamixel.emulator import BusEmulator
 
     robot = load_robot('kinematic_snake_3')
-    plant = make_plant('mujoco', robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
-    bus = BusEmulator(robot.servo_ids, robot.bus.servo, 1_000_000, plant=plant, robot=robot)
+    plant = mujoco_plant(robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
+    bus = BusEmulator(robot.servo_ids, robot.bus.servo, 1_000_000, plant=plant)
     thread = threading.Thread(target=bus.serve_forever, daemon=True)
     thread.start()
     port = dynamixel_sdk.PortHandler(bus.path)
@@ -225,7 +226,7 @@ def test_ground_truth_pose_csv(tmp_path, monkeypatch):
     robot = load_robot('wheeled_8')
     path = tmp_path / 'truth.csv'
     monkeypatch.setenv('SNAKE_PHYSICS_TRUTH', str(path))
-    plant = make_plant('mujoco', robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
+    plant = mujoco_plant(robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
     torque = {i: True for i in robot.servo_ids}
     for k in range(100):
         plant.step(0.01, {i: 0.4 * math.sin(2 * k * 0.01 + i) for i in robot.servo_ids}, torque)

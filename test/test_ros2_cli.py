@@ -10,56 +10,25 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
-COLCON = ROOT / '.venv-colcon' / 'bin' / 'colcon'
+from bench.ros2_workspace import ROOT, build_workspace, ros2_tools_missing, shell
 
-try:
-    import launch_ros  # noqa: F401
-    import ros2cli  # noqa: F401
-    HAVE_ROS2 = (VENV_BIN / 'ros2').exists()
-except ImportError:
-    HAVE_ROS2 = False
-
-pytestmark = [
-    pytest.mark.ros, pytest.mark.slow,
-    pytest.mark.skipif(not HAVE_ROS2, reason='the ROS 2 command-line tools are not installed (make ros2-tools '
-                                             'installs them from the shared ros2-tools folder)'),
-    pytest.mark.skipif(not COLCON.exists(), reason='colcon is not installed (.venv-colcon: make ros2-tools)'),
-]
+MISSING = ros2_tools_missing()
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=MISSING or '')]
 
 
 @pytest.fixture(scope='module')
 def workspace(tmp_path_factory):
     """The package as a ROS user has it: `colcon build` in a workspace, from the tracked files."""
-    ws = tmp_path_factory.mktemp('ws')
-    src = ws / 'src' / 'snake_control'
-    files = subprocess.run(['git', 'ls-files', '-z'], cwd=ROOT, capture_output=True, check=True).stdout
-    for name in filter(None, files.decode().split('\0')):
-        if (ROOT / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, src / name)
-    build = subprocess.run([str(COLCON), 'build', '--packages-select', 'snake_control'], cwd=ws,
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    ws = build_workspace(tmp_path_factory.mktemp('ws'))
     assert (ws / 'install' / 'snake_control' / 'lib' / 'snake_control' / 'driver_node').exists()
     return ws
-
-
-def shell(ws: Path, command: str) -> list[str]:
-    """bash -c with the workspace sourced and the project's venv first on PATH (where rclpy lives)."""
-    return ['bash', '-c', f'export PATH={shlex.quote(str(VENV_BIN))}:$PATH && '
-                          f'source {shlex.quote(str(ws / "install" / "setup.bash"))} && {command}']
 
 
 def run(ws: Path, command: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess:
@@ -152,7 +121,7 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
         poll(lambda: (lambda out: all(f'/snake/{n}' in out for n in names))(
             run(ws, 'ros2 node list --no-daemon').stdout), what=f'ros2 node list naming {names}')
 
-        hz = run(ws, 'timeout -s INT 6 ros2 topic hz /snake/joint_states', timeout_s=30).stdout
+        hz = run(ws, 'timeout -s INT 12 ros2 topic hz /snake/joint_states', timeout_s=40).stdout
         rates = [float(x) for x in re.findall(r'average rate: ([0-9.]+)', hz)]
         assert rates and rates[-1] > 0, hz
         print(f'ros2 topic hz /snake/joint_states: {rates[-1]:.1f} Hz')
@@ -186,13 +155,14 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
 
 def test_ros2_run_each_node_by_its_graph_name(workspace, tmp_path):
     """`ros2 run snake_control <node>` names each node as the graph does, and Ctrl-C ends it cleanly."""
-    from snake_control.bus_process import start_sim_bus
+    from snake_control.app.sim_bus import sim_bus_args
+    from snake_control.dynamixel.simproc import SimBusProcess
 
     ws = workspace
-    with start_sim_bus('kinematic_snake_3', 1_000_000) as sim:
+    with SimBusProcess(sim_bus_args('kinematic_snake_3', 1_000_000)) as sim:
         runs = {}
         for node in ('driver_node', 'gait_node', 'estimator_node', 'teleop_node'):
-            extra = f' -p port:={sim.port} -p baud:=1000000' if node == 'driver_node' else ''
+            extra = f' -p port:={sim.path} -p baud:=1000000' if node == 'driver_node' else ''
             runs[node] = Background(ws, f'ros2 run snake_control {node} --ros-args -r __ns:=/r1 '
                                         f'-p robot:=kinematic_snake_3{extra}', tmp_path / f'{node}.log')
         try:
@@ -204,7 +174,7 @@ def test_ros2_run_each_node_by_its_graph_name(workspace, tmp_path):
         for node, bg in runs.items():
             assert codes[node] == 0, bg.text()[-2000:]
             assert 'Traceback' not in bg.text(), bg.text()[-2000:]
-        state = sim.query('state')['servos']
+        state = sim.command('state')['servos']
         assert not any(s['torque'] for s in state.values()), state
 
 

@@ -1,4 +1,4 @@
-"""`snake bringup`: the whole node graph in one process, for machines without `ros2 launch`.
+"""`snake bringup`: the whole node graph, for machines without `ros2 launch`.
 
 The node list is snake_control.app.graph.build_graph, the same list gait.launch.py starts. The driver runs
 in a child process of its own (as under `ros2 launch`), so nothing in this process (a recorder, the
@@ -146,7 +146,7 @@ class DriverProcess:
     `log` line by line, and stop() ends it the way Ctrl-C does, waiting for its torque-off."""
 
     def __init__(self, spec: NodeSpec, log=print):
-        from snake_control.bus_process import _detach_but_follow_parent
+        from snake_control.dynamixel.simproc import detach_but_follow_parent
 
         self.spec = spec
         self.output: collections.deque = collections.deque(maxlen=200)
@@ -155,7 +155,7 @@ class DriverProcess:
         # Its own process group (a terminal's Ctrl-C reaches bringup, which stops the driver before the
         # bus), and SIGTERM if bringup dies, so the driver still turns torque off.
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        env=env, preexec_fn=_detach_but_follow_parent)
+                                        env=env, preexec_fn=detach_but_follow_parent)
         self._log = log
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
@@ -233,16 +233,28 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     context = None
     spin = None
     previous = {}
+    truth_links = None
     with tempfile.TemporaryDirectory(prefix='snake_bringup_') as tmp:
         try:
             if args.bus == 'sim':
-                from snake_control.bus_process import start_sim_bus
+                from snake_control.app.sim_bus import sim_bus_args
+                from snake_control.dynamixel.simproc import SimBusProcess
                 from snake_control.robot import load_robot
                 baud = args.baud or load_robot(args.robot).bus.baud
-                sim = start_sim_bus(args.robot, baud, physics=args.physics)
-                log(f'emulated bus on {sim.port} at {baud} bit/s' +
+                truth_links = None
+                if args.physics == 'mujoco' and record:
+                    # The plant writes its links' poses; they become the recording's truth/ tree at the end.
+                    from snake_control.physics.servo_plant import TRUTH_LINKS_ENV
+                    truth_links = Path(tmp) / 'truth_links.csv'
+                    os.environ[TRUTH_LINKS_ENV] = str(truth_links)
+                try:
+                    sim = SimBusProcess(sim_bus_args(args.robot, baud, args.physics))
+                finally:
+                    if truth_links is not None:
+                        os.environ.pop(TRUTH_LINKS_ENV, None)
+                log(f'emulated bus on {sim.path} at {baud} bit/s' +
                     (f' with {args.physics} physics' if args.physics != 'none' else ''))
-            result.port = sim.port if sim else None
+            result.port = sim.path if sim else None
             specs = [s for s in build_graph(args, port=result.port) if s.in_process]
             by_name = {s.name: s for s in specs}
             in_process = [s for s in specs if driver_in_process or s.name != 'driver_node']
@@ -264,10 +276,25 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     previous[sig] = signal.signal(sig, request_stop)
 
+            # No robot_state_publisher here: the links' transforms come from link_tf_node, or where tf2_msgs
+            # is missing (nobody can publish /tf) the recorder writes them into the file itself.
+            from snake_control.nodes.link_tf_node import tf2_msgs_available
+            has_tf = tf2_msgs_available()
+            if not has_tf:
+                log('tf2_msgs not installed: no /tf published' + ('; the recording gets /tf from the recorder'
+                                                                  if record else ''))
             if record:
                 from snake_control.nodes.recorder import Recorder
-                nodes['recorder'] = Recorder(record, context=context)
+                nodes['recorder'] = Recorder(record, context=context,
+                                             tf_robot=None if has_tf else by_name['estimator_node'].parameters['robot'])
                 executor.add_node(nodes['recorder'])
+            if has_tf:
+                from rclpy.parameter import Parameter
+
+                from snake_control.nodes.link_tf_node import LinkTfNode
+                nodes['link_tf_node'] = LinkTfNode(context=context, parameter_overrides=[
+                    Parameter('robot', value=by_name['estimator_node'].parameters['robot'])])
+                executor.add_node(nodes['link_tf_node'])
             bringup = BringupNode(args.robot, context=context)
             nodes['bringup'] = bringup
             executor.add_node(bringup)
@@ -339,8 +366,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 # No callback runs from here on, so none can touch a node being destroyed.
                 executor.shutdown(timeout_sec=5)
             # Stop the producers of motion first, the driver (torque off) last, then the bus.
-            for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'bringup',
-                         'driver_node'):
+            for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'link_tf_node',
+                         'bringup', 'driver_node'):
                 if name in nodes:
                     try:
                         _destroy(nodes.pop(name))
@@ -358,6 +385,12 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 recorder = nodes.pop('recorder')
                 result.message_counts = dict(recorder.counts)
                 _destroy(recorder)
+                if truth_links is not None and truth_links.is_file():
+                    from snake_control.app.truth import TRUTH_TOPIC, add_truth_tree
+                    try:
+                        result.message_counts[TRUTH_TOPIC] = add_truth_tree(record, truth_links, args.robot)
+                    except (OSError, ValueError) as exc:
+                        log(f'ground truth not added to {record}: {exc}')
             if context is not None:
                 context.try_shutdown()
             for sig, handler in previous.items():
@@ -394,7 +427,7 @@ def _wait_for_driver(bringup, driver_proc: DriverProcess | None, stop: threading
 def torque_is_off(sim) -> bool | None:
     """Ask the emulated bus whether every servo's torque is off (None when it does not answer)."""
     try:
-        servos = sim.query('state', timeout_s=5.0)['servos']
+        servos = sim.command('state', timeout_s=5.0)['servos']
     except (RuntimeError, KeyError, OSError, ValueError):
         return None
     return all(not s['torque'] for s in servos.values())

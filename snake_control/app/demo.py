@@ -320,7 +320,7 @@ def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
 def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagnostics: dict,
             picture: Path) -> RobotSummary:
     """Compare the recorded odometry with the plant's truth, gather loop figures and faults, draw."""
-    from snake_control.dynamixel.driver import STATE_LEN
+    from snake_control.dynamixel.readings import STATE_BLOCK
     from snake_control.robot import load_robot
     from snake_control.app.session import read_session
 
@@ -390,7 +390,7 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
                           else float(d.get('cycle_rate_hz', 0)))
     summ.joint_states_rate_hz = s.rate_hz('states')
     summ.read_mode = d.get('read_mode', 'fast')
-    wire = bus_cycle_wire_time_s(rb.n_joints, int(d.get('baud', DEMO_BAUD)), STATE_LEN,
+    wire = bus_cycle_wire_time_s(rb.n_joints, int(d.get('baud', DEMO_BAUD)), STATE_BLOCK.size,
                                  summ.read_mode == 'fast')
     summ.wire_time_ms, summ.wire_limit_hz = wire * 1000.0, 1.0 / wire
     summ.counters = dict(d.get('counters', {}))

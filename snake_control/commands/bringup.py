@@ -1,8 +1,8 @@
-"""snake bringup: the whole node graph in one process."""
+"""snake bringup: the whole node graph without ros2 launch."""
 
 from snake_control.commands import options
 
-HELP = 'run the whole node graph in one process (no ros2 launch needed)'
+HELP = 'run the whole node graph (no ros2 launch needed; the driver in its own process)'
 DESCRIPTION = '''Run the node list of gait.launch.py, for machines without `ros2 launch`: the driver in
 a process of its own (nothing else can delay a servo cycle), the gait, estimator and teleop nodes in
 this one on rclpy's events executor.

@@ -16,7 +16,7 @@ Registers are named as in the e-Manual's control table, lower case with undersco
 Present Temperature and present-temperature all work); `snake dxl registers` lists them.
 IDs: a number, a list/range (1,3,5-8), or all (found by broadcast ping).'''
 
-BAUDS = (57600, 1000000, 2000000, 3000000, 4000000, 115200, 9600)
+from snake_control.dynamixel.models import SCAN_BAUDS  # noqa: E402  (pure data, cheap to import)
 
 
 def add_arguments(parser):
@@ -33,7 +33,7 @@ def add_arguments(parser):
         return p
 
     p = common(sub.add_parser('scan', help='find servos at every baud rate'), baud=False)
-    p.add_argument('--bauds', default=','.join(map(str, BAUDS)), help='comma-separated baud rates to try')
+    p.add_argument('--bauds', default=','.join(map(str, SCAN_BAUDS)), help='comma-separated baud rates to try')
     p.add_argument('--ids', default=None, help='ping these IDs one by one instead of a broadcast ping')
     p = common(sub.add_parser('ping', help='ping servos'))
     p.add_argument('ids', help='ID, list, range or all')

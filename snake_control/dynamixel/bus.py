@@ -22,9 +22,8 @@ from contextlib import contextmanager
 import dynamixel_sdk as sdk
 
 from snake_control.dynamixel import protocol as P
-from snake_control.dynamixel.models import REGISTER_BY_BAUD, register
+from snake_control.dynamixel.models import SUPPORTED_BAUDS, register
 
-SUPPORTED_BAUDS = tuple(sorted(REGISTER_BY_BAUD))
 
 
 class DxlError(Exception):

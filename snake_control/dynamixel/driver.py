@@ -51,7 +51,9 @@ from snake_control.dynamixel.bus import (CommError, DxlError, PortGone, ServoBus
 from snake_control.dynamixel.driver_config import (EVENT_MAX_CHARS, POLICIES, PROBE_EVERY,  # noqa: F401
                                                    SETUP_MARGIN_MS, TRANSMIT_FAULT_RECONNECT_S, DriverConfig, StartupError,
                                                    check_watchdog, default_watchdog_ms, watchdog_units)
-from snake_control.dynamixel.models import (CENTER_TICK, CONTROL_TABLE, INDIRECT_ADDRESS_0, RAD_PER_TICK,
+from snake_control.dynamixel.conversion import (current_a_to_torque_nm, joint_to_ticks, ticks_to_joint,
+                                                velocity_units_to_rad_s)
+from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, RAD_PER_TICK,
                                             RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
@@ -162,12 +164,10 @@ class Driver:
     # ================================================================ conversions
     def joint_to_ticks(self, q_rad: np.ndarray) -> np.ndarray:
         """Goal ticks for joint angles (rad): servo angle = direction * q + offset; 2048 at the centre."""
-        servo = self.direction * q_rad + self.offset
-        return np.rint(servo / RAD_PER_TICK).astype(np.int64) + CENTER_TICK
+        return joint_to_ticks(q_rad, self.direction, self.offset)
 
     def ticks_to_joint(self, ticks) -> np.ndarray:
-        servo = (np.asarray(ticks, dtype=float) - CENTER_TICK) * RAD_PER_TICK
-        return self.direction * (servo - self.offset)
+        return ticks_to_joint(ticks, self.direction, self.offset)
 
     def tick_limits(self) -> tuple[np.ndarray, np.ndarray]:
         """(min, max) goal ticks of each servo: its joint limits through offset and direction."""
@@ -324,7 +324,8 @@ class Driver:
             servos=[ServoDiagnostics(s.name, s.servo_id, s.stale_count, s.stale_cycles, s.hardware_error,
                                      P.decode_hardware_error(s.hardware_error), s.alert,
                                      nan_none(s.temperature_c), nan_none(s.voltage_v), s.health_stale,
-                                     s.health_failures, s.torque, s.reboots) for s in self.servos])
+                                     s.health_failures, s.torque, s.reboots, s.current_a)
+                    for s in self.servos])
 
     @property
     def running(self) -> bool:
@@ -429,8 +430,7 @@ class Driver:
                                    f'move it inside by hand before torque comes on')
             goals[sid] = int(min(max(ticks, lo_t[k]), hi_t[k]))
             s = self.by_id[sid]
-            servo_rad = (ticks - CENTER_TICK) * RAD_PER_TICK
-            s.position_rad = float(self.direction[k] * (servo_rad - self.offset[k]))
+            s.position_rad = float(ticks_to_joint(ticks, self.direction[k], self.offset[k]))
             s.ever_read = True
         for sid, t in goals.items():
             self._retry(self.bus.write_register, sid, 'goal_position', t)
@@ -847,8 +847,8 @@ class Driver:
                             f'velocity {vel}, current {cur})')
             s.fresh = False
             return
-        s.position_rad = float(self.direction[k] * ((pos - CENTER_TICK) * RAD_PER_TICK - self.offset[k]))
-        s.velocity_rad_s = float(self.direction[k] * vel * RAD_S_PER_VELOCITY_UNIT)
+        s.position_rad = float(ticks_to_joint(pos, self.direction[k], self.offset[k]))
+        s.velocity_rad_s = float(self.direction[k] * velocity_units_to_rad_s(vel))
         s.current_a = float(self.direction[k] * current_a)
         if (hw or err & P.ERR_ALERT) and not s.alert:
             self._event(f'{s.name} alert: {", ".join(P.decode_hardware_error(hw)) or "error byte alert"}')
@@ -904,12 +904,14 @@ class Driver:
         return None
 
     def _publish(self, stamp_s: float):
+        current_a = np.array([s.current_a for s in self.servos])
         snap = JointStateSnapshot(
             stamp_s, list(self.names),
             np.array([s.position_rad for s in self.servos]),
             np.array([s.velocity_rad_s for s in self.servos]),
-            np.array([s.current_a for s in self.servos]),
-            np.array([s.fresh for s in self.servos]))
+            current_a_to_torque_nm(current_a, self.model),
+            np.array([s.fresh for s in self.servos]),
+            current_a)
         with self._lock:
             self._snapshot = snap
         if self.on_state is not None:

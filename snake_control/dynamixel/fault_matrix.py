@@ -1,7 +1,7 @@
 """The driver through one bus fault at a time, against the emulated bus: what the fault-matrix tests
 assert and `make bench` prints.
 
-``run_fault(name, robot)`` starts `snake sim-bus` for the robot, the real Driver on its pty, streams a
+``run_fault(name, robot)`` starts the emulated bus for the robot, the real Driver on its pty, streams a
 smooth command at the control rate, injects the fault, streams on, stops the driver, and reads the
 emulated servos' registers and goal log. FAULTS names the faults: none, stall (the line takes no bytes
 for 1.5 s), corruption (1 % of bytes), drops (1 % of replies), corruption+drops, silent (one servo for
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from snake_control.dynamixel.driver import Driver, DriverConfig
+from snake_control.dynamixel.simbus import robot_args
 from snake_control.dynamixel.simproc import SimBusProcess
 
 # name: (sim-bus --faults, control-channel command sent mid-run)
@@ -49,7 +50,7 @@ class FaultResult:
 def run_fault(fault: str, robot, sim_extra=(), seconds_before=0.6, seconds_after=2.5,
               config: DriverConfig | None = None) -> FaultResult:
     spec, command = FAULTS[fault]
-    args = ['--robot', robot.source, '--baud', str(robot.bus.baud), '--spread', '0.3', *(['--faults', spec] if spec else []), *sim_extra]
+    args = [*robot_args(robot, spread_rad=0.3), *(['--faults', spec] if spec else []), *sim_extra]
     rate = robot.bus.control_rate_hz
     with SimBusProcess(args) as sim:
         d = Driver(robot, sim.path, config=config or DriverConfig(margin_ms=8.0, reconnect_interval_s=0.2))

@@ -1,35 +1,21 @@
-"""What moves the emulated servos: the Plant interface, the built-in motor model and a name registry.
+"""What moves the emulated servos: the Plant interface and the built-in motor model.
 
 The servo emulator owns the control tables and the wire; a Plant owns the mechanics. Every emulator
 tick it calls ``plant.step(dt_s, goals_rad_by_id, torque_on_by_id)`` and writes what comes back into
-Present Position/Velocity/Current. A physics world (the MuJoCo coupling) implements the same class
-and registers itself by name, so ``snake sim-bus --physics NAME`` picks it:
-
-    from snake_control.dynamixel.plant import Plant, register_plant
-
-    class MujocoPlant(Plant):
-        def configure(self, servo_id, model, position_rad): ...
-        def step(self, dt_s, goals_rad_by_id, torque_on_by_id): ...   # -> {id: (q, dq, i)}
-
-    register_plant('mujoco', lambda ids, models, robot: MujocoPlant(...))
+Present Position/Velocity/Current. A physics world (the MuJoCo coupling) implements the same class; the
+caller that starts it hands it to the emulator (``BusEmulator(..., plant=...)``, or ``--physics
+MODULE:FACTORY`` for the emulator process): this package never imports a physics engine by itself.
 
 Angles here are SERVO angles in rad from the centre tick (2048), i.e. after the joint's offset and
-direction (robot.Joint.servo_angle_rad), velocities in rad/s, currents in A. The emulator calls
+direction (snake_control.dynamixel.conversion), velocities in rad/s, currents in A. The emulator calls
 ``set_profile`` whenever Profile Velocity/Acceleration change; a plant may ignore it.
-
-Modules listed in PLANT_MODULES are imported on the first lookup of an unknown name, so a physics
-module can register itself without the emulator importing it eagerly.
 """
 from __future__ import annotations
 
-import importlib
 import math
-from typing import Callable
 
+from snake_control.dynamixel.conversion import torque_nm_to_current_a
 from snake_control.dynamixel.models import ServoModel
-
-# Imported (if they exist) before a plant name is reported unknown; each may call register_plant.
-PLANT_MODULES = ['snake_control.physics.servo_plant']
 
 
 class Plant:
@@ -58,15 +44,14 @@ class MotorModel(Plant):
 
     Velocity is bounded by min(profile velocity, no-load speed) and acceleration by the profile
     acceleration (a stiff 300 rad/s^2 when unlimited), decelerating to stop on the goal. Current is
-    the torque for a small reflected inertia and viscous load divided by the torque constant
-    (stall torque / stall current). With torque off a joint coasts to rest (50 ms time constant).
+    the torque for a small reflected inertia and viscous load divided by the model's torque constant
+    (stall torque / stall current, snake_control.dynamixel.models). With torque off a joint coasts to rest (50 ms time constant).
     """
 
     LOAD_INERTIA_KG_M2 = 0.002
     VISCOUS_NM_S_PER_RAD = 0.05
     HOLD_CURRENT_A = 0.02
     UNLIMITED_ACCEL_RAD_S2 = 300.0
-    STALL_CURRENT_A = 2.3
     MAX_SUBSTEP_S = 0.005
 
     def __init__(self):
@@ -116,44 +101,10 @@ class MotorModel(Plant):
             model = self.models[sid]
             if on:
                 torque = self.LOAD_INERTIA_KG_M2 * acc + self.VISCOUS_NM_S_PER_RAD * v
-                kt = model.stall_torque_nm / self.STALL_CURRENT_A
-                cur = torque / kt + math.copysign(self.HOLD_CURRENT_A, torque if torque else 1.0)
+                cur = (float(torque_nm_to_current_a(torque, model))
+                       + math.copysign(self.HOLD_CURRENT_A, torque if torque else 1.0))
             else:
                 cur = 0.0
             self.pos[sid], self.vel[sid], self.cur[sid] = q, v, cur
             out[sid] = (q, v, cur)
         return out
-
-
-PlantFactory = Callable[..., Plant]
-_PLANTS: dict[str, PlantFactory] = {}
-
-
-def register_plant(name: str, factory: PlantFactory) -> None:
-    """Make ``factory(ids, models_by_id, robot_or_none) -> Plant`` available as ``--physics name``."""
-    _PLANTS[name] = factory
-
-
-def plant_names() -> list[str]:
-    _import_plant_modules()
-    return sorted(_PLANTS)
-
-
-def _import_plant_modules():
-    for module in PLANT_MODULES:
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            pass
-
-
-def make_plant(name: str, ids, models_by_id, robot=None) -> Plant:
-    """A plant by registered name; ValueError listing the known names when there is none."""
-    if name not in _PLANTS:
-        _import_plant_modules()
-    if name not in _PLANTS:
-        raise ValueError(f'unknown physics {name!r}; known: {", ".join(sorted(_PLANTS))}')
-    return _PLANTS[name](ids, models_by_id, robot)
-
-
-register_plant('motor', lambda ids, models_by_id, robot=None: MotorModel())

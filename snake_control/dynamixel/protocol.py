@@ -28,6 +28,8 @@ ACTION = 0x05
 FACTORY_RESET = 0x06
 REBOOT = 0x08
 CLEAR = 0x10
+BACKUP = 0x20                   # Control Table Backup (P1 0x01 store, 0x02 restore; P2..P5 'CTRL')
+BACKUP_KEY = b'CTRL'
 STATUS = 0x55
 SYNC_READ = 0x82
 SYNC_WRITE = 0x83
@@ -36,7 +38,7 @@ BULK_READ = 0x92
 BULK_WRITE = 0x93
 FAST_BULK_READ = 0x9A
 INSTRUCTIONS = {PING: 'ping', READ: 'read', WRITE: 'write', REG_WRITE: 'reg_write', ACTION: 'action',
-                FACTORY_RESET: 'factory_reset', REBOOT: 'reboot', CLEAR: 'clear',
+                FACTORY_RESET: 'factory_reset', REBOOT: 'reboot', CLEAR: 'clear', BACKUP: 'backup',
                 SYNC_READ: 'sync_read', SYNC_WRITE: 'sync_write', FAST_SYNC_READ: 'fast_sync_read',
                 BULK_READ: 'bulk_read', BULK_WRITE: 'bulk_write', FAST_BULK_READ: 'fast_bulk_read'}
 
@@ -189,6 +191,20 @@ class PacketParser:
 
     def __init__(self):
         self.buffer = bytearray()
+        self.discarded = 0          # bytes dropped as not part of any packet (junk, cut packets)
+        self._counted = 0           # bytes ahead already counted in a bad-CRC packet's size
+
+    def _drop(self, n: int) -> None:
+        counted = min(n, self._counted)
+        self._counted -= counted
+        self.discarded += n - counted
+
+    def discard_partial(self) -> int:
+        """Drop a partly received packet (its bytes stopped coming); returns how many bytes went."""
+        n = len(self.buffer)
+        self.buffer.clear()
+        self._drop(n)
+        return n
 
     def feed(self, data: bytes) -> list[Packet]:
         self.buffer += data
@@ -199,14 +215,17 @@ class PacketParser:
             if start < 0:
                 # Keep a possible partial header at the end.
                 keep = 3 if len(buf) >= 3 else len(buf)
+                self._drop(len(buf) - keep)
                 del buf[:len(buf) - keep]
                 return out
             if start:
+                self._drop(start)
                 del buf[:start]
             if len(buf) < 7:
                 return out
             length = buf[5] | (buf[6] << 8)
             if length < 3 or length > self.MAX_LENGTH:
+                self._drop(1)
                 del buf[:1]      # not a real header
                 continue
             total = 7 + length
@@ -217,9 +236,12 @@ class PacketParser:
             body = unstuff(raw[7:-2])
             out.append(Packet(raw[4], body[0] if body else -1, body[1:], crc_ok, total))
             if crc_ok:
+                self._counted = max(0, self._counted - total)
                 del buf[:total]
             else:
                 # A corrupted length could swallow the next packet: resume hunting after this header.
+                # The bytes after it were counted in this packet's size (its wire time): not junk again.
+                self._counted = max(self._counted - 4, total - 4)
                 del buf[:4]
 
 

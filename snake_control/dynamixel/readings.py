@@ -109,8 +109,9 @@ class JointStateSnapshot:
     names: list
     position_rad: np.ndarray
     velocity_rad_s: np.ndarray
-    effort: np.ndarray                   # motor current, A (joint direction)
+    effort: np.ndarray                   # joint torque, N·m: motor current x torque constant (joint direction)
     fresh: np.ndarray                    # bool per joint: read this cycle
+    current_a: np.ndarray                # motor current, A (joint direction)
 
 
 @dataclass
@@ -155,6 +156,7 @@ class ServoDiagnostics:
     health_failures: int
     torque: bool
     reboots: int
+    current_a: float                     # motor current, A (joint direction); joint_states carries N·m
 
 
 @dataclass

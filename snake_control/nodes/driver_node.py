@@ -1,9 +1,10 @@
 """driver_node: the Dynamixel bus as a ROS 2 node (a thin shell around snake_control.dynamixel.driver).
 
 Subscribes joint_commands (sensor_msgs/JointState, positions by joint name) and estop (std_msgs/Bool,
-from any publisher whatever its QoS); publishes joint_states (position rad, velocity rad/s, effort = motor current A, last
-good values for stale servos) and /diagnostics (bus: mode, reasons, cycle rate, jitter, read failures,
-fast/slow read mode; per servo: hardware error bits decoded, temperature, voltage, stale count).
+from any publisher whatever its QoS); publishes joint_states (position rad, velocity rad/s, effort =
+joint torque N·m: motor current times the servo model's torque constant; last good values for stale
+servos) and /diagnostics (bus: mode, reasons, cycle rate, jitter, read failures, fast/slow read mode;
+per servo: hardware error bits decoded, motor current A, temperature, voltage, stale count).
 The bus loop runs in the driver's own thread and publishes joint_states itself at the end of each cycle,
 stamped with the time the servos were read; callbacks here only hand over the latest message.
 
@@ -211,6 +212,7 @@ def diagnostic_array(d, node_name: str, stamp) -> DiagnosticArray:
             st.level, st.message = DiagnosticStatus.OK, 'ok'
         st.values = [kv('hardware_error', s.hardware_error),
                      kv('hardware_error_names', ','.join(s.hardware_error_names)),
+                     kv('current_a', f'{s.current_a:.3f}'),
                      kv('temperature_c', 'unknown' if s.temperature_c is None else s.temperature_c),
                      kv('voltage_v', 'unknown' if s.voltage_v is None else s.voltage_v),
                      kv('health_stale', s.health_stale), kv('health_failures', s.health_failures),

@@ -1,0 +1,69 @@
+"""The emulated bus's control channel: one command per line in, one JSON-able answer out.
+
+``state`` (per-servo torque, goal, position, hardware error, temperature, goal-write record summary),
+``goals`` (every goal write: [t_s, id, ticks, accepted]), ``silent ID SECONDS``,
+``trip ID overload|overheating``, ``unplug SECONDS``, ``corrupt RATE``, ``drop RATE``,
+``set ID REGISTER VALUE`` (a Present register sets the quantity behind it: ``set 3 present_temperature
+70`` makes servo 3 read 70 °C, and it cools or heats from there), ``stall SECONDS`` (the emulator stops
+reading the wire for a while, as a stalled host would: what the driver writes piles up in the pty until
+its buffer is full).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+from snake_control.dynamixel import protocol as P
+from snake_control.dynamixel.faults import rate
+from snake_control.dynamixel.models import register
+from snake_control.dynamixel.servo import ADDR_HW_ERROR
+
+
+def command(bus, line: str) -> dict:
+    """Run one control-channel command on a BusEmulator; return its answer ({'error': ...} if bad)."""
+    words = line.split()
+    if not words:
+        return {}
+    cmd, args = words[0], words[1:]
+    now = time.monotonic()
+    try:
+        if cmd == 'state':
+            return _state(bus, now)
+        if cmd == 'goals':
+            return {'goals': sorted([round(t - bus.t0, 6), s.id, g, ok]
+                                    for s in bus.servos.values() for t, g, ok in s.goal_log)}
+        if cmd == 'silent':
+            bus.silence(int(args[0]), float(args[1]) if len(args) > 1 else math.inf)
+        elif cmd == 'trip':
+            if args[1] not in ('overload', 'overheating'):
+                raise ValueError(f'trip kind {args[1]!r}: expected overload or overheating')
+            bus.servos[int(args[0])].trip(P.HW_OVERLOAD if args[1] == 'overload' else P.HW_OVERHEATING)
+        elif cmd == 'unplug':
+            bus.unplug(float(args[0]) if args else 1.0)
+        elif cmd == 'corrupt':
+            bus.set_corrupt_rate(rate(args[0]))
+        elif cmd == 'drop':
+            bus.faults.drop_rate = rate(args[0])
+        elif cmd == 'set':
+            bus.servos[int(args[0])].set_present(register(args[1]).name, float(args[2]))
+        elif cmd == 'stall':
+            bus.stalled_until = time.monotonic() + float(args[0] if args else 1.0)
+        else:
+            return {'error': f'unknown command {cmd!r}'}
+        return {'ok': cmd}
+    except (IndexError, KeyError, ValueError) as exc:
+        return {'error': f'{line.strip()!r}: {exc!r}'}
+
+
+def _state(bus, now: float) -> dict:
+    out = {}
+    for i, s in bus.servos.items():
+        s.refresh_present(now)
+        out[str(i)] = {'torque': s.torque_on, 'goal': s.get('goal_position'),
+                       'position': s.get('present_position'), 'hw_error': s.table[ADDR_HW_ERROR],
+                       'return_delay': s.table[9], 'status_return_level': s.table[68],
+                       'min_limit': s.get('min_position_limit'), 'max_limit': s.get('max_position_limit'),
+                       'goal_writes': s.goal_stats[0], 'goal_min': s.goal_stats[1],
+                       'goal_max': s.goal_stats[2], 'goal_refused': s.goal_stats[3],
+                       'temperature': s.temperature_c, 'watchdog': s.get('bus_watchdog')}
+    return {'servos': out, 'counters': bus.counters, 'plugged': bus.master >= 0}
