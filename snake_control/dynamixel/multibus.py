@@ -208,9 +208,10 @@ class MultiBusDriver:
 
     def diagnostics(self) -> DriverDiagnostics:
         """Every bus's diagnostics as one: the worst mode, reasons and events by port, counters summed,
-        the slowest cycle rate and the worst jitter, every servo."""
+        the slowest cycle rate and the worst jitter, every servo; cycles are the robot's (every bus's)."""
         parts = [d.diagnostics() for d in self.drivers]
         counters = {k: sum(p.counters[k] for p in parts) for k in parts[0].counters}
+        counters['cycles'] = min(p.counters['cycles'] for p in parts)     # cycles of the robot, not summed
         return DriverDiagnostics(
             mode=self.mode, reasons=self.reasons,
             fatal_error='; '.join(p.fatal_error for p in parts if p.fatal_error) or None,
