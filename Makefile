@@ -24,6 +24,8 @@ $(STAMP): requirements.txt constraints.txt setup.py
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	$(PY) -c "import rclpy, numpy, scipy, mujoco, dynamixel_sdk, serial, yaml, xacro, yourdfpy, mcap_ros2" 
+	# Compile the estimator's kernels once into the on-disk cache (later processes load them).
+	$(PY) -c "import snake_control.estimation.kernels as k; assert k.AVAILABLE"
 	touch $(STAMP)
 
 ros2-tools: $(STAMP)

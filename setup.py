@@ -41,6 +41,7 @@ setup(
             'gait_node = snake_control.nodes.gait_node:main',
             'driver_node = snake_control.nodes.driver_node:main',
             'estimator_node = snake_control.nodes.estimator_node:main',
+            'link_tf_node = snake_control.nodes.link_tf_node:main',
             'teleop_node = snake_control.nodes.teleop_node:main',
         ],
     },

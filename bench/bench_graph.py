@@ -20,6 +20,7 @@ Figures are printed against their aims, never asserted.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 import time
@@ -294,10 +295,68 @@ def report_latency(probe):
               f'max {g.max():.1f} ms')
 
 
+def bench_launch(seconds: float = 30.0):
+    """The graph as `ros2 launch` runs it (one process per node) from a colcon workspace: pitch_yaw_32 on
+    the 4 Mbit/s emulated bus with MuJoCo, robot still, joint_states timing seen by a subscriber here."""
+    import rclpy
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+
+    from bench.ros2_workspace import build_workspace, ros2_tools_missing, shell
+
+    missing = ros2_tools_missing()
+    if missing:
+        print(f'ros2 launch: skipped ({missing})')
+        return
+    import signal
+    import subprocess
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = build_workspace(Path(tmp))
+        log = open(Path(tmp) / 'launch.log', 'w')
+        proc = subprocess.Popen(shell(ws, f'ros2 launch snake_control gait.launch.py robot:={ROBOT} bus:=sim '
+                                          f'baud:={BAUD} physics:=mujoco joy:=false rviz:=false'),
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        stamps = []
+        rclpy.init()
+        node = Node('bench_launch_probe')
+        node.create_subscription(JointState, '/snake/joint_states',
+                                 lambda m: stamps.append(m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec), 100)
+        try:
+            deadline = time.monotonic() + 120
+            while len(stamps) < 50 and time.monotonic() < deadline and proc.poll() is None:
+                rclpy.spin_once(node, timeout_sec=0.1)
+            time.sleep(3.0)
+            stamps.clear()
+            start = time.monotonic()
+            while time.monotonic() - start < seconds:
+                rclpy.spin_once(node, timeout_sec=0.1)
+            wall = time.monotonic() - start
+        finally:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+            node.destroy_node()
+            rclpy.try_shutdown()
+            log.close()
+        text = (Path(tmp) / 'launch.log').read_text(errors='replace')
+    periods = np.diff(np.sort(stamps)) if len(stamps) > 1 else np.array([np.inf])
+    on_time = np.count_nonzero(periods <= ON_TIME_PERIODS / RATE_HZ) / max(wall * RATE_HZ, 1.0)
+    rate = len(stamps) / wall
+    torque = re.search(r'emulated bus: torque [^\n]*', text)
+    print(f'ros2 launch (one process per node), {ROBOT} at {RATE_HZ:g} Hz: joint_states {rate:.1f} Hz, '
+          f'{on_time:.1%} of cycles on time, p99 period {1000 * np.percentile(periods, 99):.1f} ms; '
+          f'{torque.group(0) if torque else "torque state not reported"}'
+          + (f'  WARN below {AIM_ON_TIME[RATE_HZ]:.0%} on time' if on_time < AIM_ON_TIME[RATE_HZ] else ''),
+          flush=True)
+
+
 def main():
     # Our own DDS domain on localhost, so other runs on this machine neither hear nor disturb this one.
     os.environ.setdefault('ROS_DOMAIN_ID', str(np.random.default_rng().integers(1, 102)))
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     bench_timing()
+    bench_launch()
     bench_latency('shipped', **SHIPPED)
     bench_latency('before (multi-threaded executor, one process)', **BEFORE)

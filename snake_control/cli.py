@@ -27,6 +27,7 @@ COMMANDS = {
     'connection-plot': 'connection_plot',
     'validate': 'validate',
     'bringup': 'bringup',
+    'render': 'render',
 }
 
 

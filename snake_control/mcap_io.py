@@ -33,6 +33,79 @@ MSG: builtin_interfaces/Time
 int32 sec
 uint32 nanosec
 """
+TF_MESSAGE_TYPE = 'tf2_msgs/msg/TFMessage'
+# Full ros2msg definition of tf2_msgs/msg/TFMessage: /tf is written from this where tf2_msgs is not
+# installed (the ROS 2 profile needs only the schema text and CDR).
+TF_MESSAGE_MSGDEF = """geometry_msgs/TransformStamped[] transforms
+================================================================================
+MSG: geometry_msgs/TransformStamped
+std_msgs/Header header
+string child_frame_id
+Transform transform
+================================================================================
+MSG: std_msgs/Header
+builtin_interfaces/Time stamp
+string frame_id
+================================================================================
+MSG: builtin_interfaces/Time
+int32 sec
+uint32 nanosec
+================================================================================
+MSG: geometry_msgs/Transform
+Vector3 translation
+Quaternion rotation
+================================================================================
+MSG: geometry_msgs/Vector3
+float64 x
+float64 y
+float64 z
+================================================================================
+MSG: geometry_msgs/Quaternion
+float64 x 0
+float64 y 0
+float64 z 0
+float64 w 1
+"""
+
+
+def type_name(datatype: str) -> str:
+    """The canonical 'pkg/msg/Type' form of a message type written 'pkg/Type' or 'pkg/msg/Type'.
+
+    >>> type_name('sensor_msgs/JointState'), type_name('sensor_msgs/msg/JointState')
+    ('sensor_msgs/msg/JointState', 'sensor_msgs/msg/JointState')
+    """
+    package, _, name = datatype.replace('/msg/', '/').partition('/')
+    return f'{package}/msg/{name}' if name else datatype
+
+
+# ---------------------------------------------------------------------------------------------- QoS
+
+# rmw enum values, as rosbag2 stores them in a channel's offered_qos_profiles.
+_HISTORY = {'keep_last': 1, 'keep_all': 2}
+_RELIABILITY = {'reliable': 1, 'best_effort': 2}
+_DURABILITY = {'transient_local': 1, 'volatile': 2}
+_INFINITE = {'sec': 2147483647, 'nsec': 4294967295}
+
+
+def offered_qos_profiles(reliability: str = 'reliable', durability: str = 'volatile', depth: int = 10,
+                         history: str = 'keep_last') -> str:
+    """A channel's offered_qos_profiles metadata (rosbag2's YAML), so `ros2 bag play` offers each topic
+    with its publisher's reliability and durability (a latched robot_description stays latched).
+
+    >>> print(offered_qos_profiles('best_effort').splitlines()[:4])
+    ['- history: 1', '  depth: 10', '  reliability: 2', '  durability: 2']
+    """
+    import yaml
+
+    for value, table, what in ((reliability, _RELIABILITY, 'reliability'), (durability, _DURABILITY, 'durability'),
+                               (history, _HISTORY, 'history')):
+        if value not in table:
+            raise ValueError(f'{what}: expected one of {sorted(table)}, got {value!r}')
+    profile = {'history': _HISTORY[history], 'depth': int(depth), 'reliability': _RELIABILITY[reliability],
+               'durability': _DURABILITY[durability], 'deadline': dict(_INFINITE), 'lifespan': dict(_INFINITE),
+               'liveliness': 1, 'liveliness_lease_duration': dict(_INFINITE),
+               'avoid_ros_namespace_conventions': False}
+    return yaml.safe_dump([profile], sort_keys=False)
 
 
 # ---------------------------------------------------------------------------------------------- schemas
@@ -115,15 +188,23 @@ class RawWriter:
         self._channels: dict[str, int] = {}
         self.counts: dict[str, int] = {}
 
-    def register(self, topic: str, datatype: str) -> None:
-        """Add a channel for topic with the schema of datatype ('pkg/msg/Type'); FileNotFoundError if the
-        type's .msg is not installed."""
+    def register(self, topic: str, datatype: str, qos_yaml: str | None = None, definition: str | None = None):
+        """Add a channel for topic with the schema of datatype ('pkg/msg/Type' or 'pkg/Type'), stored under
+        rosbag2's name 'pkg/msg/Type'. qos_yaml: the offered_qos_profiles metadata (default: reliable,
+        volatile); definition: the full ros2msg text, else it is read from the installed .msg files
+        (FileNotFoundError if they are not installed)."""
+        datatype = type_name(datatype)
         if datatype not in self._schemas:
+            text = definition if definition is not None else msgdef(datatype)
             self._schemas[datatype] = self._writer.register_schema(
-                name=datatype.replace('/msg/', '/'), encoding='ros2msg', data=msgdef(datatype).encode())
+                name=datatype, encoding='ros2msg', data=text.encode())
         self._channels[topic] = self._writer.register_channel(
-            topic=topic, message_encoding='cdr', schema_id=self._schemas[datatype])
+            topic=topic, message_encoding='cdr', schema_id=self._schemas[datatype],
+            metadata={'offered_qos_profiles': qos_yaml or offered_qos_profiles()})
         self.counts[topic] = 0
+
+    def registered(self, topic: str) -> bool:
+        return topic in self._channels
 
     def write(self, topic: str, data: bytes, log_time_ns: int) -> None:
         self._writer.add_message(channel_id=self._channels[topic], log_time=log_time_ns,
@@ -152,6 +233,93 @@ def write_joint_states(path, joint_names, t_s, positions_rad, velocities_rad_s=N
                    'effort': []}
             writer.write_message(topic, schema, msg, log_time=int(t * 1e9), publish_time=int(t * 1e9))
         writer.finish()
+
+
+def stamp_dict(t_s: float) -> dict:
+    """builtin_interfaces/Time of a time in s (dict form for mcap_ros2's encoder)."""
+    sec = int(np.floor(t_s))
+    return {'sec': sec, 'nanosec': min(int(round((t_s - sec) * 1e9)), 999_999_999)}
+
+
+def tf_message(t_s: float, transforms) -> dict:
+    """A tf2_msgs/TFMessage (dict form) of (parent, child, 4x4 transform in m) triples, all stamped t_s."""
+    from snake_control.kinematics.tf_tree import xyz_quat
+
+    out = []
+    for parent, child, matrix in transforms:
+        (x, y, z), (qx, qy, qz, qw) = xyz_quat(matrix)
+        out.append({'header': {'stamp': stamp_dict(t_s), 'frame_id': parent}, 'child_frame_id': child,
+                    'transform': {'translation': {'x': x, 'y': y, 'z': z},
+                                  'rotation': {'x': qx, 'y': qy, 'z': qz, 'w': qw}}})
+    return {'transforms': out}
+
+
+class MessageEncoder:
+    """CDR bytes of messages given as dicts, from the message definition alone (no ROS install):
+    MessageEncoder(TF_MESSAGE_TYPE, TF_MESSAGE_MSGDEF).encode(tf_message(...))."""
+
+    def __init__(self, datatype: str, definition: str):
+        from mcap_ros2._dynamic import serialize_dynamic   # the encoder mcap_ros2.writer.Writer uses
+
+        self.datatype, self.definition = type_name(datatype), definition
+        encoders = serialize_dynamic(self.datatype, definition)
+        self._encode = encoders.get(self.datatype) or encoders[self.datatype.replace('/msg/', '/')]
+
+    def encode(self, message: dict) -> bytes:
+        return self._encode(message)
+
+
+def add_messages(path: str | Path, topic: str, datatype: str, definition: str, messages, qos_yaml=None) -> int:
+    """Rewrite the MCAP file at path with the messages [(log_time_ns, dict)] added on a new channel topic
+    (datatype with its full ros2msg definition), in log-time order with the rest. Returns the number added."""
+    from mcap.reader import make_reader
+    from mcap.writer import CompressionType, Writer
+
+    path = Path(path)
+    encoder = MessageEncoder(datatype, definition)
+    extra = sorted(((int(t), encoder.encode(m)) for t, m in messages), key=lambda item: item[0])
+    tmp = path.with_name(path.name + '.tmp')
+    with open(path, 'rb') as f_in, open(tmp, 'wb') as f_out:
+        reader = make_reader(f_in)
+        header = reader.get_header()
+        writer = Writer(f_out, compression=CompressionType.ZSTD)
+        writer.start(profile=header.profile or 'ros2', library=header.library or 'snake_control')
+        schemas, channels, counts = {}, {}, {}
+
+        def channel_for(schema, channel):
+            if channel.topic not in channels:
+                sid = 0
+                if schema is not None:
+                    key = (schema.name, schema.encoding, schema.data)
+                    if key not in schemas:
+                        schemas[key] = writer.register_schema(schema.name, schema.encoding, schema.data)
+                    sid = schemas[key]
+                channels[channel.topic] = writer.register_channel(channel.topic, channel.message_encoding, sid,
+                                                                  dict(channel.metadata))
+                counts[channel.topic] = 0
+            return channels[channel.topic]
+
+        new_sid = writer.register_schema(encoder.datatype, 'ros2msg', definition.encode())
+        new_channel = writer.register_channel(topic, 'cdr', new_sid,
+                                              {'offered_qos_profiles': qos_yaml or offered_qos_profiles()})
+        k = 0
+
+        def flush_until(t_ns):
+            nonlocal k
+            while k < len(extra) and extra[k][0] <= t_ns:
+                writer.add_message(new_channel, extra[k][0], extra[k][1], extra[k][0], sequence=k)
+                k += 1
+
+        for schema, channel, message in reader.iter_messages(log_time_order=True):
+            flush_until(message.log_time)
+            cid = channel_for(schema, channel)
+            writer.add_message(cid, message.log_time, message.data, message.publish_time,
+                               sequence=counts[channel.topic])
+            counts[channel.topic] += 1
+        flush_until(2 ** 63)
+        writer.finish()
+    tmp.replace(path)
+    return len(extra)
 
 
 def merge_recordings(parts: list[tuple[str, Path]], out_path: str | Path) -> dict:
@@ -193,6 +361,13 @@ def merge_recordings(parts: list[tuple[str, Path]], out_path: str | Path) -> dic
 
 # ---------------------------------------------------------------------------------------------- reading
 
+def _joint_names_match(reader, topic: str, joint_names) -> bool:
+    """Whether the first message on topic names exactly the given joints (in any order)."""
+    for _, _, _, msg in reader.iter_decoded_messages(topics=[topic]):
+        return sorted(msg.name) == sorted(joint_names)
+    return False
+
+
 def ros2_messages(path: str | Path) -> Iterator:
     """Every message of the file in log-time order, decoded (mcap_ros2's McapROS2Message: .channel.topic,
     .log_time_ns, .ros_msg)."""
@@ -221,10 +396,16 @@ def read_joint_states(path, joint_names, topic: str | None = None):
         summary = reader.get_summary()
         channels = summary.channels.values() if summary is not None else []
         schemas = summary.schemas if summary is not None else {}
+        # Both spellings of the type: rosbag2 writes 'sensor_msgs/msg/JointState', other tools 'sensor_msgs/JointState'.
         candidates = [c.topic for c in channels if schemas.get(c.schema_id) is not None
-                      and schemas[c.schema_id].name == JOINT_STATE_TYPE]
+                      and type_name(schemas[c.schema_id].name) == JOINT_STATE_TYPE]
+        if topic is not None and topic not in candidates and '/' + topic.lstrip('/') in candidates:
+            topic = '/' + topic.lstrip('/')
         if topic is None:
             named = sorted({t for t in candidates if t.rstrip('/').split('/')[-1] == 'joint_states'})
+            if len(named) > 1:
+                # Several robots in one file (the demo's): the one whose joints these are.
+                named = [t for t in named if _joint_names_match(reader, t, joint_names)] or named
             if len(named) != 1:
                 raise ValueError(f'{path}: expected one sensor_msgs/JointState topic named joint_states, '
                                  f'found {named or sorted(set(candidates))}; choose one with --topic')
@@ -254,3 +435,36 @@ def read_joint_states(path, joint_names, topic: str | None = None):
     if len(times) < 2:
         raise ValueError(f'{path}: {topic}: needs at least two joint_states messages, found {len(times)}')
     return np.asarray(times, dtype=float), np.asarray(pos, dtype=float), (np.asarray(vel) if has_vel else None)
+
+
+def read_tf(path, topics=None) -> list[tuple[int, float, str, str, np.ndarray]]:
+    """Every transform on the file's tf2_msgs/TFMessage topics (all of them, or those in topics), in log-time
+    order: (log_time_ns, stamp_s, parent frame, child frame, 4x4 transform in m)."""
+    from snake_control.kinematics.lie import matrix_from_quaternion
+
+    out = []
+    for m in ros2_messages(path):
+        if type_name(m.schema.name) != TF_MESSAGE_TYPE or (topics is not None and m.channel.topic not in topics):
+            continue
+        for t in m.ros_msg.transforms:
+            r, p = t.transform.rotation, t.transform.translation
+            matrix = np.eye(4)
+            matrix[:3, :3] = matrix_from_quaternion(np.array([r.x, r.y, r.z, r.w]))
+            matrix[:3, 3] = (p.x, p.y, p.z)
+            out.append((m.log_time_ns, t.header.stamp.sec + 1e-9 * t.header.stamp.nanosec, t.header.frame_id,
+                        t.child_frame_id, matrix))
+    return out
+
+
+def tf_chain(latest: dict, frame: str, root: str, limit: int = 10_000) -> np.ndarray | None:
+    """The transform root -> frame composed from latest {child: (parent, 4x4)}, or None where the chain
+    breaks before reaching root."""
+    matrix = np.eye(4)
+    for _ in range(limit):
+        if frame == root:
+            return matrix
+        if frame not in latest:
+            return None
+        frame, step = latest[frame]
+        matrix = step @ matrix
+    return None

@@ -57,6 +57,8 @@ LIMITS = {
     'link.length_m': Limit(0.005, 2.0, 'm', 'distance between adjacent joint axes'),
     'link.radius_m': Limit(0.002, 1.0, 'm', 'module radius'),
     'link.mass_kg': Limit(0.001, 50.0, 'kg', 'mass of one module'),
+    'link.axial_weight': Limit(0.0, 1.0, '', '(axial / lateral skin friction)^2: estimator weight of no-slip '
+                               'along a module'),
     'wheels.radius_m': Limit(0.001, 1.0, 'm', 'passive wheel radius'),
     'wheels.track_m': Limit(0.001, 2.0, 'm', 'distance between the two wheels of a pair'),
     'wheels.mass_kg': Limit(0.0, 10.0, 'kg', 'mass of one wheel pair'),
@@ -152,6 +154,10 @@ class Robot:
     wheels: Wheels | None
     bus: Bus
     joints: tuple[Joint, ...]
+    # Pitch-yaw robots: (mu_axial / mu_lateral)^2 of the module skin on the ground it drives on, the
+    # estimator's weight of the no-slip condition along each module (docs/estimation.md). 1 = no axial
+    # sliding (wheels, or a skin that grips equally both ways).
+    axial_weight: float = 1.0
     # The chain over one or more adapters, read in parallel; one line with every joint unless the YAML
     # has `buses:`.
     buses: tuple[BusLine, ...] = ()
@@ -320,10 +326,11 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
     if not isinstance(description, str):
         c.fail('description', f'expected a string, got {_kind(description)}')
 
-    link = c.mapping(top['link'], 'link', {'length_m', 'radius_m', 'mass_kg'}, set())
+    link = c.mapping(top['link'], 'link', {'length_m', 'radius_m', 'mass_kg'}, {'axial_weight'})
     length = c.number(link['length_m'], 'link.length_m', limit='link.length_m')
     radius = c.number(link['radius_m'], 'link.radius_m', limit='link.radius_m')
     mass = c.number(link['mass_kg'], 'link.mass_kg', limit='link.mass_kg')
+    axial_weight = c.number(link.get('axial_weight', 1.0), 'link.axial_weight', limit='link.axial_weight')
 
     wheels = None
     if kind == 'planar':
@@ -404,7 +411,8 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
         joints.append(joint)
 
     lines = _bus_lines(c, top.get('buses'), bus, [j.name for j in joints])
-    return Robot(name, kind, description, source, length, radius, mass, wheels, bus, tuple(joints), lines)
+    return Robot(name, kind, description, source, length, radius, mass, wheels, bus, tuple(joints),
+                 axial_weight, lines)
 
 
 def _bus_lines(c: _Checker, raw: Any, bus: Bus, names: list[str]) -> tuple[BusLine, ...]:

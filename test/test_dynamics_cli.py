@@ -18,8 +18,9 @@ def test_gait_torques_pass_for_lateral_undulation(capsys):
 
 
 def test_gait_torques_warn_with_joints_and_phases(capsys):
+    # Above the fraction the command fails, like `snake torques`.
     assert main(['gait', '--robot', 'pitch_yaw_32', '--gait', 'vertical_undulation', '--duration', '4',
-                 '--torques', '--torque-fraction', '0.2']) == 0
+                 '--torques', '--torque-fraction', '0.2']) == 1
     out = capsys.readouterr().out
     warning = [line for line in out.splitlines() if line.startswith('warning: torque check FAILED')]
     assert warning, out

@@ -92,9 +92,60 @@ def test_connection_plot_writes_the_figure(tmp_path, capsys):
     assert main(['connection-plot', '--output', str(out)]) == 0
     printed = capsys.readouterr().out
     assert out.stat().st_size > 20_000 and out.read_bytes()[:4] == b'\x89PNG'
-    # Net motion of seed 000's gait per cycle, printed in the middle-link frame.
-    assert 'net motion per gait cycle' in printed
-    y = float(printed.split('y ')[1].split(' m')[0])
-    assert abs(y) > 0.5
+    # Seed 000's gait crosses alpha1 = alpha2, where the connection is infinite: no number is printed
+    # for its net motion (it used to print y +1.19 m beside a panel saying sideways motion is impossible).
+    assert 'net motion per gait cycle: not defined' in printed and 'crosses the singular line' in printed
     assert main(['connection-plot', '--output', str(out), '--gait', '40,40']) == 2
     assert main(['connection-plot', '--output', str(out), '--robot', 'wheeled_8']) == 2
+
+
+def test_pitch_yaw_axial_weight_comes_from_the_robot_yaml_and_matches_the_world():
+    from snake_control.estimation.estimator import Estimator
+    from snake_control.physics.mjcf import matching_axial_weight
+    robot = load_robot('pitch_yaw_32')
+    assert robot.axial_weight == pytest.approx(matching_axial_weight(), rel=0.01)
+    assert Estimator(robot).axial_weight == robot.axial_weight
+    assert Estimator(robot, axial_weight=1.0).axial_weight == 1.0
+    assert W8.axial_weight == 1.0            # absent from the YAML: no axial sliding
+
+
+def test_robot_yaml_refuses_an_axial_weight_out_of_range(tmp_path):
+    import yaml
+    from snake_control.paths import resolve_robot
+    from snake_control.robot import ConfigError, robot_from_dict
+    data = yaml.safe_load(resolve_robot('pitch_yaw_32').read_text())
+    data['link']['axial_weight'] = 1.5
+    with pytest.raises(ConfigError, match='axial_weight'):
+        robot_from_dict(data)
+
+
+def _serpentine(robot, ts):
+    yaw = np.array([a == 'yaw' for a in robot.axes])
+    i = np.arange(robot.n_joints)
+    return np.array([np.where(yaw, 0.7 * np.sin(2 * np.pi * 0.5 * t - 0.4 * i), 0.0) for t in ts])
+
+
+def test_odometry_pitch_yaw_serpentine_moves_by_default_and_warns_at_axial_weight_1(tmp_path, capsys):
+    robot = load_robot('pitch_yaw_32')
+    ts = np.arange(0.0, 4.0, 0.01)
+    write_joint_csv(tmp_path / 'serp.csv', robot.joint_names, ts, _serpentine(robot, ts))
+    out = tmp_path / 'pose.csv'
+    assert main(['odometry', '--robot', 'pitch_yaw_32', '--input', str(tmp_path / 'serp.csv'),
+                 '--output', str(out)]) == 0
+    _, poses = read_pose_csv(out)
+    moved = np.hypot(*(poses[-1, :2] - poses[0, :2]))
+    assert moved > 0.1                                     # the robot YAML's skin: serpentine moves
+    assert 'warning' not in capsys.readouterr().err
+    assert main(['odometry', '--robot', 'pitch_yaw_32', '--input', str(tmp_path / 'serp.csv'),
+                 '--axial-weight', '1', '--output', str(out)]) == 0
+    _, poses = read_pose_csv(out)
+    assert np.hypot(*(poses[-1, :2] - poses[0, :2])) < 0.2 * moved
+    assert 'slip residual' in capsys.readouterr().err       # and says why
+
+
+def test_odometry_warns_about_angles_outside_the_limits(tmp_path, capsys):
+    robot = load_robot('pitch_yaw_32')
+    ts = np.arange(0.0, 1.0, 0.01)
+    write_joint_csv(tmp_path / 'deg.csv', robot.joint_names, ts, np.degrees(_serpentine(robot, ts)) / 10)
+    assert main(['odometry', '--robot', 'pitch_yaw_32', '--input', str(tmp_path / 'deg.csv')]) == 0
+    assert 'outside the limits' in capsys.readouterr().err

@@ -10,56 +10,25 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
-COLCON = ROOT / '.venv-colcon' / 'bin' / 'colcon'
+from bench.ros2_workspace import ROOT, build_workspace, ros2_tools_missing, shell
 
-try:
-    import launch_ros  # noqa: F401
-    import ros2cli  # noqa: F401
-    HAVE_ROS2 = (VENV_BIN / 'ros2').exists()
-except ImportError:
-    HAVE_ROS2 = False
-
-pytestmark = [
-    pytest.mark.ros, pytest.mark.slow,
-    pytest.mark.skipif(not HAVE_ROS2, reason='the ROS 2 command-line tools are not installed (make ros2-tools '
-                                             'installs them from the shared ros2-tools folder)'),
-    pytest.mark.skipif(not COLCON.exists(), reason='colcon is not installed (.venv-colcon: make ros2-tools)'),
-]
+MISSING = ros2_tools_missing()
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=MISSING or '')]
 
 
 @pytest.fixture(scope='module')
 def workspace(tmp_path_factory):
     """The package as a ROS user has it: `colcon build` in a workspace, from the tracked files."""
-    ws = tmp_path_factory.mktemp('ws')
-    src = ws / 'src' / 'snake_control'
-    files = subprocess.run(['git', 'ls-files', '-z'], cwd=ROOT, capture_output=True, check=True).stdout
-    for name in filter(None, files.decode().split('\0')):
-        if (ROOT / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, src / name)
-    build = subprocess.run([str(COLCON), 'build', '--packages-select', 'snake_control'], cwd=ws,
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    ws = build_workspace(tmp_path_factory.mktemp('ws'))
     assert (ws / 'install' / 'snake_control' / 'lib' / 'snake_control' / 'driver_node').exists()
     return ws
-
-
-def shell(ws: Path, command: str) -> list[str]:
-    """bash -c with the workspace sourced and the project's venv first on PATH (where rclpy lives)."""
-    return ['bash', '-c', f'export PATH={shlex.quote(str(VENV_BIN))}:$PATH && '
-                          f'source {shlex.quote(str(ws / "install" / "setup.bash"))} && {command}']
 
 
 def run(ws: Path, command: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess:

@@ -233,6 +233,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     context = None
     spin = None
     previous = {}
+    truth_links = None
     with tempfile.TemporaryDirectory(prefix='snake_bringup_') as tmp:
         try:
             if args.bus == 'sim':
@@ -240,7 +241,17 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 from snake_control.dynamixel.simproc import SimBusProcess
                 from snake_control.robot import load_robot
                 baud = args.baud or load_robot(args.robot).bus.baud
-                sim = SimBusProcess(sim_bus_args(args.robot, baud, args.physics))
+                truth_links = None
+                if args.physics == 'mujoco' and record:
+                    # The plant writes its links' poses; they become the recording's truth/ tree at the end.
+                    from snake_control.physics.servo_plant import TRUTH_LINKS_ENV
+                    truth_links = Path(tmp) / 'truth_links.csv'
+                    os.environ[TRUTH_LINKS_ENV] = str(truth_links)
+                try:
+                    sim = SimBusProcess(sim_bus_args(args.robot, baud, args.physics))
+                finally:
+                    if truth_links is not None:
+                        os.environ.pop(TRUTH_LINKS_ENV, None)
                 log(f'emulated bus on {", ".join(sim.paths)} at {baud} bit/s' +
                     (f' with {args.physics} physics' if args.physics != 'none' else ''))
             result.port = ','.join(sim.paths) if sim else None      # one device per bus
@@ -265,10 +276,25 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     previous[sig] = signal.signal(sig, request_stop)
 
+            # No robot_state_publisher here: the links' transforms come from link_tf_node, or where tf2_msgs
+            # is missing (nobody can publish /tf) the recorder writes them into the file itself.
+            from snake_control.nodes.link_tf_node import tf2_msgs_available
+            has_tf = tf2_msgs_available()
+            if not has_tf:
+                log('tf2_msgs not installed: no /tf published' + ('; the recording gets /tf from the recorder'
+                                                                  if record else ''))
             if record:
                 from snake_control.nodes.recorder import Recorder
-                nodes['recorder'] = Recorder(record, context=context)
+                nodes['recorder'] = Recorder(record, context=context,
+                                             tf_robot=None if has_tf else by_name['estimator_node'].parameters['robot'])
                 executor.add_node(nodes['recorder'])
+            if has_tf:
+                from rclpy.parameter import Parameter
+
+                from snake_control.nodes.link_tf_node import LinkTfNode
+                nodes['link_tf_node'] = LinkTfNode(context=context, parameter_overrides=[
+                    Parameter('robot', value=by_name['estimator_node'].parameters['robot'])])
+                executor.add_node(nodes['link_tf_node'])
             bringup = BringupNode(args.robot, context=context)
             nodes['bringup'] = bringup
             executor.add_node(bringup)
@@ -340,8 +366,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 # No callback runs from here on, so none can touch a node being destroyed.
                 executor.shutdown(timeout_sec=5)
             # Stop the producers of motion first, the driver (torque off) last, then the bus.
-            for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'bringup',
-                         'driver_node'):
+            for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'link_tf_node',
+                         'bringup', 'driver_node'):
                 if name in nodes:
                     try:
                         _destroy(nodes.pop(name))
@@ -359,6 +385,12 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 recorder = nodes.pop('recorder')
                 result.message_counts = dict(recorder.counts)
                 _destroy(recorder)
+                if truth_links is not None and truth_links.is_file():
+                    from snake_control.app.truth import TRUTH_TOPIC, add_truth_tree
+                    try:
+                        result.message_counts[TRUTH_TOPIC] = add_truth_tree(record, truth_links, args.robot)
+                    except (OSError, ValueError) as exc:
+                        log(f'ground truth not added to {record}: {exc}')
             if context is not None:
                 context.try_shutdown()
             for sig, handler in previous.items():

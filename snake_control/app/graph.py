@@ -210,10 +210,11 @@ def default_gait_cycle(robot) -> list[str]:
 
 def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
     """estimator_node's parameters. In the MuJoCo world a pitch-yaw robot's modules slide along their
-    axis far more easily than across it (anisotropic capsule friction); the estimator's default
-    axial_weight of 1 (no axial sliding) then reads serpentine as no motion, so the graph passes the
-    weight that matches the world's friction (snake_control.physics.mjcf.matching_axial_weight,
-    (mu_axial / mu_lateral)^2, about 0.028). Real robots keep the node's default."""
+    axis far more easily than across it (anisotropic capsule friction); an axial_weight of 1 (no axial
+    sliding) would read serpentine as no motion, so the graph passes the weight that matches the world's
+    friction, whatever the world's options (snake_control.physics.mjcf.matching_axial_weight,
+    (mu_axial / mu_lateral)^2, about 0.028). Real robots take the robot YAML link.axial_weight (the
+    node default)."""
     params = {'robot': robot_path}
     if args.physics == 'mujoco' and robot.kind == 'pitch_yaw':
         from snake_control.physics.mjcf import matching_axial_weight

@@ -59,6 +59,23 @@ def gait_cycle_motion(amp1, amp2, phase, length_m, steps=2000):
     return g, alpha
 
 
+def crosses_singular_line(path_rad) -> bool:
+    """Whether a closed shape path (k, 2) of (alpha1, alpha2) in rad crosses or touches alpha1 = alpha2.
+
+    >>> import numpy as np
+    >>> t = np.linspace(0, 2 * np.pi, 50)
+    >>> crosses_singular_line(np.column_stack([np.sin(t), np.sin(t + 1.0)]))
+    True
+    >>> crosses_singular_line(np.column_stack([np.sin(t) + 2.0, np.sin(t)]))
+    False
+    """
+    import numpy as np
+
+    d = np.asarray(path_rad, dtype=float)
+    gap = d[:, 0] - d[:, 1]
+    return bool(np.any(gap == 0.0) or (gap.min() < 0.0 < gap.max()))
+
+
 def run(args) -> int:
     import matplotlib
     matplotlib.use('Agg')
@@ -119,13 +136,21 @@ def run(args) -> int:
         ax.set_ylabel(r'$\alpha_2$ (deg)')
         ax.set_title(f'connection field for {names[c]}')
         ax.legend(loc='lower right', fontsize=7)
+    # Where the path crosses alpha1 = alpha2 the wheels' constraints lock the chain: the connection is
+    # infinite there and the integral over the cycle is no motion the robot can make.
+    crosses = crosses_singular_line(path)
+    result = ('the gait crosses the singular line alpha1 = alpha2, where the wheels lock the shape: '
+              'no net motion is defined' if crosses else
+              f'per cycle x {motion[0]:+.4f} m, y {motion[1]:+.4f} m, theta {deg(motion[2]):+.3f} deg')
     fig.suptitle(f'three-link kinematic snake, L = {length:g} m; gait alpha1 = {deg(amp1):g} deg sin t, '
-                 f'alpha2 = {deg(amp2):g} deg sin(t + {deg(phase):g} deg): per cycle x {motion[0]:+.4f} m, '
-                 f'y {motion[1]:+.4f} m, theta {deg(motion[2]):+.3f} deg', fontsize=10)
+                 f'alpha2 = {deg(amp2):g} deg sin(t + {deg(phase):g} deg): {result}', fontsize=10)
     fig.tight_layout()
     fig.savefig(args.output, dpi=100)
     plt.close(fig)
-    print(f'net motion per gait cycle (middle-link frame): x {motion[0]:+.5f} m, y {motion[1]:+.5f} m, '
-          f'theta {deg(motion[2]):+.4f} deg')
+    if crosses:
+        print(f'net motion per gait cycle: not defined: {result}')
+    else:
+        print(f'net motion per gait cycle (middle-link frame): x {motion[0]:+.5f} m, y {motion[1]:+.5f} m, '
+              f'theta {deg(motion[2]):+.4f} deg')
     print(f'wrote {args.output}')
     return 0

@@ -8,17 +8,17 @@ DESCRIPTION = '''Drive pitch_yaw_32 (serpentine, a left turn, sidewinding, rolli
 4 Mbit/s coupled to MuJoCo, gait, estimator, and teleop fed by config/scripts/demo_<robot>.yaml.
 Writes OUT/demo.mcap (both sessions, one namespace per robot: /pitch_yaw_32/..., /wheeled_8/...; each
 session's /diagnostics is stored as /<robot>/diagnostics), OUT/demo_<robot>.png (true and estimated
-paths, joint-angle heatmap with gait switches, loop timing) and OUT/models.png (the robot models), copies
-the pictures to docs/ (source checkout), and prints a summary: distance, estimator error, loop rate
-against the bus limit, commanded against achieved speed, faults.'''
+paths, joint-angle heatmap with gait switches, loop timing) and OUT/models.png (the robot models), and
+prints a summary: distance, estimator error, loop rate against the bus limit, commanded against achieved
+speed, faults. It writes nothing outside OUT; --update-docs refreshes the README's pictures in docs/.'''
 
 
 def add_arguments(parser):
     parser.add_argument('--out', default='out', type=options.output_dir, help='output folder (default: out)')
     parser.add_argument('--quick', action='store_true',
                         help='wheeled_8 only, the first 10 s of its script (a smoke test)')
-    parser.add_argument('--no-docs', action='store_true',
-                        help='do not copy the pictures to docs/ (default: copy them in a source checkout)')
+    parser.add_argument('--update-docs', action='store_true',
+                        help='also copy the pictures to docs/ of this source checkout (the README shows them)')
 
 
 def draw_models(out_dir):
@@ -62,14 +62,19 @@ def draw_models(out_dir):
 
 
 def run(args) -> int:
+    import sys
+
     from snake_control.app.demo import run_demo
     from snake_control.paths import share_dir
 
     docs = None
-    if not args.no_docs and not args.quick:
+    if args.update_docs:
         root = share_dir()
-        if (root / 'README.md').is_file():      # a source checkout: the README shows docs/demo_*.png
-            docs = root / 'docs'
+        if args.quick or not (root / 'README.md').is_file():
+            print('snake demo: error: --update-docs needs the full demo (no --quick) in a source checkout',
+                  file=sys.stderr)
+            return 2
+        docs = root / 'docs'
     summaries = run_demo(args.out, quick=args.quick, docs_dir=docs)
     print(f'wrote {draw_models(args.out)}')
     missed = [s.robot for s in summaries if s.missed_rate()]

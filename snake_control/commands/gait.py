@@ -35,12 +35,13 @@ def add_arguments(parser):
                              'default: half a gait cycle per second')
     parser.add_argument('--turn', type=float, default=0.0, help='angular.z command in rad/s (default 0)')
     parser.add_argument('--csv', type=options.output_file, help='write the joint trajectory to this CSV file')
-    parser.add_argument('--plot', type=options.output_file, help='write a plot (joint heatmap and 3D backbone) to this image file')
+    parser.add_argument('--plot', type=options.output_file, help='write a plot (joint heatmap and the backbone: from above for planar robots, 3D otherwise) to this image file')
     parser.add_argument('--torques', action='store_true',
                         help='estimate the joint torques the gait needs (robot on the ground, seed 001 '
                              'dynamics) and compare peak and RMS with the servo stall torque')
     parser.add_argument('--torque-fraction', type=float, default=0.8, metavar='F',
-                        help='warn about joints above this fraction of the stall torque (default 0.8)')
+                        help='joints above this fraction of the stall torque fail the check: exit code 1 '
+                             '(default 0.8)')
 
 
 def _parse_sets(items):
@@ -106,7 +107,9 @@ def plot(path, robot, name, params, t, q, phases, instants=4) -> None:
     ax.set_ylabel('joint (0 = tail)')
     ax.set_title(f'{name} on {robot.name}: joint angles')
     fig.colorbar(im, ax=ax, label='rad')
-    ax3 = fig.add_subplot(1, 2, 2, projection='3d')
+    planar = robot.kind == 'planar'
+    # A planar robot never leaves the floor: draw it from above, without a made-up height.
+    ax3 = fig.add_subplot(1, 2, 2) if planar else fig.add_subplot(1, 2, 2, projection='3d')
     span_hint = 0.25 * robot.n_links * robot.link_length_m
     picks = np.linspace(0, len(t) - 1, instants).round().astype(int)
     lo, hi = np.full(3, np.inf), np.full(3, -np.inf)
@@ -120,7 +123,12 @@ def plot(path, robot, name, params, t, q, phases, instants=4) -> None:
         if vt[0] @ (pts[-1] - pts[0]) < 0:
             vt[0] *= -1
         vt[2] = np.cross(vt[0], vt[1])
-        place = lambda p: (p - centre) @ vt.T + np.array([0.0, 0.0, -0.5 * k * span_hint])  # noqa: E731
+        if planar:      # keep the floor's normal as z: the top view is the x-y plane of the body
+            heading = np.arctan2(vt[0, 1], vt[0, 0])
+            vt = np.array([[np.cos(heading), np.sin(heading), 0.0], [-np.sin(heading), np.cos(heading), 0.0],
+                           [0.0, 0.0, 1.0]])
+        offset = np.array([0.0, -0.5 * k * span_hint, 0.0]) if planar else np.array([0.0, 0.0, -0.5 * k * span_hint])
+        place = lambda p: (p - centre) @ vt.T + offset  # noqa: E731
         chain = place(pts)
         if shape.spec.family == 'mcc':
             # the target curve at this instant's phase, aligned onto the chain's joints
@@ -129,16 +137,22 @@ def plot(path, robot, name, params, t, q, phases, instants=4) -> None:
             s_fine = np.linspace(s[0], s[-1], 8 * len(s) - 7)
             c = backbone.curve_points(curve, s_fine, 16)
             r, tr = backbone.kabsch_align(c[::8], joints)
-            ax3.plot(*place(c @ r.T + tr).T, '-', color='0.6', lw=4, alpha=0.6,
+            ax3.plot(*place(c @ r.T + tr).T[:2 if planar else 3], '-', color='0.6', lw=4, alpha=0.6,
                      label='target curve' if k == 0 else None)
-        ax3.plot(*chain.T, '-o', ms=2, lw=1.2, label=f'chain t = {t[i]:.2f} s')
+        ax3.plot(*chain.T[:2 if planar else 3], '-o', ms=2, lw=1.2, label=f'chain t = {t[i]:.2f} s')
         lo, hi = np.minimum(lo, chain.min(0)), np.maximum(hi, chain.max(0))
-    ax3.set_box_aspect(np.maximum(hi - lo, 1e-3))
-    ax3.set_title('backbone in its principal axes (chain FK'
-                  + ('; grey: target curve)' if shape.spec.family == 'mcc' else ')'))
-    ax3.set_xlabel('x (m)')
-    ax3.set_ylabel('y (m)')
-    ax3.set_zlabel('z (m)')
+    ax3.set_title(('backbone from above, ' if planar else 'backbone ') + 'in its principal axes (chain FK'
+                  + ('; grey: target curve)' if shape.spec.family == 'mcc' else ')')
+                  + ('; instants stacked in y' if planar else '; instants stacked in z'), fontsize=10)
+    ax3.set_xlabel('x (m), along the body toward the head')
+    ax3.set_ylabel('y (m), left of the body')
+    if planar:
+        ax3.set_aspect('equal', adjustable='datalim')
+        ax3.grid(alpha=0.3)
+    else:
+        ax3.set_box_aspect(np.maximum(hi - lo, 1e-3))
+        ax3.set_zlabel('z (m), up from the body')
+        ax3.tick_params(labelsize=7)
     ax3.legend(fontsize=7, loc='upper left')
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -191,15 +205,18 @@ def run(args) -> int:
         print(f'fit error against the backbone curve: RMS {1e3 * fit["rms_m"]:.3f} mm '
               f'(worst phase {1e3 * fit["max_rms_m"]:.3f} mm; angles beyond joint limits by up to '
               f'{fit["limit_excess_rad"]:.3f} rad)')
+    over_torque = False
     if args.torques:
         from snake_control.dynamics.torques import gait_torque_report
         report = gait_torque_report(robot, t, q, args.torque_fraction, phase_rad=res.phases_rad)
         print(report.table())
         print(('' if report.ok else 'warning: ') + report.message)
+        over_torque = not report.ok
     if args.csv:
         write_csv(args.csv, robot, t, q)
         print(f'wrote {args.csv}')
     if args.plot:
         plot(args.plot, robot, args.gait, params, t, q, res.phases_rad)
         print(f'wrote {args.plot}')
-    return 0
+    # Like `snake torques`: a script can refuse a gait that overloads the servos (files still written).
+    return 1 if over_torque else 0

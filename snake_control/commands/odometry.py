@@ -27,9 +27,10 @@ def add_arguments(parser):
                              "(default: middle for planar robots, chassis for pitch-yaw robots)")
     parser.add_argument('--topic', default=None,
                         help='JointState topic in an .mcap (default: the one named joint_states)')
-    parser.add_argument('--axial-weight', type=float, default=1.0,
-                        help='pitch-yaw robots: weight of the no-slip condition along each module '
-                             '(0..1; default 1)')
+    parser.add_argument('--axial-weight', type=float, default=None,
+                        help='pitch-yaw robots: weight of the no-slip condition along each module, '
+                             '(axial / lateral skin friction)^2 (0..1; default: the robot YAML\'s '
+                             'link.axial_weight)')
 
 
 def _body_frame(text):
@@ -62,6 +63,19 @@ def run(args) -> int:
     times, poses = np.array(times), np.array(poses)
     steps = np.linalg.norm(np.diff(poses[:, :3], axis=0), axis=1)
     final = est.state
+    import sys
+    outside = np.any((traj.positions_rad < robot.lower_rad - 0.05) | (traj.positions_rad > robot.upper_rad + 0.05),
+                     axis=1)
+    if outside.any():
+        print(f'warning: {int(outside.sum())} of {len(outside)} samples have joint angles outside the limits of '
+              f'{robot.name} (another robot, or degrees for radians?): the estimate is not meaningful there',
+              file=sys.stderr)
+    duration = times[-1] - times[0] if len(times) > 1 else 0.0
+    speed = steps.sum() / duration if duration > 0 else 0.0
+    if robot.kind == 'pitch_yaw' and len(slips) and np.mean(slips) > max(speed, 1e-3):
+        print(f'warning: slip residual ({np.mean(slips):.3g} m/s) exceeds the estimated speed ({speed:.3g} m/s): '
+              f'the contact model does not explain this motion; axial weight {est.axial_weight:g} '
+              f'(--axial-weight, robot YAML link.axial_weight) may not match the skin', file=sys.stderr)
     print(f'robot {robot.name} ({robot.kind}), body frame {est.body_frame}, {len(times)} samples over '
           f'{times[-1] - times[0]:.3f} s' + (f', {est.skipped} stale stamps skipped' if est.skipped else ''))
     net = np.linalg.norm(poses[-1, :3] - poses[0, :3])

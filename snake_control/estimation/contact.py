@@ -35,9 +35,22 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, regularised_normal_solve,
                                                  symmetric_eigh)
-from snake_control.kinematics.lie import hat3, so3_log
+from snake_control.kinematics.lie import hat3, hat_batch, so3_log
 
 _EYE3 = np.eye(3)
+
+_KERNELS = []
+
+
+def compiled():
+    """The compiled kernels module (snake_control.estimation.kernels) or None without numba.
+
+    Imported on first use: numba takes about a second to import, which planar robots and tools that never
+    run a pitch-yaw estimate should not pay."""
+    if not _KERNELS:
+        from snake_control.estimation import kernels
+        _KERNELS.append(kernels if kernels.AVAILABLE else None)
+    return _KERNELS[0]
 
 
 _X, _Y, _Z = np.eye(3)
@@ -98,6 +111,13 @@ def chain_poses(angles_rad, axes, link_lengths_m):
     if angles.ndim != 1 or axes.shape != (n, 3) or lengths.shape != (n + 1,):
         raise ValueError(f'angles_rad (n,), axes (n, 3) and link_lengths_m (n + 1,) expected, got '
                          f'{angles.shape}, {axes.shape}, {lengths.shape}')
+    kern = compiled()
+    if kern is not None:
+        rot = np.empty((n + 1, 3, 3))
+        centres = np.empty((n + 1, 3))
+        kern.chain_poses_kernel(np.ascontiguousarray(angles), np.ascontiguousarray(axes),
+                                np.ascontiguousarray(lengths), rot, centres)
+        return rot, centres
     k, k2 = _axis_matrices(axes)
     rel = _EYE3 + np.sin(angles)[:, None, None] * k + (1.0 - np.cos(angles))[:, None, None] * k2
     # Running product R_k = rel_0 ... rel_{k-1} as a log-depth (Hillis-Steele) scan of batched 3x3
@@ -229,6 +249,13 @@ def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: floa
     if guess.shape != (3,):
         raise ValueError(f'down_guess must have shape (3,), got {guess.shape}')
     guess = guess / math.sqrt(guess @ guess)
+    kern = compiled()
+    if kern is not None:
+        down = np.empty(3)
+        if not kern.support_plane_kernel(np.ascontiguousarray(p), guess, int(candidates), math.cos(max_tilt_rad),
+                                         float(tolerance_m), down):
+            return None
+        return down, float((p @ down).max())
     k = min(candidates, p.shape[0])
     cand = p[np.argpartition(p @ guess, p.shape[0] - k)[-k:]] if k < p.shape[0] else p
     tri = cand[_triples(k)]                                        # (3, T, 3) corners
@@ -313,6 +340,60 @@ class ContactStep:
     singular: bool
 
 
+def _contact_rows(q0, rot0, q1, rot1, idx, down, radius_m, axial_weight, half_length_m, sw):
+    """The weighted no-slip rows (m, 3, 6) and right-hand sides (m, 3) of contact_step (numpy reference of
+    kernels.contact_rows_kernel); sw (m,) square roots of the weights or None."""
+    qm = 0.5 * (q0[idx] + q1[idx])
+    dq = q1[idx] - q0[idx]
+    r0, r1 = np.asarray(rot0)[idx], np.asarray(rot1)[idx]
+    rel = r1 @ r0.transpose(0, 2, 1)                        # rotation increment in chassis coordinates
+    skew = 0.5 * (rel[:, _SKEW_I, _SKEW_J] - rel[:, _SKEW_J, _SKEW_I])   # sin(angle) * axis
+    sin2 = np.einsum('ka,ka->k', skew, skew)
+    if sin2.max() < 0.0025 and np.trace(rel, axis1=1, axis2=2).min() > 1.0:
+        # Every increment under 0.05 rad (the usual case per message): angle / sin(angle) by its series
+        # arcsin(s) / s = 1 + s^2 / 6 + 3 s^4 / 40, relative error below 1e-7.
+        dtheta = skew * (1.0 + sin2 * (1.0 / 6.0 + 0.075 * sin2))[:, None]
+    else:
+        sin_t = np.sqrt(sin2)
+        ang = np.arctan2(sin_t, np.clip(0.5 * (np.trace(rel, axis1=1, axis2=2) - 1.0), -1.0, 1.0))
+        dtheta = skew * np.where(sin_t > 1e-12, ang / np.maximum(sin_t, 1e-300), 1.0)[:, None]
+        for i in np.flatnonzero(ang > 3.0):     # near pi the skew part loses the axis: use the robust log
+            dtheta[i] = so3_log(rel[i])
+    # The contact point lies one radius below the module centre: c = q + rho d with d pointing down.
+    # (docs/estimation.md writes c = q - rho d; with d the *down* vector that point would be on top of the
+    # module and rolling would move the wrong way: a cylinder spinning by +w about x rolls toward -y.)
+    c = qm + radius_m * down
+    # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
+    # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d); row-wise a x d = a hat(d).
+    b = dtheta @ (-radius_m * hat3(down)) - dq
+    m = qm.shape[0]
+    gamma = 1.0 - axial_weight
+    if gamma > 0.0 or half_length_m > 0.0:
+        axis = r0[:, :, 0] + r1[:, :, 0]                      # module axes at mid-step
+        axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]
+    if half_length_m > 0.0:
+        reach = np.minimum(np.maximum(axis @ down * (1.0 / TILT_FULL_CONTACT), -1.0), 1.0)
+        end = axis * (half_length_m * reach)[:, None]
+        c += end
+        b -= _cross(dtheta, end)
+    # The weighted rows, built once and used for the normal equations and the residual alike: the weight
+    # W_i = w_i (I - gamma a_i a_i^T) (axial sliding weighted by axial_weight = 1 - gamma) is the square
+    # of sqrt(w_i) P_i with P_i = I - k a_i a_i^T, k = 1 - sqrt(axial_weight); P_i A_i = A_i - k a_i u_i^T
+    # with u_i = A_i^T a_i = (a_i, c_i x a_i), the Pluecker coordinates of the module axis.
+    rows = np.empty((m, 3, 6))
+    rows[:, :, :3] = _EYE3
+    rows[:, :, 3:] = hat_batch(-c)
+    if gamma > 0.0:
+        k = 1.0 - math.sqrt(axial_weight)
+        ka = k * axis
+        rows -= ka[:, :, None] * np.einsum('ka,kab->kb', axis, rows)[:, None, :]
+        b -= ka * np.einsum('ka,ka->k', axis, b)[:, None]
+    if sw is not None:
+        rows *= sw[:, None, None]
+        b *= sw[:, None]
+    return rows, b
+
+
 def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=None,
                  axial_weight: float = 1.0, rotation_increment=None, length_scale_m: float = 1.0,
                  singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD, hold=None,
@@ -340,63 +421,9 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
     down = np.asarray(down, dtype=float)
     mask = np.asarray(contacts, dtype=bool)
-    all_contacts = bool(mask.all())
-    idx = slice(None) if all_contacts else np.flatnonzero(mask)
-    qm = 0.5 * (q0[idx] + q1[idx])
-    dq = q1[idx] - q0[idx]
-    r0, r1 = np.asarray(rot0)[idx], np.asarray(rot1)[idx]
-    rel = r1 @ r0.transpose(0, 2, 1)                        # rotation increment in chassis coordinates
-    skew = 0.5 * (rel[:, _SKEW_I, _SKEW_J] - rel[:, _SKEW_J, _SKEW_I])   # sin(angle) * axis
-    sin2 = np.einsum('ka,ka->k', skew, skew)
-    if sin2.max() < 0.0025 and np.trace(rel, axis1=1, axis2=2).min() > 1.0:
-        # Every increment under 0.05 rad (the usual case per message): angle / sin(angle) by its series
-        # arcsin(s) / s = 1 + s^2 / 6 + 3 s^4 / 40, relative error below 1e-7.
-        dtheta = skew * (1.0 + sin2 * (1.0 / 6.0 + 0.075 * sin2))[:, None]
-    else:
-        sin_t = np.sqrt(sin2)
-        ang = np.arctan2(sin_t, np.clip(0.5 * (np.trace(rel, axis1=1, axis2=2) - 1.0), -1.0, 1.0))
-        dtheta = skew * np.where(sin_t > 1e-12, ang / np.maximum(sin_t, 1e-300), 1.0)[:, None]
-        for i in np.flatnonzero(ang > 3.0):     # near pi the skew part loses the axis: use the robust log
-            dtheta[i] = so3_log(rel[i])
-    # The contact point lies one radius below the module centre: c = q + rho d with d pointing down.
-    # (docs/estimation.md writes c = q - rho d; with d the *down* vector that point would be on top of the
-    # module and rolling would move the wrong way: a cylinder spinning by +w about x rolls toward -y.)
-    c = qm + radius_m * down
-    # Unknowns x = (dv, dw); contact i demands A_i x = b_i with A_i = [I, -hat(c_i)] and
-    # b_i = -dq_i - rho dtheta_i x d  (from dtheta x (c - q) with c - q = rho d); row-wise a x d = a hat(d).
-    b = dtheta @ (-radius_m * hat3(down)) - dq
-    gamma = 1.0 - axial_weight
-    if gamma > 0.0 or half_length_m > 0.0:
-        axis = r0[:, :, 0] + r1[:, :, 0]                      # module axes at mid-step
-        axis /= np.sqrt(np.einsum('ka,ka->k', axis, axis))[:, None]
-    if half_length_m > 0.0:
-        reach = np.minimum(np.maximum(axis @ down * (1.0 / TILT_FULL_CONTACT), -1.0), 1.0)
-        end = axis * (half_length_m * reach)[:, None]
-        c += end
-        b -= _cross(dtheta, end)
-    m = qm.shape[0]
-    w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)[idx]
-    # Normal equations written out: A_i^T A_i = [[I, -hat c], [hat c, |c|^2 I - c c^T]], A_i^T b = (b, c x b).
-    # An axial weight W_i = w_i (I - gamma a_i a_i^T) subtracts gamma w_i u_i u_i^T with
-    # u_i = (a_i, c_i x a_i), the Pluecker coordinates of the module axis through the contact.
-    cw = c if weights is None else c * w[:, None]
-    normal = np.zeros((6, 6))
-    normal[_DIAG3] = w.sum()
-    hc = hat3(cw.sum(axis=0))
-    normal[:3, 3:] = -hc
-    normal[3:, :3] = hc
-    cc = cw.T @ c
-    normal[3:, 3:] = _EYE3 * (cc[0, 0] + cc[1, 1] + cc[2, 2]) - cc
-    atb = np.empty(6)
-    atb[:3] = w @ b
-    cb = cw.T @ b                  # sum_i w c_i b_i^T; its skew part is sum_i w c_i x b_i
-    atb[3:] = (cb[1, 2] - cb[2, 1], cb[2, 0] - cb[0, 2], cb[0, 1] - cb[1, 0])
-    if gamma > 0.0:
-        u = np.concatenate([axis, _cross(c, axis)], axis=1)             # (m, 6)
-        gw = gamma * w
-        normal -= (u * gw[:, None]).T @ u
-        atb -= u.T @ (gw * np.einsum('ka,ka->k', axis, b))
-    scale = np.array([1.0, 1.0, 1.0, 1.0 / length_scale_m, 1.0 / length_scale_m, 1.0 / length_scale_m])
+    idx = np.flatnonzero(mask)
+    m = idx.shape[0]
+    scale = _column_scale(length_scale_m)
     if m == 0:
         disp = np.zeros(6)
         if rotation_increment is not None:
@@ -404,40 +431,66 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         ninv = np.diag(scale ** 2) / (1e-2 * singular_threshold) ** 2
         return ContactStep(disp, ninv, np.zeros((q0.shape[0], 3)), 0, 6 if rotation_increment is None else 3,
                            0.0, True)
+    rows = b = None
+    kern = compiled()
+    k_axial = 1.0 - math.sqrt(axial_weight)
+    sw = np.ones(m) if weights is None else np.sqrt(np.asarray(weights, dtype=float)[idx])
+    if kern is not None:
+        rows, b = np.empty((m, 3, 6)), np.empty((m, 3))
+        if not kern.contact_rows_kernel(np.ascontiguousarray(q0), np.ascontiguousarray(rot0, dtype=float),
+                                        np.ascontiguousarray(q1), np.ascontiguousarray(rot1, dtype=float), idx, down, float(radius_m),
+                                        k_axial, float(half_length_m), sw, rows, b):
+            rows = None       # a module turned by nearly pi: the numpy path has the robust logarithm
+    if rows is None:
+        rows, b = _contact_rows(q0, rot0, q1, rot1, idx, down, radius_m, axial_weight, half_length_m,
+                                None if weights is None else sw)
+    a = rows.reshape(3 * m, 6)
+    rhs = b.reshape(3 * m)
     if rotation_increment is None and tilt_increment is not None:
-        # x = t y + x0 with y = (dv, yaw about down), x0 = (0, tilt): a 4-unknown least squares.
-        x0 = np.zeros(6)
-        x0[3:] = tilt_increment
-        t = np.zeros((6, 4))
-        t[:3, :3] = _EYE3
-        t[3:, 3] = down
-        normal4 = t.T @ normal @ t
+        # x = (dv, tilt + yaw down): a 4-unknown least squares for y = (dv, yaw about down).
+        tilt = np.asarray(tilt_increment, dtype=float)
+        a4 = np.empty((3 * m, 4))
+        a4[:, :3] = a[:, :3]
+        a4[:, 3] = a[:, 3:] @ down
+        normal4 = a4.T @ a4
         reg, ninv4, rank, smin, singular = regularised_normal_solve(normal4, scale[:4], singular_threshold)
-        hold4 = None if hold is None else np.concatenate([hold[:3], [hold[3:] @ down]])
-        disp = t @ reg.solve(t.T @ (atb - normal @ x0), hold4) + x0
+        hold4 = None if hold is None else np.array([hold[0], hold[1], hold[2], hold[3:] @ down])
+        y = reg.solve(a4.T @ (rhs - a[:, 3:] @ tilt), hold4)
+        disp = np.empty(6)
+        disp[:3] = y[:3]
+        disp[3:] = tilt + y[3] * down
+        t = np.zeros((6, 4))
+        t[_DIAG3] = 1.0
+        t[3:, 3] = down
         ninv = t @ ninv4 @ t.T
         needed = 4
-        rotation_increment = disp[3:]      # for the residual below; the solve is done
-        dw = None
     elif rotation_increment is not None:
         dw = np.asarray(rotation_increment, dtype=float)
-        reg, ninv3, rank, smin, singular = regularised_normal_solve(normal[:3, :3], scale[:3],
-                                                                    singular_threshold)
-        dv = reg.solve(atb[:3] - normal[:3, 3:] @ dw, None if hold is None else hold[:3])
+        av = a[:, :3]
+        reg, ninv3, rank, smin, singular = regularised_normal_solve(av.T @ av, scale[:3], singular_threshold)
+        dv = reg.solve(av.T @ (rhs - a[:, 3:] @ dw), None if hold is None else hold[:3])
         disp = np.concatenate([dv, dw])
         ninv = np.zeros((6, 6))
         ninv[:3, :3] = ninv3
         needed = 3
-    if rotation_increment is None:
-        reg, ninv, rank, smin, singular = regularised_normal_solve(normal, scale, singular_threshold)
-        disp = reg.solve(atb, hold)
+    else:
+        reg, ninv, rank, smin, singular = regularised_normal_solve(a.T @ a, scale, singular_threshold)
+        disp = reg.solve(a.T @ rhs, hold)
         needed = 6
-    # Slip as weighted for the fit: axial slip counts only as much as axial_weight allows.
-    err = c @ hat3(disp[3:]).T + (disp[:3] - b)
-    if gamma > 0.0:
-        err = err - (1.0 - np.sqrt(axial_weight)) * np.einsum('ka,ka->k', axis, err)[:, None] * axis
-    if weights is not None:
-        err = err * np.sqrt(w)[:, None]
+    # Slip as weighted for the fit (axial slip counts only as much as axial_weight allows): the rows' misfit.
     resid = np.zeros((q0.shape[0], 3))
-    resid[idx] = err
+    resid[idx] = (a @ disp - rhs).reshape(m, 3)
     return ContactStep(disp, ninv, resid, rank, needed, smin, singular)
+
+
+_SCALES = {}
+
+
+def _column_scale(length_scale_m: float) -> np.ndarray:
+    """(1, 1, 1, 1/L, 1/L, 1/L): makes rotations comparable with translations; cached per length."""
+    scale = _SCALES.get(length_scale_m)
+    if scale is None:
+        if len(_SCALES) > 64:
+            _SCALES.clear()
+        scale = _SCALES[length_scale_m] = np.array([1.0, 1.0, 1.0] + [1.0 / length_scale_m] * 3)
+    return scale

@@ -14,7 +14,7 @@ One stateful class serves the ROS node (snake_control/nodes/estimator_node.py) a
 API
 ---
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
-slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=1.0,
+slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=None,
 singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
@@ -36,7 +36,8 @@ singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, g
   along the path with the adjoint.
 - contact_enter_m, contact_exit_m: pitch-yaw contact hysteresis (height above the lowest module;
   defaults radius / 2 and radius). axial_weight: weight of the no-slip condition along each module's
-  axis (1: no slip at all; 0: modules may slide lengthwise, like wheels).
+  axis (1: no slip at all; 0: modules may slide lengthwise, like wheels); None (default) takes the
+  robot YAML's ``link.axial_weight``, the skin's (axial / lateral friction)^2.
 - flat_ground (pitch-yaw): the contact modules rest on the plane z = 0 of odom: after each step the
   chassis height, roll and pitch are corrected so that they do (this removes the drift of the
   unobserved vertical motion; switch off on uneven ground).
@@ -87,7 +88,7 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
-from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, contact_step,
+from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
                                               resting_down, support_plane, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
                                           se2_adjoint, se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse,
@@ -161,7 +162,7 @@ class Estimator:
     def __init__(self, robot, body_frame=None, *, weights=None, initial_pose=None,
                  slip_std_m_s: float = 0.01, slip_correlation_s: float = 0.1, imu_link: int = 0,
                  contact_enter_m: float | None = None, contact_exit_m: float | None = None,
-                 axial_weight: float = 1.0, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
+                 axial_weight: float | None = None, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
                  hold_time_s: float = 1.0, flat_ground: bool = True, contact_ends: bool = True,
                  ground_plane: bool = True):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
@@ -181,6 +182,8 @@ class Estimator:
             if weights.shape != (n_links,) or np.any(weights < 0) or not np.all(np.isfinite(weights)):
                 raise ValueError(f'weights must be ({n_links},) non-negative and finite, got {weights}')
         self.weights = weights
+        if axial_weight is None:
+            axial_weight = robot.axial_weight
         if not 0.0 <= axial_weight <= 1.0:
             raise ValueError(f'axial_weight must be in [0, 1], got {axial_weight}')
         if not 0 <= int(imu_link) < n_links:
@@ -409,8 +412,13 @@ class Estimator:
     def _geometry(self, q, previous_rot, up_tail):
         rot_t, cen_t = chain_poses(q, self.axes, self.lengths)
         r_tc, o_tc, held, _ = virtual_chassis(cen_t, previous_rot, up_tail)
-        qc = (cen_t - o_tc) @ r_tc                            # module centres in the chassis frame
-        rc = r_tc.T @ rot_t                                   # module rotations in the chassis frame
+        kern = compiled()
+        if kern is not None:
+            qc, rc = np.empty_like(cen_t), np.empty_like(rot_t)
+            kern.to_frame_kernel(rot_t, cen_t, r_tc, o_tc, rc, qc)
+        else:
+            qc = (cen_t - o_tc) @ r_tc                        # module centres in the chassis frame
+            rc = r_tc.T @ rot_t                               # module rotations in the chassis frame
         return {'r_tc': r_tc, 'o_tc': o_tc, 'q': qc, 'rot': rc, 'held': held}
 
     def _body_offset(self, geom) -> np.ndarray:
@@ -474,10 +482,15 @@ class Estimator:
             tilt = axis * (math.atan2(sin_a, float(down @ self._plane_down)) / sin_a) if sin_a > 1e-12 \
                 else np.zeros(3)
         self._plane_down = None if plane is None else down
-        heights = -(geom['q'] @ down)
-        if self.half_length:
-            # A tilted capsule's lowest point is its lower end.
-            heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
+        kern = compiled()
+        if kern is not None:
+            heights = np.empty(n_links)
+            kern.heights_kernel(geom['q'], geom['rot'], down, self.half_length, heights)
+        else:
+            heights = -(geom['q'] @ down)
+            if self.half_length:
+                # A tilted capsule's lowest point is its lower end.
+                heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
         contacts = self.selector.update(heights)
         rot_inc = None
         if rate is not None:
@@ -489,17 +502,6 @@ class Estimator:
                             self.singular_threshold, self._held_twist(q - self._q, dt) * dt,
                             self.half_length, tilt)
         self._xi_last = step.displacement / dt
-        exp_step = se3_exp_fast(step.displacement)
-        gc = self._gc @ exp_step
-        if r_imu is not None:
-            gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
-        elif self.updates % 50 == 0:
-            gc[:3, :3] = orthonormalize(gc[:3, :3])
-        if plane is not None:
-            gc = _rest_on_plane(gc, plane[0], geom['q'][contacts], self.radius)
-        elif self.flat_ground:
-            gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
-        self._gc = gc
         slip = np.sqrt(np.einsum('ka,ka->k', step.residual, step.residual)) / dt
         n_contacts = int(np.count_nonzero(contacts))
         # Residuals are already weighted (zero off contact): the weighted sum of squares is their sum.
@@ -507,14 +509,35 @@ class Estimator:
         cov_xi = sigma2 * step.normal_inverse
         if rot_inc is not None:
             cov_xi[3:, 3:] = np.eye(3) * 1e-6
-        ad = _adjoint_of_inverse(exp_step)
-        self._p3 = ad @ self._p3 @ ad.T + dt * max(dt, self.tau) * cov_xi
-        prev_body = self._body_offset(g0)
-        body = self._body_offset(geom)
+        if kern is not None:
+            gc, p3 = np.empty((4, 4)), np.empty((6, 6))
+            kern.se3_step_kernel(self._gc, step.displacement, self._p3, dt * max(dt, self.tau) * cov_xi, gc, p3)
+            self._p3 = p3
+            exp_step = None if self.body_link is None else se3_exp_fast(step.displacement)
+        else:
+            exp_step = se3_exp_fast(step.displacement)
+            gc = self._gc @ exp_step
+            ad = _adjoint_of_inverse(exp_step)
+            self._p3 = ad @ self._p3 @ ad.T + dt * max(dt, self.tau) * cov_xi
+        if r_imu is not None:
+            gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
+        elif self.updates % 50 == 0:
+            gc[:3, :3] = orthonormalize(gc[:3, :3])
+        if plane is not None and kern is not None:
+            out = np.empty((4, 4))
+            kern.rest_on_plane_kernel(gc, plane[0], geom['q'], contacts, self.radius, out)
+            gc = out
+        elif plane is not None:
+            gc = _rest_on_plane(gc, plane[0], geom['q'][contacts], self.radius)
+        elif self.flat_ground:
+            gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
+        self._gc = gc
         if self.body_link is None:
             twist = step.displacement / dt
             tcov = cov_xi
         else:
+            prev_body = self._body_offset(g0)
+            body = self._body_offset(geom)
             twist = se3_log(se3_inverse(prev_body) @ exp_step @ body) / dt
             adb = se3_adjoint(se3_inverse(body))
             tcov = adb @ cov_xi @ adb.T

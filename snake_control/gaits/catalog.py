@@ -22,7 +22,7 @@ a positive forward command moves serpentine, lateral and vertical undulation and
 toward the head; a positive lateral command moves sidewinding, conical and AEH-sidewinding, rolling,
 serpenoid rolling and helix rolling to the robot's left (+y); a positive angular.z turns serpentine,
 the undulations, the wheeled gaits and turn_in_place counter-clockwise. Two defaults carry the sign:
-AEH-sidewinding's helix is left-handed (a = -1; a right-handed one sidewinds the other way) and
+AEH-sidewinding's helix is left-handed (a < 0; a right-handed one sidewinds the other way) and
 serpenoid rolling lags yaw behind pitch (delta = -pi/2, the rotation sense of MCC rolling).
 """
 from __future__ import annotations
@@ -155,9 +155,11 @@ HELIX_ROLLING = GaitSpec(
 S_CRAWLER = GaitSpec(
     's_crawler', 'mcc', ('pitch_yaw',), 'forward',
     (Param('L', 'm', _l(26.0), 'length of one crawler cycle of the curve', 1e-3, 1e3, '26 l'),
-     Param('B1_pi_per_L', 'pi/L', 4.8, 'curvature amplitude B1 in units of pi/L (used when lambda = 0)',
+     # B1 = 2, B2 = 1 (pi/L): the seed's 4.8 and 2.5 bend 16 joints of pitch_yaw_32 past their limits
+     # and ask 135 % of the stall torque.
+     Param('B1_pi_per_L', 'pi/L', 2.0, 'curvature amplitude B1 in units of pi/L (used when lambda = 0)',
             -100, 100),
-     Param('B2_pi_per_L', 'pi/L', 2.5, 'torsion amplitude B2 in units of pi/L', -100, 100),
+     Param('B2_pi_per_L', 'pi/L', 1.0, 'torsion amplitude B2 in units of pi/L', -100, 100),
      Param('lam', '1', 0.0, 'share of the cycle that is (nearly) straight, 0 <= lambda < 1; lambda > 0 '
            'sets B1 = (4 pi / L) lambda pi / sin(lambda pi)', 0.0, 0.95),
      _PSI0,
@@ -168,10 +170,11 @@ S_CRAWLER = GaitSpec(
 
 AEH_SIDEWINDING = GaitSpec(
     'aeh_sidewinding', 'mcc', ('pitch_yaw',), 'lateral',
-    (Param('a', '1', -1.0, 'helix slope dz/ds of the approximate elliptic helix (tau = a kappa); its sign is '
+    # a = -0.5, eta = 0.8: the seed's a = -1, eta = 0.95 lift longer arches, 110 % of the stall torque.
+    (Param('a', '1', -0.5, 'helix slope dz/ds of the approximate elliptic helix (tau = a kappa); its sign is '
            'the handedness, which sets the direction of travel: a < 0 sidewinds to the left (+y) for a '
            'positive lateral command', -20, 20),
-     Param('eta', '1', 0.95, 'ellipse adjustment 0..1 (0: circular helix)', 0.0, 1.0),
+     Param('eta', '1', 0.8, 'ellipse adjustment 0..1 (0: circular helix)', 0.0, 1.0),
      Param('Ls', 'm', _l(14.0), 'curve length of one turn', 1e-3, 1e3, '14 l'),
      Param('phi1', 'rad', 0.0, 'phase of the curvature modulation', -10 * PI, 10 * PI),
      _PSI0,
@@ -206,7 +209,9 @@ LATERAL_UNDULATION = GaitSpec(
 
 VERTICAL_UNDULATION = GaitSpec(
     'vertical_undulation', 'serpenoid', ('pitch_yaw',), 'forward',
-    _serp_params(0.0, 0.5, 0.4, 0.0, stride=_stride('m', _l(4.0), '4 l')),
+    # w_s = 0.8: a lifted half-wave of four modules; at 0.4 the joints held eight and asked twice the
+    # stall torque (dynamics.gait_check).
+    _serp_params(0.0, 0.5, 0.8, 0.0, stride=_stride('m', _l(4.0), '4 l')),
     'compound serpenoid, pitch wave only (linear progression); steers through beta_yaw',
     turn_param='beta_yaw', turn_gain=0.2, turn_max=0.35)
 
@@ -218,7 +223,8 @@ VERTICAL_UNDULATION = GaitSpec(
 # body moved and drifted forward and turned 100 degrees in 20 s.
 SIDEWINDING = GaitSpec(
     'sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',
-    _serp_params(0.4, 0.3, 0.4, PI / 2),
+    # w_s = 0.6: at 0.4 the longer lifted runs asked 113 % of the stall torque (dynamics.gait_check).
+    _serp_params(0.4, 0.3, 0.6, PI / 2),
     'compound serpenoid, yaw and pitch waves with delta = pi/2; turns through the amplitude taper '
     '(conical sidewinding)',
     turn_param='taper', turn_gain=0.5, turn_max=0.8)
@@ -233,13 +239,14 @@ SERPENOID_ROLLING = GaitSpec(
 
 TURN_IN_PLACE = GaitSpec(
     'turn_in_place', 'serpenoid', ('pitch_yaw',), 'turn',
-    _serp_params(0.5, 0.25, 0.4, PI / 2, stride=_stride('rad', 0.3, '0.3 rad')),
+    # w_s = 0.8, A_pitch = 0.2: the torque check's 0.8 of stall (w_s = 0.4, A_pitch = 0.25 asked 129 %).
+    _serp_params(0.5, 0.2, 0.8, PI / 2, stride=_stride('rad', 0.3, '0.3 rad')),
     'sidewinding whose pitch amplitude changes sign along the body (profile -cos(pi x)): the tail half '
     'sidewinds one way and the head half the other, so the body turns on the spot')
 
 CONICAL_SIDEWINDING = GaitSpec(
     'conical_sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',
-    _serp_params(0.6, 0.25, 0.4, PI / 4, taper=0.8),
+    _serp_params(0.6, 0.25, 0.7, PI / 4, taper=0.8),      # w_s = 0.4 asked 138 % of stall
     'sidewinding with amplitudes growing linearly from tail to head (a cone instead of a cylinder): '
     'moves sideways along an arc; turns by changing the taper',
     turn_param='taper', turn_gain=0.5, turn_max=0.8)

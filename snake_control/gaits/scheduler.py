@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from snake_control.gaits import catalog
+from snake_control.gaits import catalog, stride
 
 _MAX_LAYERS = 8
 _PHASE_SAMPLES = 48
@@ -95,6 +95,9 @@ class _Layer:
             acc_caps = 0.5 * robot.acceleration_limit_rad_s2 / bound
         self.max_rate = float(np.min(caps)) if np.any(bound > 0) else 0.0
         self.max_rate_acc = float(np.min(acc_caps)) if np.any(bound > 0) else 0.0
+        # Passive wheels: the no-slip connection gives the stride and the turn per cycle exactly.
+        self.model = stride.stride_model(shape) if stride.uses_model(self.spec, robot) else None
+        self.modelled = None        # the last stride.Command of the model
         # transition bookkeeping (for the blend INTO this layer)
         self.progress = 1.0
         self.duration = 0.0
@@ -103,6 +106,9 @@ class _Layer:
         drive = self.spec.drive
         if drive is None:
             return 0.0
+        if self.model is not None:
+            self.modelled = self.model.command(command[0], command[2], self.max_rate)
+            return self.modelled.phase_rate_rad_s
         value = {'forward': command[0], 'lateral': command[1], 'turn': command[2]}[drive]
         rate = 2.0 * math.pi * value / self.shape.params['stride']
         return min(max(rate, -self.max_rate), self.max_rate)
@@ -116,7 +122,8 @@ class _Layer:
         self.rate = new_rate
         if self.spec.turn_param and not hold_turn:
             tmax = self.spec.turn_max
-            goal = min(max(self.spec.turn_gain * command[2], -tmax), tmax)
+            goal = min(max(self.spec.turn_gain * command[2], -tmax), tmax) if self.model is None else \
+                self.modelled.turn
             step = tmax / _TURN_RAMP_S * dt
             self.turn += min(max(goal - self.turn, -step), step)
 
@@ -357,6 +364,11 @@ class GaitScheduler:
             'command': {'forward_m_s': self._command[0], 'lateral_m_s': self._command[1],
                         'turn_rad_s': self._command[2]},
             'stopped': self._hold_turn,
+            # Model-mapped gaits (passive wheels): the mean body speed and yaw rate the command gets,
+            # and whether that is the command (False: outside the gait's reach).
+            'modelled': None if top.modelled is None else {
+                'speed_m_s': top.modelled.speed_m_s, 'yaw_rate_rad_s': top.modelled.yaw_rate_rad_s,
+                'reachable': top.modelled.reachable},
             'saturated': dict(self._saturated),
             'rate_limited': list(self._rate_limited),
             't_s': self._t,

@@ -166,3 +166,22 @@ def relative_to(frames, link: int) -> np.ndarray:
 def robot_frames(robot, angles_rad) -> np.ndarray:
     """Link-centre frames of a Robot (snake_control.robot) at the given joint angles."""
     return chain_frames(angles_rad, robot.axis_vectors, robot.link_lengths_m)
+
+
+def urdf_link_frames(frames, link_lengths_m) -> np.ndarray:
+    """(n + 1, 4, 4) frames of the URDF's links (snake_description's xacro) in link 0's frame: link_0 at
+    its centre, every other link at its joint (chain_joint_frames), x toward the head."""
+    frames = np.asarray(frames, dtype=float)
+    return np.concatenate([frames[:1], chain_joint_frames(frames, link_lengths_m)], axis=0)
+
+
+def urdf_joint_transforms(angles_rad, axes, link_lengths_m) -> np.ndarray:
+    """(n, 4, 4) transforms parent link -> child link of every URDF joint (link_j -> link_{j+1}), what
+    robot_state_publisher puts on /tf for these joint angles (rad)."""
+    links = urdf_link_frames(chain_frames(angles_rad, axes, link_lengths_m), link_lengths_m)
+    parent = links[:-1]
+    inv = np.zeros_like(parent)
+    inv[:, :3, :3] = parent[:, :3, :3].transpose(0, 2, 1)
+    inv[:, :3, 3] = -np.einsum('kba,kb->ka', parent[:, :3, :3], parent[:, :3, 3])
+    inv[:, 3, 3] = 1.0
+    return np.einsum('kab,kbc->kac', inv, links[1:])

@@ -6,7 +6,7 @@ Subscribes: joint_states (sensor_msgs/JointState, best effort: accepts reliable 
 publishers), imu (sensor_msgs/Imu, only with use_imu:=true).
 Publishes: odom (nav_msgs/Odometry, frame odom_frame -> base frame, with covariance), /diagnostics
 (diagnostic_msgs/DiagnosticArray: slip residual, rank, singularity, message counts), and the odom -> base
-transform on /tf where tf2_ros is installed (odom -> link_0, so the URDF tree hangs under it).
+transform on /tf where tf2_msgs is installed (odom -> link_0, so the URDF tree hangs under it).
 
 Parameters (read-only ones are fixed at start):
   robot (str, read-only)            robot name or YAML path
@@ -18,9 +18,9 @@ Parameters (read-only ones are fixed at start):
                                     are decimated); 0 = every message
   diagnostics_rate_hz (float)       /diagnostics rate
   use_imu (bool, read-only), imu_link (int, read-only)
-  axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1)
+  axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1; -1 = robot YAML)
   slip_warn_m_s (float)             slip rms above which diagnostics report WARN
-  publish_tf (bool)                 broadcast odom -> link_0, the URDF root (needs tf2_ros)
+  publish_tf (bool)                 publish odom -> link_0, the URDF root, on /tf (needs tf2_msgs)
   max_stamp_ahead_s (float, read-only)  joint_states stamped further ahead of this node's clock are
                                     rejected (a future stamp would make every later message look old)
   limit_margin_rad (float, read-only)   joint angles beyond the limits by more than this are rejected
@@ -96,11 +96,12 @@ class EstimatorNode(Node):
         p('use_imu', False, _desc('subscribe to imu (sensor_msgs/Imu) for orientation and rate',
                                   read_only=True))
         p('imu_link', 0, _desc('link index carrying the IMU', read_only=True, int_range=(0, 1000)))
-        p('axial_weight', 1.0, _desc('pitch-yaw robots: weight of no-slip along each module axis',
-                                     read_only=True, float_range=(0.0, 1.0)))
+        p('axial_weight', -1.0, _desc('pitch-yaw robots: weight of no-slip along each module axis; '
+                                      '-1 = the robot YAML link.axial_weight', read_only=True,
+                                      float_range=(-1.0, 1.0)))
         p('slip_warn_m_s', 0.05, _desc('slip residual rms that turns diagnostics to WARN',
                                        float_range=(0.0, 10.0)))
-        p('publish_tf', True, _desc('broadcast odom -> base on /tf (needs tf2_ros)'))
+        p('publish_tf', True, _desc('publish odom -> link_0 on /tf (needs tf2_msgs)'))
         p('max_stamp_ahead_s', 1.0, _desc('reject joint_states stamped further ahead of this clock (s)',
                                           read_only=True, float_range=(0.01, 3600.0)))
         p('limit_margin_rad', 0.2, _desc('reject joint angles beyond the joint limits by more than this',
@@ -112,7 +113,8 @@ class EstimatorNode(Node):
         self._last_q = None
         self._body_in_root = None
         self.estimator = Estimator(self.robot, self.body_frame_choice,
-                                   imu_link=gp('imu_link').value, axial_weight=gp('axial_weight').value)
+                                   imu_link=gp('imu_link').value,
+                                   axial_weight=None if gp('axial_weight').value < 0 else gp('axial_weight').value)
         self.gate = InputGate(self.robot.lower_rad, self.robot.upper_rad, self.robot.velocity_limit_rad_s,
                               limit_margin_rad=gp('limit_margin_rad').value,
                               max_stamp_ahead_s=gp('max_stamp_ahead_s').value)
@@ -139,13 +141,14 @@ class EstimatorNode(Node):
 
         self.odom_pub = self.create_publisher(Odometry, 'odom', STATE_QOS)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', DIAGNOSTICS_QOS)
-        self.tf_broadcaster = None
+        self.tf_pub = None
         if gp('publish_tf').value:
             try:
-                from tf2_ros import TransformBroadcaster   # not on PyPI: only on a ROS install
-                self.tf_broadcaster = TransformBroadcaster(self)
+                # The message package is all publishing takes (tf2_ros's broadcaster is this publisher).
+                from tf2_msgs.msg import TFMessage
+                self.tf_pub = self.create_publisher(TFMessage, '/tf', STATE_QOS)
             except ImportError:
-                self.get_logger().info('tf2_ros not installed: odom -> base transform not broadcast')
+                self.get_logger().info('tf2_msgs not installed: odom -> link_0 not published on /tf')
         period = 1.0 / gp('diagnostics_rate_hz').value
         self.diag_timer = self.create_timer(period, self.publish_diagnostics)
         if self.use_imu:
@@ -254,7 +257,7 @@ class EstimatorNode(Node):
         tw.angular.x, tw.angular.y, tw.angular.z = (float(c) for c in state.twist[3:])
         odom.twist.covariance = [float(c) for c in state.twist_covariance.ravel()]
         self.odom_pub.publish(odom)
-        if self.tf_broadcaster is not None and self._last_q is not None:
+        if self.tf_pub is not None and self._last_q is not None:
             # TF carries odom -> link_0, the URDF's root, so robot_state_publisher's tree hangs under the
             # estimate; a transform to the body link itself would give that link a second parent.
             from geometry_msgs.msg import TransformStamped
@@ -267,7 +270,8 @@ class EstimatorNode(Node):
                 float(c) for c in root[:3, 3])
             (t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z,
              t.transform.rotation.w) = (float(c) for c in quaternion_from_matrix(root[:3, :3]))
-            self.tf_broadcaster.sendTransform(t)
+            from tf2_msgs.msg import TFMessage
+            self.tf_pub.publish(TFMessage(transforms=[t]))
 
     def publish_diagnostics(self):
         state = self.estimator.state

@@ -15,6 +15,10 @@ builds the plant) the true pose of the estimator's default body frame (middle li
 virtual chassis, snake_control.estimation.estimator.BodyFrameTracker) is written every TRUTH_PERIOD_S of
 simulated time as a pose CSV (t,x,y,z,qx,qy,qz,qw; t in simulated seconds), to compare with
 `snake odometry`.
+With SNAKE_PHYSICS_TRUTH_LINKS the pose of every link (its centre, tail to head) is written too, every
+TRUTH_PERIOD_S, as a CSV stamped with the wall clock the recorder stamps messages with (t_wall,t_sim,
+then x,y,z,qx,qy,qz,qw per link): `snake bringup --physics mujoco --record` turns it into the recording's
+second TF tree (truth/...).
 
 Time: the emulator steps this plant in a thread of its own (``threaded``) every 2 ms of wall clock.
 The plant steps the physics by whole timesteps, carrying the remainder to the next tick; a tick longer
@@ -37,6 +41,7 @@ from snake_control.robot import Robot, load_robot
 MAX_CATCH_UP_S = 0.1
 TRUTH_PERIOD_S = 0.02
 TRUTH_ENV = 'SNAKE_PHYSICS_TRUTH'
+TRUTH_LINKS_ENV = 'SNAKE_PHYSICS_TRUTH_LINKS'
 
 
 class MujocoPlant(Plant):
@@ -49,7 +54,8 @@ class MujocoPlant(Plant):
 
     threaded = True          # mj_step releases the interpreter lock: the emulator steps it in its own thread
 
-    def __init__(self, robot: Robot | str, ids=None, world: SnakeWorld | None = None, truth_csv=None):
+    def __init__(self, robot: Robot | str, ids=None, world: SnakeWorld | None = None, truth_csv=None,
+                 truth_links_csv=None):
         self.robot = load_robot(robot) if isinstance(robot, str) else robot
         self.world = world or SnakeWorld(self.robot)
         by_id = {j.servo_id: k for k, j in enumerate(self.robot.joints)}
@@ -82,6 +88,8 @@ class MujocoPlant(Plant):
         self._truth_file = None
         self._truth_next_s = 0.0
         self._tracker = None
+        self._links_path = truth_links_csv
+        self._links_file = None
 
     # --- Plant interface ---------------------------------------------------------------------------
 
@@ -125,15 +133,17 @@ class MujocoPlant(Plant):
             self._profile(target, steps * self.world.timestep_s, on)
             self.world.set_goals(self._setpoint)
             self.world.step(steps)
-            if self._truth_file is not None and self.world.time_s >= self._truth_next_s - 1e-9:
+            if (self._truth_file is not None or self._links_file is not None) and \
+                    self.world.time_s >= self._truth_next_s - 1e-9:
                 self._write_truth()
         return self.read()
 
     def close(self) -> None:
         """Flush and close the ground-truth file, if any."""
-        if self._truth_file is not None:
-            self._truth_file.close()
-            self._truth_file = None
+        for name in ('_truth_file', '_links_file'):
+            if getattr(self, name) is not None:
+                getattr(self, name).close()
+                setattr(self, name, None)
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -150,6 +160,16 @@ class MujocoPlant(Plant):
         return out
 
     def _open_truth(self) -> None:
+        if self._links_path is not None:
+            if self._links_file is not None:
+                self._links_file.close()
+            self._links_file = open(self._links_path, 'w', newline='')
+            self._links_csv = csv.writer(self._links_file)
+            self._links_csv.writerow(['t_wall', 't_sim'] + [f'{c}{k}' for k in range(self.robot.n_links)
+                                                          for c in ('x', 'y', 'z', 'qx', 'qy', 'qz', 'qw')])
+            self._truth_next_s = 0.0
+            if self._truth_path is None:
+                self._write_truth()
         if self._truth_path is None:
             return
         from snake_control.estimation.estimator import BodyFrameTracker
@@ -164,12 +184,22 @@ class MujocoPlant(Plant):
         self._write_truth()
 
     def _write_truth(self) -> None:
+        import time
+
         from snake_control.kinematics.lie import quaternion_from_matrix
 
-        pose = self._tracker(self.world.link_poses())
-        quat = quaternion_from_matrix(pose[:3, :3])
-        self._truth_csv.writerow([f'{self.world.time_s:.6f}', *(f'{v:.9g}' for v in (*pose[:3, 3], *quat))])
-        self._truth_file.flush()
+        links = self.world.link_poses()
+        if self._truth_file is not None:
+            pose = self._tracker(links)
+            quat = quaternion_from_matrix(pose[:3, :3])
+            self._truth_csv.writerow([f'{self.world.time_s:.6f}', *(f'{v:.9g}' for v in (*pose[:3, 3], *quat))])
+            self._truth_file.flush()
+        if self._links_file is not None:
+            row = [f'{time.time():.6f}', f'{self.world.time_s:.6f}']
+            for link in links:
+                row += [f'{v:.9g}' for v in (*link[:3, 3], *quaternion_from_matrix(link[:3, :3]))]
+            self._links_csv.writerow(row)
+            self._links_file.flush()
         self._truth_next_s = self.world.time_s + TRUTH_PERIOD_S
 
     def _joint(self, servo_id: int) -> int:
@@ -209,5 +239,6 @@ def mujoco_plant(ids, models_by_id, robot=None) -> MujocoPlant:
     emulator's --physics-arg; see snake_control.dynamixel.simbus)."""
     if robot is None:
         raise ValueError('--physics mujoco needs the robot (give --robot): the world is built from its YAML')
-    return MujocoPlant(robot, ids, truth_csv=os.environ.get(TRUTH_ENV) or None)
+    return MujocoPlant(robot, ids, truth_csv=os.environ.get(TRUTH_ENV) or None,
+                       truth_links_csv=os.environ.get(TRUTH_LINKS_ENV) or None)
 

@@ -1,0 +1,103 @@
+"""link_tf_node: the links' transforms on /tf from joint_states, where robot_state_publisher is not running.
+
+A thin rclpy shell around snake_control.kinematics.tf_tree.link_transforms (the robot's forward kinematics
+with the URDF's joint frames): every joint's parent -> child transform (link_j -> link_{j+1}), stamped with
+the joint_states message it comes from. With estimator_node's odom -> link_0 this makes the whole tree
+odom -> every link, for Foxglove, RViz and recordings, without a ROS installation. Publishing needs only
+the tf2_msgs message package (tf2_ros is not needed).
+
+Subscribes: joint_states (sensor_msgs/JointState, best effort). Publishes: /tf (tf2_msgs/TFMessage).
+Parameters: robot (str, read-only) robot name or YAML path; publish_rate_hz (float) at most this many
+trees per second (robot_state_publisher's publish_frequency); 0 = every joint_states message.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+
+from snake_control.kinematics.tf_tree import link_transforms, xyz_quat
+from snake_control.nodes.qos import SENSOR_QOS, STATE_QOS
+from snake_control.nodes.runner import run_node
+from snake_control.robot import load_robot, reorder_joints
+
+DEFAULT_RATE_HZ = 50.0
+
+
+def tf2_msgs_available() -> bool:
+    """Whether tf2_msgs (the message package /tf is published with) is importable."""
+    try:
+        import tf2_msgs.msg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def transform_msgs(transforms, stamp) -> list:
+    """geometry_msgs/TransformStamped messages of (parent, child, 4x4) triples, all stamped stamp."""
+    from geometry_msgs.msg import TransformStamped
+
+    out = []
+    for parent, child, matrix in transforms:
+        (x, y, z), (qx, qy, qz, qw) = xyz_quat(matrix)
+        t = TransformStamped()
+        t.header.stamp = stamp
+        t.header.frame_id = parent
+        t.child_frame_id = child
+        t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = x, y, z
+        t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = (
+            qx, qy, qz, qw)
+        out.append(t)
+    return out
+
+
+class LinkTfNode(Node):
+    """joint_states in, the links' transforms on /tf out."""
+
+    NODE_NAME = 'link_tf_node'
+
+    def __init__(self, **kwargs):
+        super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
+        from tf2_msgs.msg import TFMessage
+
+        self.declare_parameter('robot', 'pitch_yaw_32', ParameterDescriptor(
+            description='robot name (config/robots) or robot YAML path', read_only=True))
+        rate = ParameterDescriptor(description='trees per second at most; 0 = every joint_states message')
+        rate.floating_point_range = [FloatingPointRange(from_value=0.0, to_value=1000.0, step=0.0)]
+        self.declare_parameter('publish_rate_hz', DEFAULT_RATE_HZ, rate)
+        self.robot = load_robot(self.get_parameter('robot').value)
+        hz = float(self.get_parameter('publish_rate_hz').value)
+        self.period_s = 0.0 if hz <= 0 else 1.0 / hz
+        self._next_s = -math.inf
+        self.published = 0
+        self._msg_type = TFMessage
+        self.tf_pub = self.create_publisher(TFMessage, '/tf', STATE_QOS)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS)
+
+    def _on_joint_states(self, msg: JointState):
+        stamp_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if self._next_s - stamp_s > max(1.0, 2.0 * self.period_s):
+            self._next_s = -math.inf        # the clock stepped back: start over rather than wait for it
+        if stamp_s < self._next_s:
+            return
+        self._next_s = max(self._next_s + self.period_s, stamp_s + 0.5 * self.period_s)
+        try:
+            q = reorder_joints(list(msg.name), list(msg.position), self.robot.joint_names)
+        except ValueError as exc:
+            self.get_logger().warning(f'joint_states ignored: {exc}', throttle_duration_sec=5.0)
+            return
+        out = self._msg_type()
+        out.transforms = transform_msgs(link_transforms(self.robot, np.asarray(q)), msg.header.stamp)
+        self.tf_pub.publish(out)
+        self.published += 1
+
+
+def main(args=None):
+    return run_node(LinkTfNode, args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""The compiled kernels (snake_control.estimation.kernels) give the numpy path's results to rounding."""
+import numpy as np
+import pytest
+
+from snake_control.estimation import contact
+from snake_control.estimation.contact import chain_poses, contact_step, support_plane
+from snake_control.estimation.estimator import Estimator
+from snake_control.robot import load_robot
+
+pytestmark = pytest.mark.skipif(contact.compiled() is None, reason='numba not installed')
+
+
+@pytest.fixture
+def numpy_path(monkeypatch):
+    """Switch the kernels off for the duration of a `with`-less call: returns a function running f that way."""
+    def run(f, *args, **kwargs):
+        with monkeypatch.context() as m:
+            m.setattr(contact, '_KERNELS', [None])
+            return f(*args, **kwargs)
+    return run
+
+
+def _shapes(robot, n, seed):
+    rng = np.random.default_rng(seed)
+    t = 0.01 * np.arange(n)
+    wave = 2 * np.pi * 0.5 * t[:, None] + 0.5 * np.arange(robot.n_joints)[None, :]
+    yaw = np.array([a == 'yaw' for a in robot.axes])
+    q = np.where(yaw, 0.5 * np.sin(wave), 0.3 * np.sin(wave + np.pi / 2))
+    return t, q + 0.2 * np.sin(0.4 * t)[:, None] * rng.standard_normal(robot.n_joints)
+
+
+def test_chain_and_plane_match_numpy(numpy_path):
+    robot = load_robot('pitch_yaw_32')
+    _, q = _shapes(robot, 40, 0)
+    for shape in q[::7]:
+        rot_k, cen_k = chain_poses(shape, robot.axis_vectors, robot.link_lengths_m)
+        rot_n, cen_n = numpy_path(chain_poses, shape, robot.axis_vectors, robot.link_lengths_m)
+        np.testing.assert_allclose(rot_k, rot_n, atol=1e-13)
+        np.testing.assert_allclose(cen_k, cen_n, atol=1e-13)
+        guess = np.array([0.05, -0.02, -1.0])
+        plane_k, plane_n = support_plane(cen_k, guess), numpy_path(support_plane, cen_k, guess)
+        assert (plane_k is None) == (plane_n is None)
+        if plane_k is not None:
+            np.testing.assert_allclose(plane_k[0], plane_n[0], atol=1e-12)
+            assert plane_k[1] == pytest.approx(plane_n[1], abs=1e-12)
+
+
+@pytest.mark.parametrize('options', [{}, {'axial_weight': 0.2, 'half_length_m': 0.03, 'tilt': True},
+                                     {'rotation_increment': np.array([0.0, 0.0, 0.01])}])
+def test_contact_step_matches_numpy(numpy_path, options):
+    rng = np.random.default_rng(1)
+    n = 12
+    q0 = rng.normal(0.0, 0.1, (n, 3))
+    q1 = q0 + rng.normal(0.0, 0.002, (n, 3))
+    rot0 = np.array([np.linalg.qr(rng.normal(size=(3, 3)))[0] for _ in range(n)])
+    turn = np.array([[1.0, -0.01, 0.0], [0.01, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    rot1 = turn @ rot0
+    contacts = rng.random(n) > 0.4
+    weights = rng.random(n) + 0.5
+    kwargs = dict(weights=weights, axial_weight=options.get('axial_weight', 1.0),
+                  rotation_increment=options.get('rotation_increment'), length_scale_m=0.07,
+                  half_length_m=options.get('half_length_m', 0.0),
+                  tilt_increment=np.array([0.001, -0.002, 0.0]) if options.get('tilt') else None)
+    args = (q0, rot0, q1, rot1, np.array([0.0, 0.0, -1.0]), 0.03, contacts)
+    k, ref = contact_step(*args, **kwargs), numpy_path(contact_step, *args, **kwargs)
+    np.testing.assert_allclose(k.displacement, ref.displacement, atol=1e-14)
+    np.testing.assert_allclose(k.residual, ref.residual, atol=1e-14)
+    np.testing.assert_allclose(k.normal_inverse, ref.normal_inverse, rtol=1e-9, atol=1e-12)
+    assert (k.rank, k.singular) == (ref.rank, ref.singular)
+
+
+@pytest.mark.parametrize('options', [{}, {'axial_weight': 0.028}, {'body_frame': 'head', 'ground_plane': False}])
+def test_estimator_matches_numpy(numpy_path, options):
+    robot = load_robot('pitch_yaw_32')
+    t, q = _shapes(robot, 300, 2)
+    fast, ref = Estimator(robot, **options), Estimator(robot, **options)
+    for k in range(len(t)):
+        a = fast.update(t[k], q[k])
+        b = numpy_path(ref.update, t[k], q[k])
+        np.testing.assert_array_equal(a.contacts, b.contacts)
+    np.testing.assert_allclose(a.pose, b.pose, atol=1e-9)
+    np.testing.assert_allclose(a.pose_covariance, b.pose_covariance, rtol=1e-6, atol=1e-15)
+    assert np.linalg.norm(a.pose[:3, 3]) > 0.05       # it moved: the comparison is not of two zeros
