@@ -6,6 +6,9 @@ For 32 servos at 1, 2 and 4 Mbit/s, with fast sync read and with sync read:
   indirect addresses plus one servo's temperature/voltage read);
 - p99 cycle jitter and the driver process's CPU use at a fixed 100 Hz loop;
 - the same 100 Hz cycle written directly on dynamixel_sdk (its busy-polling reads), for comparison.
+- pitch_yaw_32 on two 4 Mbit/s buses (pitch_yaw_32_two_buses, 16 servos each, read in parallel)
+  against one: free-running rate of both, their ratio (aim >= 1.8x), and the driver process's CPU
+  time per cycle.
 The emulator runs in its own process, so its CPU is not counted. Figures are printed, never asserted.
 """
 import time
@@ -62,6 +65,49 @@ def run_driver(robot, path, baud, fast, rate_hz, seconds):
         d.stop()
     rate = float(np.median(window_rates)) if window_rates else cycles / wall
     return rate, float(np.percentile(jitter, 99)), cpu / wall, failures, mode
+
+
+def run_free(robot, ports, seconds):
+    """Free-running rate (cycles/s every bus reached: the slowest bus's) and the driver process's CPU
+    per cycle (ms), through make_driver (one bus or several)."""
+    from snake_control.dynamixel.driver import DriverConfig
+    from snake_control.dynamixel.multibus import make_driver
+    d = make_driver(robot, config=DriverConfig(rate_hz=2000.0, read_mode='fast', stale_limit=1000,
+                                               command_timeout_s=10.0), ports=ports)
+    drivers = getattr(d, 'drivers', [d])
+    d.start()
+    try:
+        d.set_command(robot.joint_names, np.zeros(robot.n_joints))
+        time.sleep(0.3)
+        window_rates, cpu_per_cycle = [], []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            c0, cpu0, t0 = min(x.counters.cycles for x in drivers), time.process_time(), time.monotonic()
+            time.sleep(0.5)
+            cycles = min(x.counters.cycles for x in drivers) - c0
+            window_rates.append(cycles / (time.monotonic() - t0))
+            cpu_per_cycle.append((time.process_time() - cpu0) / max(cycles, 1) * 1000.0)
+    finally:
+        d.stop()
+    return float(np.median(window_rates)), float(np.median(cpu_per_cycle))
+
+
+def bench_two_buses():
+    from snake_control.app.sim_bus import sim_bus_args
+    from snake_control.dynamixel.simproc import SimBusProcess
+    from snake_control.robot import load_robot
+    print('pitch_yaw_32 at 4 Mbit/s, fast sync read, free-running: one bus of 32 vs two buses of 16')
+    rows = {}
+    for name in ('pitch_yaw_32', 'pitch_yaw_32_two_buses'):
+        robot = load_robot(name)
+        with SimBusProcess(sim_bus_args(robot, 4_000_000)) as sim:
+            rows[name] = run_free(robot, sim.paths, RUN_S)
+        rate, cpu = rows[name]
+        print(f'  {name:<24} {len(robot.bus_lines)} bus(es) {rate:>8.1f} cycles/s   '
+              f'driver CPU {cpu:.3f} ms per cycle')
+    ratio = rows['pitch_yaw_32_two_buses'][0] / rows['pitch_yaw_32'][0]
+    print(f'  two buses / one bus: {ratio:.2f}x (aim >= 1.8x)' + ('' if ratio >= 1.8 else
+          '  WARN: below the aim (the driver\'s CPU per cycle or a loaded machine limits it)'))
 
 
 def run_sdk_baseline(path, baud, fast, rate_hz, seconds):
@@ -132,4 +178,5 @@ def main():
           'process at a 100 Hz loop (aim < 25 %); SDK CPU: the same cycle on plain dynamixel_sdk calls. '
           'SDK ok: its cycles whose group read succeeded. fails: servo reads our driver missed over both '
           'runs.')
+    bench_two_buses()
     print(f'load average after: {os.getloadavg()[0]:.2f}')

@@ -54,7 +54,7 @@ def launch_setup(context, *args, **kwargs):
         from snake_control.robot import load_robot
         baud = graph_args.baud or load_robot(graph_args.robot).bus.baud
         sim = SimBusProcess(sim_bus_args(graph_args.robot, baud, graph_args.physics))
-        port = sim.path
+        port = ','.join(sim.paths)      # one device per bus
     for spec in build_graph(graph_args, port=port):
         if spec.package in OPTIONAL and not package_available(spec.package):
             actions.append(LogInfo(msg=f'{spec.package} is not installed: {spec.name} not started '

@@ -18,13 +18,8 @@ BUILTIN_TYPES = {'bool', 'byte', 'char', 'float32', 'float64', 'int8', 'uint8', 
                  'uint32', 'int64', 'uint64', 'string', 'wstring'}
 SEPARATOR = '=' * 80
 JOINT_STATE_TYPE = 'sensor_msgs/msg/JointState'
-# Full ros2msg definition (with dependencies) of sensor_msgs/msg/JointState, for writing without ROS.
-JOINT_STATE_MSGDEF = """std_msgs/Header header
-string[] name
-float64[] position
-float64[] velocity
-float64[] effort
-================================================================================
+# std_msgs/Header and what it needs, as a ros2msg dependency section.
+_HEADER_DEPS = """================================================================================
 MSG: std_msgs/Header
 builtin_interfaces/Time stamp
 string frame_id
@@ -33,6 +28,13 @@ MSG: builtin_interfaces/Time
 int32 sec
 uint32 nanosec
 """
+# Full ros2msg definition (with dependencies) of sensor_msgs/msg/JointState, for writing without ROS.
+JOINT_STATE_MSGDEF = """std_msgs/Header header
+string[] name
+float64[] position
+float64[] velocity
+float64[] effort
+""" + _HEADER_DEPS
 TF_MESSAGE_TYPE = 'tf2_msgs/msg/TFMessage'
 # Full ros2msg definition of tf2_msgs/msg/TFMessage: /tf is written from this where tf2_msgs is not
 # installed (the ROS 2 profile needs only the schema text and CDR).
@@ -42,14 +44,6 @@ MSG: geometry_msgs/TransformStamped
 std_msgs/Header header
 string child_frame_id
 Transform transform
-================================================================================
-MSG: std_msgs/Header
-builtin_interfaces/Time stamp
-string frame_id
-================================================================================
-MSG: builtin_interfaces/Time
-int32 sec
-uint32 nanosec
 ================================================================================
 MSG: geometry_msgs/Transform
 Vector3 translation
@@ -65,7 +59,7 @@ float64 x 0
 float64 y 0
 float64 z 0
 float64 w 1
-"""
+""" + _HEADER_DEPS
 
 
 def type_name(datatype: str) -> str:

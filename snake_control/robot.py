@@ -126,9 +126,18 @@ class Wheels:
 @dataclass(frozen=True)
 class Bus:
     servo: ServoModel
-    port: str
+    port: str                       # of a one-bus robot; a robot with `buses:` names one per line
     baud: int
     control_rate_hz: float
+
+
+@dataclass(frozen=True)
+class BusLine:
+    """One adapter's chain: its port and baud and the joints (by name, the YAML's order) on it."""
+
+    port: str
+    baud: int
+    joint_names: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -149,10 +158,27 @@ class Robot:
     # estimator's weight of the no-slip condition along each module (docs/estimation.md). 1 = no axial
     # sliding (wheels, or a skin that grips equally both ways).
     axial_weight: float = 1.0
+    # The chain over one or more adapters, read in parallel; one line with every joint unless the YAML
+    # has `buses:`.
+    buses: tuple[BusLine, ...] = ()
 
     @property
     def n_joints(self) -> int:
         return len(self.joints)
+
+    @property
+    def bus_lines(self) -> tuple[BusLine, ...]:
+        """The bus lines (one on bus.port with every joint for a robot built without them)."""
+        return self.buses or (BusLine(self.bus.port, self.bus.baud, tuple(self.joint_names)),)
+
+    def on_line(self, line: BusLine, port: str | None = None, baud: int | None = None) -> 'Robot':
+        """This robot cut to the joints of one bus line, whose port and baud become its bus's."""
+        import dataclasses
+        names = set(line.joint_names)
+        bus = dataclasses.replace(self.bus, port=port or line.port, baud=baud or line.baud)
+        sub = BusLine(bus.port, bus.baud, line.joint_names)
+        return dataclasses.replace(self, bus=bus, joints=tuple(j for j in self.joints if j.name in names),
+                                   buses=(sub,))
 
     @property
     def n_links(self) -> int:
@@ -290,7 +316,7 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
     """Validate a parsed robot YAML mapping and build the Robot. Raises ConfigError."""
     c = _Checker(source)
     top = c.mapping(data, '', {'schema', 'name', 'kind', 'link', 'bus', 'joints'},
-                    {'description', 'wheels', 'joint_defaults'})
+                    {'description', 'wheels', 'joint_defaults', 'buses'})
     if top['schema'] != SCHEMA_VERSION or isinstance(top['schema'], bool):
         c.fail('schema',
                f'unsupported schema version {top["schema"]!r} (this release reads {SCHEMA_VERSION})')
@@ -318,6 +344,8 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
         c.fail('wheels', 'only planar robots have passive wheels')
 
     b = c.mapping(top['bus'], 'bus', {'servo_model', 'baud'}, {'port', 'control_rate_hz'})
+    if top.get('buses') is not None and 'port' in b:
+        c.fail('bus.port', 'a robot with `buses:` gives each bus its port there')
     model_name = c.string(b['servo_model'], 'bus.servo_model', tuple(SERVO_MODELS))
     baud = c.integer(b['baud'], 'bus.baud', 1, 10**8)
     if baud not in BAUD_RATES:
@@ -382,8 +410,59 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
                    f'position range [{bus.servo.min_position_rad:.3f}, {bus.servo.max_position_rad:.3f}]')
         joints.append(joint)
 
+    lines = _bus_lines(c, top.get('buses'), bus, [j.name for j in joints])
     return Robot(name, kind, description, source, length, radius, mass, wheels, bus, tuple(joints),
-                 axial_weight)
+                 axial_weight, lines)
+
+
+def _bus_lines(c: _Checker, raw: Any, bus: Bus, names: list[str]) -> tuple[BusLine, ...]:
+    """The `buses:` list: each line's port, baud (default bus.baud) and joints, given as a list of names
+    or as ``first..last`` (inclusive, in the joints' order); every joint on exactly one line."""
+    if raw is None:
+        return (BusLine(bus.port, bus.baud, tuple(names)),)
+    if not isinstance(raw, list) or not raw:
+        c.fail('buses', f'expected a list of buses (port, joints, optional baud), got {_kind(raw)}')
+    where_joint: dict[str, int] = {}
+    ports: dict[str, int] = {}
+    lines = []
+    for i, item in enumerate(raw):
+        key = f'buses[{i}]'
+        m = c.mapping(item, key, {'port', 'joints'}, {'baud'})
+        port = c.string(m['port'], _join(key, 'port'))
+        if port in ports:
+            c.fail(_join(key, 'port'), f'{port!r} is also buses[{ports[port]}].port')
+        ports[port] = i
+        baud = c.integer(m.get('baud', bus.baud), _join(key, 'baud'), 1, 10**8)
+        if baud not in BAUD_RATES:
+            c.fail(_join(key, 'baud'), f'{baud} is not a Dynamixel baud rate ({", ".join(map(str, BAUD_RATES))})')
+        jkey = _join(key, 'joints')
+        spec = m['joints']
+        if isinstance(spec, str) and '..' in spec:
+            first, _, last = (w.strip() for w in spec.partition('..'))
+            for n in (first, last):
+                if n not in names:
+                    c.fail(jkey, f'unknown joint {n!r} in {spec!r}')
+            a, b = names.index(first), names.index(last)
+            if a > b:
+                c.fail(jkey, f'{spec!r}: {first} comes after {last} in joints')
+            chosen = names[a:b + 1]
+        elif isinstance(spec, list) and spec:
+            chosen = []
+            for n in spec:
+                if not isinstance(n, str) or n not in names:
+                    c.fail(jkey, f'unknown joint {n!r}')
+                chosen.append(n)
+        else:
+            c.fail(jkey, f'expected a list of joint names or FIRST..LAST, got {spec!r}')
+        for n in chosen:
+            if n in where_joint:
+                c.fail(jkey, f'{n} is also on buses[{where_joint[n]}]')
+            where_joint[n] = i
+        lines.append(BusLine(port, baud, tuple(n for n in names if n in set(chosen))))
+    left = [n for n in names if n not in where_joint]
+    if left:
+        c.fail('buses', f'joint(s) on no bus: {", ".join(left[:5])}{" ..." if len(left) > 5 else ""}')
+    return tuple(lines)
 
 
 def joint_index(names, joint_names) -> list[int]:

@@ -118,3 +118,29 @@ def test_ctrl_c_turns_torque_off_before_the_bus_stops():
     text = ''.join(lines) + out
     assert proc.returncode == 0, text[-2000:]
     assert 'stopped (SIGINT)' in text and 'torque off' in text, text[-2000:]
+
+
+@pytest.mark.ros
+def test_bringup_starts_one_emulated_bus_per_bus_of_the_robot(tmp_path):
+    """A robot on two buses: bringup --bus sim starts both, the driver node runs them, torque goes off on
+    every servo of both at the end."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from snake_control.paths import robots_dir
+    data = yaml.safe_load((robots_dir() / 'wheeled_8.yaml').read_text())
+    del data['bus']['port']
+    names = [j['name'] for j in data['joints']]
+    data['buses'] = [{'port': '/dev/null-a', 'joints': names[:3]}, {'port': '/dev/null-b', 'joints': names[3:]}]
+    path = tmp_path / 'wheeled_8_two_buses.yaml'
+    path.write_text(yaml.safe_dump(data))
+    proc = subprocess.run([sys.executable, '-m', 'snake_control.cli', 'bringup', '--robot', str(path), '--bus', 'sim',
+                           '--duration', '4'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=120)
+    text = proc.stdout
+    assert proc.returncode == 0, text[-3000:]
+    bus_line = next(line for line in text.splitlines() if 'emulated bus on' in line)
+    assert bus_line.count('ttyDXL') == 2, bus_line
+    assert 'running' in text and 'torque off' in text and 'NOT' not in text, text[-3000:]

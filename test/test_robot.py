@@ -244,3 +244,59 @@ def test_deeply_nested_yaml_and_non_utf8_files_are_refused_naming_the_file(tmp_p
     binary.write_bytes(b'name: \xff\xfe\x00snake\n')
     with pytest.raises(ConfigError, match='binary.yaml: .*UTF-8'):
         load_robot(str(binary))
+
+
+def _two_buses(data):
+    del data['bus']['port']
+    names = [j['name'] for j in data['joints']]
+    data['buses'] = [{'port': '/dev/ttyA', 'joints': f'{names[0]}..{names[3]}'},
+                     {'port': '/dev/ttyB', 'joints': names[4:], 'baud': 2000000}]
+
+
+def test_a_robot_may_split_its_joints_over_several_buses():
+    data = _base()
+    _two_buses(data)
+    robot = robot_from_dict(data, 'robots/two.yaml')
+    a, b = robot.bus_lines
+    assert (a.port, a.baud, a.joint_names) == ('/dev/ttyA', data['bus']['baud'], tuple(robot.joint_names[:4]))
+    assert (b.port, b.baud, b.joint_names) == ('/dev/ttyB', 2000000, tuple(robot.joint_names[4:]))
+    half = robot.on_line(b, port='/dev/ttyC')
+    assert half.joint_names == robot.joint_names[4:] and half.bus.port == '/dev/ttyC'
+    assert half.bus.baud == 2000000 and len(half.bus_lines) == 1
+    shipped = load_robot('pitch_yaw_32_two_buses')
+    assert [len(line.joint_names) for line in shipped.bus_lines] == [16, 16]
+    assert shipped.joints == load_robot('pitch_yaw_32').joints
+
+
+def test_a_one_bus_robot_has_one_line_with_every_joint():
+    robot = load_robot('wheeled_8')
+    (line,) = robot.bus_lines
+    assert (line.port, line.baud, line.joint_names) == (robot.bus.port, robot.bus.baud, tuple(robot.joint_names))
+
+
+def _bus_edit(fn):
+    def edit(data):
+        _two_buses(data)
+        fn(data)
+    return edit
+
+
+@pytest.mark.parametrize('edit, key, problem', [
+    (lambda d: (_two_buses(d), d['bus'].__setitem__('port', '/dev/x')), 'bus.port', 'gives each bus its port'),
+    (_bus_edit(lambda d: d['buses'][1].__setitem__('port', '/dev/ttyA')), 'buses[1].port', 'also buses[0]'),
+    (_bus_edit(lambda d: d['buses'][1].__setitem__('baud', 1234)), 'buses[1].baud', 'not a Dynamixel baud'),
+    (_bus_edit(lambda d: d['buses'][0].__setitem__('joints', ['nope'])), 'buses[0].joints', "unknown joint 'nope'"),
+    (_bus_edit(lambda d: d['buses'][1]['joints'].pop()), 'buses', 'on no bus'),
+    (_bus_edit(lambda d: d['buses'][1]['joints'].append(d['joints'][0]['name'])), 'buses[1].joints',
+     'also on buses[0]'),
+    (_bus_edit(lambda d: d['buses'][0].pop('port')), 'buses[0].port', 'missing'),
+    (_bus_edit(lambda d: d['buses'][0].__setitem__('wire', 1)), 'buses[0].wire', 'unknown key'),
+    (_bus_edit(lambda d: d.__setitem__('buses', [])), 'buses', 'expected a list'),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_bad_bus_lines_are_refused_with_their_key(edit, key, problem):
+    data = _base()
+    edit(data)
+    with pytest.raises(ConfigError) as err:
+        robot_from_dict(data, 'robots/bad.yaml')
+    assert key == err.value.key, err.value
+    assert problem in err.value.problem, err.value

@@ -252,9 +252,9 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 finally:
                     if truth_links is not None:
                         os.environ.pop(TRUTH_LINKS_ENV, None)
-                log(f'emulated bus on {sim.path} at {baud} bit/s' +
+                log(f'emulated bus on {", ".join(sim.paths)} at {baud} bit/s' +
                     (f' with {args.physics} physics' if args.physics != 'none' else ''))
-            result.port = sim.path if sim else None
+            result.port = ','.join(sim.paths) if sim else None      # one device per bus
             specs = [s for s in build_graph(args, port=result.port) if s.in_process]
             by_name = {s.name: s for s in specs}
             in_process = [s for s in specs if driver_in_process or s.name != 'driver_node']

@@ -45,8 +45,9 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
                        f'robot YAML'),
         LaunchArgument('bus', 'real', 'servo bus: real (a USB adapter on `port`) or sim (the emulated bus '
                        'started by the launch, `snake sim-bus`)', BUS_CHOICES),
-        LaunchArgument('port', '', 'serial device of the servo bus; empty: the robot YAML\'s bus.port '
-                       '(ignored with bus:=sim)'),
+        LaunchArgument('port', '', 'serial device of the servo bus (a robot with several buses: one per '
+                       'bus, comma-separated, in the YAML\'s order); empty: the robot YAML\'s (ignored with '
+                       'bus:=sim)'),
         LaunchArgument('baud', '0', 'bus baud rate in bit/s; 0: the robot YAML\'s bus.baud'),
         LaunchArgument('rate', '0', f'control rate in Hz of the gait and driver loops ({rate.low:g} to '
                        f'{rate.high:g}); 0: the robot YAML\'s bus.control_rate_hz'),
@@ -238,14 +239,20 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
         raise ValueError(f'launch argument {exc}') from None
     baud = int(args.baud or robot.bus.baud)
     serial_port = port or args.port or robot.bus.port
+    bus_ports = {'port': serial_port}
+    if len(robot.bus_lines) > 1:        # one device per bus: the driver's `ports`, `port` left empty
+        given = port or args.port
+        if given and len(given.split(',')) != len(robot.bus_lines):
+            raise ValueError(f'launch argument port: {len(robot.bus_lines)} comma-separated devices for '
+                             f'the buses of {robot.name}, got {given!r}')
+        bus_ports = {'port': '', 'ports': given or ','.join(line.port for line in robot.bus_lines)}
     ns = args.namespace.strip('/')
     cycle = default_gait_cycle(robot)
     gait = args.gait or cycle[0]
 
     specs = [
         NodeSpec(PACKAGE, 'driver_node', 'driver_node', ns,
-                 {'robot': robot_path, 'port': serial_port, 'baud': baud, 'rate': rate,
-                  'watchdog_ms': watchdog_ms},
+                 {'robot': robot_path, **bus_ports, 'baud': baud, 'rate': rate, 'watchdog_ms': watchdog_ms},
                  module='snake_control.nodes.driver_node', class_name='DriverNode'),
         NodeSpec(PACKAGE, 'gait_node', 'gait_node', ns,
                  {'robot': robot_path, 'rate_hz': rate, 'gait': gait},

@@ -40,19 +40,6 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def int_range(low: int, high: int, unit: str = ''):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f'expected an integer, got {text!r}') from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f'must be between {low} and {high}{unit}, got {value}')
-        return value
-    parse.__name__ = 'integer'
-    return parse
-
-
 def input_file(text: str) -> str:
     """An existing regular file to read."""
     path = Path(text)

@@ -7,6 +7,11 @@
 70`` makes servo 3 read 70 °C, and it cools or heats from there), ``stall SECONDS`` (the emulator stops
 reading the wire for a while, as a stalled host would: what the driver writes piles up in the pty until
 its buffer is full).
+
+An emulator serving several buses (one pty each) takes the same commands through ``command_buses``:
+``state`` and ``goals`` cover every bus (``state`` lists each bus's device under ``paths``); a command
+naming a servo goes to that servo's bus; the others (unplug, corrupt, drop, stall) go to every bus, or
+to one with the prefix ``bus K`` (K from 0, in the order of ``paths``).
 """
 from __future__ import annotations
 
@@ -66,4 +71,36 @@ def _state(bus, now: float) -> dict:
                        'goal_writes': s.goal_stats[0], 'goal_min': s.goal_stats[1],
                        'goal_max': s.goal_stats[2], 'goal_refused': s.goal_stats[3],
                        'temperature': s.temperature_c, 'watchdog': s.get('bus_watchdog')}
-    return {'servos': out, 'counters': bus.counters, 'plugged': bus.master >= 0}
+    return {'servos': out, 'counters': bus.counters, 'plugged': bus.master >= 0, 'paths': [bus.path]}
+
+
+def command_buses(buses: list, line: str) -> dict:
+    """Run one control-channel command on the emulator's buses (see the module docstring)."""
+    words = line.split()
+    if not words:
+        return {}
+    if words[0] == 'bus':
+        try:
+            bus = buses[int(words[1])]
+        except (IndexError, ValueError):
+            return {'error': f'{line.strip()!r}: expected bus K COMMAND with K in 0..{len(buses) - 1}'}
+        return command(bus, ' '.join(words[2:]))
+    cmd = words[0]
+    if cmd == 'state':
+        answers = [command(b, 'state') for b in buses]
+        counters = {k: sum(a['counters'][k] for a in answers) for k in answers[0]['counters']}
+        return {'servos': {k: v for a in answers for k, v in a['servos'].items()}, 'counters': counters,
+                'plugged': all(a['plugged'] for a in answers), 'paths': [b.path for b in buses]}
+    if cmd == 'goals':
+        return {'goals': sorted(g for b in buses for g in command(b, 'goals')['goals'])}
+    if cmd in ('silent', 'trip', 'set'):
+        try:
+            sid = int(words[1])
+        except (IndexError, ValueError):
+            return {'error': f'{line.strip()!r}: expected {cmd} ID ...'}
+        owner = next((b for b in buses if sid in b.servos), None)
+        if owner is None:
+            return {'error': f'{line.strip()!r}: no servo {sid} on any bus'}
+        return command(owner, line)
+    answers = [command(b, line) for b in buses]
+    return next((a for a in answers if 'error' in a), answers[0])

@@ -82,6 +82,17 @@ FOLLOW_UP_BUDGET = 0.85
 QUICK_MARGIN_MS = 1.0
 
 
+def grid_start(epoch: float | None, now: float, period_s: float) -> float:
+    """The first cycle time at or after now on the grid epoch + k * period (now itself without one).
+
+    >>> grid_start(10.0, 10.25, 0.1)
+    10.3
+    """
+    if epoch is None:
+        return now
+    return round(epoch + math.ceil((now - epoch) / period_s - 1e-9) * period_s, 9)
+
+
 @dataclass
 class _Command:
     position_rad: np.ndarray
@@ -160,6 +171,12 @@ class Driver:
         self.on_state = None
         # Called first thing by the bus thread (real-time priority, CPU pinning); returns problems to log.
         self.thread_setup = None
+        # A robot on several buses (snake_control.dynamixel.multibus): the other buses' worst fault as
+        # (policy, reasons), and the time grid all buses' cycles fall on.
+        self.peer_fault = None
+        self.cycle_epoch: float | None = None
+        self.fault_policy: str | None = None    # this bus's own fault this cycle (what the peers follow)
+        self.fault_reasons: tuple = ()
 
     # ================================================================ conversions
     def joint_to_ticks(self, q_rad: np.ndarray) -> np.ndarray:
@@ -476,7 +493,7 @@ class Driver:
             for problem in self.thread_setup():
                 self._event(problem)
                 log.warning(problem)
-        next_t = time.monotonic()
+        next_t = grid_start(self.cycle_epoch, time.monotonic(), self.period_s)
         while not self._stop_request:
             now = time.monotonic()
             if now < next_t:
@@ -610,6 +627,7 @@ class Driver:
         """The goal for this cycle (joint rad): safety.decide's mode and goal, the policy's action, and the
         resume ramp after any hold."""
         previous = self.mode if self.mode in ('running', 'hold', 'torque_off') else 'hold'
+        peer_policy, peer_reasons = self.peer_fault() if self.peer_fault is not None else (None, ())
         d = decide(SafetyInputs(
             now_s=now, command_rad=None if command is None else command.position_rad,
             command_received_s=command.received_s if command is not None else -math.inf, estop=estop,
@@ -620,7 +638,10 @@ class Driver:
             hold_goal_rad=self._hold_goal, previous_mode=previous, resume_after_s=self._resume_after,
             stale_limit=self.config.stale_limit, stale_policy=self.config.stale_policy,
             alert_policy=self.config.alert_policy, estop_policy=self.config.estop_policy,
-            command_timeout_s=self.config.command_timeout_s))
+            command_timeout_s=self.config.command_timeout_s, peer_policy=peer_policy,
+            peer_reasons=peer_reasons))
+        self.fault_policy = d.fault_policy
+        self.fault_reasons = tuple(r for r in d.reasons if r not in peer_reasons)
         if d.command_timed_out:
             self.counters.stale_commands += 1
         if np.any(np.array([s.stale_cycles for s in self.servos]) >= self.config.stale_limit):

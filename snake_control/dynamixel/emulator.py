@@ -32,6 +32,11 @@ Mechanics in their own thread: a plant whose ``threaded`` attribute is true (the
 release the interpreter lock) is stepped by a thread of its own at MECHANICS_STEP_S, and the serving loop
 only takes its latest state. Stepping a physics world in the serving loop would delay every reply behind
 a physics step (milliseconds on a loaded host), beyond the wire time and the driver's timeouts.
+
+Several buses, one robot: a robot whose chain is split over several adapters is one body, so one plant
+moves all its servos (a MuJoCo world couples every joint). ``SharedMechanics`` owns that plant and
+steps it in its own thread with the goals of every bus; each BusEmulator (one pty each, served in a
+thread of its own so the buses' wire times overlap as on real adapters) takes its servos' state.
 """
 from __future__ import annotations
 
@@ -71,13 +76,73 @@ FACTORY_RESET_ALL_BROADCAST_IGNORED_FROM = 42
 
 
 # -------------------------------------------------------------------------------------------- bus
+class SharedMechanics:
+    """One plant behind the servos of several BusEmulators, stepped every MECHANICS_STEP_S in a thread
+    of its own: ``SharedMechanics(plant)``, pass it to each BusEmulator, then ``start()``."""
+
+    def __init__(self, plant: Plant | None = None):
+        self.plant = plant or MotorModel()
+        self.servos: dict[int, Servo] = {}
+        self.lock = threading.Lock()
+        self.state: dict = {}
+        self.version = 0
+        self.stop_requested = False
+        self.thread = None
+
+    def add(self, servos: dict) -> None:
+        self.servos.update(servos)
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._loop, name='mechanics', daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop_requested = True
+        if self.thread is not None:
+            self.thread.join(timeout=2.0)
+
+    def take(self, seen: int) -> tuple[int, dict | None]:
+        """(version, state) when newer than ``seen``, else (seen, None)."""
+        with self.lock:
+            return (self.version, self.state) if self.version != seen else (seen, None)
+
+    def _loop(self) -> None:
+        last = time.monotonic()
+        next_t = last
+        while not self.stop_requested:
+            next_t += MECHANICS_STEP_S
+            goals, torque = {}, {}
+            for i, s in list(self.servos.items()):
+                if s.profile_changed:
+                    s.profile_changed = False
+                    self.plant.set_profile(i, *s.profile())
+                goals[i] = s.goal_rad()
+                torque[i] = s.torque_on
+            now = time.monotonic()
+            try:
+                state = self.plant.step(now - last, goals, torque)
+            except Exception as exc:          # a broken world must not look like frozen servos silently
+                print(f'sim-bus: physics step failed, mechanics stopped: {exc!r}', file=sys.stderr,
+                      flush=True)
+                return
+            last = now
+            with self.lock:
+                self.state = state
+                self.version += 1
+            wait = next_t - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            else:
+                next_t = time.monotonic()       # behind (slow host): never step in bursts to catch up
+
+
 
 class BusEmulator:
     """Servos on one pty; call serve_forever() (or run in a thread) and open ``path`` with the SDK."""
 
     def __init__(self, ids, models, baud: int = 1_000_000, faults: FaultSpec | None = None,
                  plant: Plant | None = None, link: str | None = None, firmware: int = 46,
-                 return_delay: int = 250, initial_rad=None):
+                 return_delay: int = 250, initial_rad=None, mechanics: SharedMechanics | None = None):
         if isinstance(models, ServoModel):
             models = {i: models for i in ids}
         if baud not in REGISTER_BY_BAUD:
@@ -87,7 +152,9 @@ class BusEmulator:
         self.servos: dict[int, Servo] = {}
         for i in ids:
             self.servos[i] = Servo(i, models[i], REGISTER_BY_BAUD[baud], firmware, return_delay)
-        self.plant = plant or MotorModel()
+        self.mechanics = mechanics
+        self._mech_seen = -1
+        self.plant = mechanics.plant if mechanics is not None else (plant or MotorModel())
         initial_rad = initial_rad or {}
         for i, s in self.servos.items():
             s.position_rad = float(initial_rad.get(i, 0.0))
@@ -115,7 +182,9 @@ class BusEmulator:
         self._mech_lock = threading.Lock()
         self._mech_state = None         # latest {id: (q, v, i)} of a threaded plant
         self._mech_thread = None
-        if getattr(self.plant, 'threaded', False):
+        if mechanics is not None:
+            mechanics.add(self.servos)
+        elif getattr(self.plant, 'threaded', False):
             self._mech_thread = threading.Thread(target=self._mechanics_loop, name='mechanics', daemon=True)
             self._mech_thread.start()
         self.counters = {'packets': 0, 'crc_errors': 0, 'replies': 0, 'dropped': 0, 'corrupted_bytes': 0,
@@ -229,6 +298,13 @@ class BusEmulator:
         if dt < MECHANICS_STEP_S:
             return                  # the mechanics advance in steps of at least 2 ms (cheap enough per cycle)
         self.last_tick = now
+        if self.mechanics is not None:
+            self._mech_seen, state = self.mechanics.take(self._mech_seen)
+            if state:
+                self._apply_state(state)
+            for s in self.servos.values():
+                s.tick(now, dt)
+            return
         if self._mech_thread is not None:
             with self._mech_lock:
                 state, self._mech_state = self._mech_state, None

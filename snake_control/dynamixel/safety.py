@@ -38,6 +38,10 @@ class SafetyInputs:
     alert_policy: str
     estop_policy: str
     command_timeout_s: float
+    # A robot on several buses: the worst fault policy of the other buses ('hold', 'torque_off' or
+    # None) with their reasons. The whole body stops together: half a snake running on is no hold.
+    peer_policy: str | None = None
+    peer_reasons: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -47,13 +51,15 @@ class Decision:
     goal_rad: np.ndarray                     # before the joint limits and the resume ramp
     entered: bool                            # the mode changed this cycle (a policy action)
     command_timed_out: bool = False
+    fault_policy: str | None = None          # this bus's own fault (estop, alert, stale): what peers follow
 
 
 def decide(x: SafetyInputs) -> Decision:
     """The mode and goal for this cycle (see the module docstring).
 
     Order of precedence: estop runs estop_policy; an alert runs alert_policy and a stale servo
-    (stale_limit cycles) stale_policy, where 'torque_off' wins over 'hold'; with none of these, no
+    (stale_limit cycles) stale_policy, and another bus's fault its peer_policy, where 'torque_off'
+    wins over 'hold'; with none of these, no
     command, a command older than command_timeout_s, or none newer than resume_after_s means hold.
     Torque off stays until the driver re-arms (previous_mode is then 'hold'). A hold keeps the pose it
     began with: the present positions clipped later to the limits, never a command.
@@ -73,6 +79,10 @@ def decide(x: SafetyInputs) -> Decision:
     if stale:
         reasons += [f'{x.names[k]} stale for {int(x.stale_cycles[k])} cycles' for k in stale]
         policy = 'torque_off' if x.stale_policy == 'torque_off' else (policy or x.stale_policy)
+    fault = policy
+    if x.peer_policy is not None:
+        reasons += list(x.peer_reasons)
+        policy = 'torque_off' if x.peer_policy == 'torque_off' else (policy or 'hold')
     if policy is None:
         if x.command_rad is None:
             reasons.append('waiting for the first command')
@@ -89,12 +99,13 @@ def decide(x: SafetyInputs) -> Decision:
     present = np.asarray(x.present_rad, dtype=float)
     if policy == 'torque_off':
         return Decision('torque_off', tuple(reasons), present.copy(), x.previous_mode != 'torque_off',
-                        timed_out)
+                        timed_out, fault)
     if policy == 'hold':
         entered = x.previous_mode != 'hold' or x.hold_goal_rad is None
         goal = present.copy() if entered else np.asarray(x.hold_goal_rad, dtype=float)
-        return Decision('hold', tuple(reasons), goal, entered, timed_out)
-    return Decision('running', (), np.asarray(x.command_rad, dtype=float), x.previous_mode != 'running')
+        return Decision('hold', tuple(reasons), goal, entered, timed_out, fault)
+    return Decision('running', (), np.asarray(x.command_rad, dtype=float), x.previous_mode != 'running',
+                    timed_out, fault)
 
 
 @dataclass

@@ -20,6 +20,7 @@ import os
 import random
 import signal
 import sys
+import time
 
 DEFAULT_PHYSICS = 'motor'
 
@@ -40,7 +41,12 @@ def add_arguments(parser, physics_help: str = 'plant moving the servos: motor (t
     parser.add_argument('--physics', default=DEFAULT_PHYSICS, help=physics_help)
     parser.add_argument('--physics-arg', default=None,
                         help='text handed to the plant factory as its third argument (a robot YAML for mujoco)')
-    parser.add_argument('--link', help='device path to create (default: a fresh temporary directory)')
+    parser.add_argument('--bus-ids', action='append', metavar='IDS[@BAUD]',
+                        help='several buses in one process (one pty each, one plant for all): the IDs of '
+                             'one bus, comma-separated, optionally @BAUD; repeat per bus; together the '
+                             'servos of --ids')
+    parser.add_argument('--link', help='device path to create (default: a fresh temporary directory); with '
+                                       '--bus-ids, one per bus, comma-separated')
     parser.add_argument('--firmware', type=int, default=46,
                         help='firmware version the servos report (below 45: no fast sync read, no backup)')
     parser.add_argument('--return-delay', type=_int_range(0, 254, ' (units of 2 us)'), default=250,
@@ -88,21 +94,28 @@ def robot_options(robot, baud: int | None = None, spread_rad: float = 0.2, seed:
     joint's offset and direction). ``robot`` is a snake_control.robot.Robot, read through its attributes."""
     rng = random.Random(seed)
     initial = {j.servo_id: j.servo_angle_rad(rng.uniform(-spread_rad, spread_rad)) for j in robot.joints}
-    return {'servos': None, 'ids': ','.join(str(i) for i in robot.servo_ids), 'model': robot.bus.servo.name,
-            'baud': baud or robot.bus.baud, 'initial': ','.join(f'{i}:{a:.9g}' for i, a in initial.items())}
+    options = {'servos': None, 'ids': ','.join(str(i) for i in robot.servo_ids), 'model': robot.bus.servo.name,
+               'baud': baud or robot.bus.baud, 'initial': ','.join(f'{i}:{a:.9g}' for i, a in initial.items())}
+    lines = getattr(robot, 'bus_lines', ())
+    if len(lines) > 1:      # one pty per bus line, one plant for the whole robot
+        sid = {j.name: j.servo_id for j in robot.joints}
+        options['bus_ids'] = [','.join(str(sid[n]) for n in line.joint_names) + f'@{baud or line.baud}'
+                              for line in lines]
+    return options
 
 
 def options_to_args(options: dict) -> list[str]:
     """Command-line options for a dict of option values (None: left out)."""
     args = []
     for name, value in options.items():
-        if value is not None:
-            args += [f'--{name.replace("_", "-")}', str(value)]
+        for v in (value if isinstance(value, list) else [value]):     # a list: the option repeated
+            if v is not None:
+                args += [f'--{name.replace("_", "-")}', str(v)]
     return args
 
 
 def robot_args(robot, baud: int | None = None, spread_rad: float = 0.2, seed: int = 0) -> list[str]:
-    """Command-line options for a robot's bus (for SimBusProcess); see robot_options."""
+    """Command-line options for a robot's buses (for SimBusProcess); see robot_options."""
     return options_to_args(robot_options(robot, baud, spread_rad, seed))
 
 
@@ -135,40 +148,120 @@ def _initial(text: str, ids: list[int], spread: float, seed: int) -> dict[int, f
     return out
 
 
+def _bus_groups(args, ids: list[int], baud: int) -> list[tuple[list[int], int]]:
+    """(IDs, baud) of each bus: --bus-ids, else one bus with every servo."""
+    if not args.bus_ids:
+        return [(ids, baud)]
+    groups, seen = [], set()
+    for text in args.bus_ids:
+        id_text, sep, baud_text = text.partition('@')
+        try:
+            group = [int(w) for w in id_text.split(',') if w.strip()]
+            group_baud = int(baud_text) if sep else baud
+        except ValueError:
+            raise ValueError(f'--bus-ids {text!r}: expected comma-separated IDs, optionally @BAUD') from None
+        stray = [i for i in group if i not in ids or i in seen]
+        if not group or stray:
+            raise ValueError(f'--bus-ids {text!r}: IDs {stray or "none"} not among the servos or on two buses')
+        seen.update(group)
+        groups.append((group, group_baud))
+    left = [i for i in ids if i not in seen]
+    if left:
+        raise ValueError(f'--bus-ids: servos {left} are on no bus')
+    return groups
+
+
 def run(args, out=sys.stdout) -> int:
-    """Build the bus from parsed options, print its device path, serve until SIGINT/SIGTERM."""
-    from snake_control.dynamixel.emulator import BusEmulator
+    """Build the buses from parsed options, print each device path on a line of its own, serve until
+    SIGINT/SIGTERM. Several buses are served in a thread each, with one plant for all their servos."""
+    from snake_control.dynamixel.control import command_buses
+    from snake_control.dynamixel.emulator import BusEmulator, SharedMechanics
     from snake_control.dynamixel.faults import FaultSpec
     from snake_control.dynamixel.models import SERVO_MODELS
 
-    faults = FaultSpec.parse(args.faults)
     ids = _ids(args)
     if args.model not in SERVO_MODELS:
         raise ValueError(f'--model {args.model!r} unknown; known: {", ".join(SERVO_MODELS)}')
     models = {i: SERVO_MODELS[args.model] for i in ids}
     baud = args.baud or 1_000_000
+    groups = _bus_groups(args, ids, baud)
+    links = args.link.split(',') if args.link else [None] * len(groups)
+    if len(links) != len(groups):
+        raise ValueError(f'--link {args.link!r}: {len(groups)} buses need {len(groups)} paths')
     initial = _initial(args.initial, ids, args.spread, args.seed)
     factory = plant_factory(args.physics)
     plant = factory(list(ids), models, args.physics_arg) if factory is not None else None
-    bus = BusEmulator(ids, models, baud, faults, plant, args.link, args.firmware, args.return_delay, initial)
+    mechanics = SharedMechanics(plant) if len(groups) > 1 else None
+    buses = [BusEmulator(group, models, group_baud, FaultSpec.parse(args.faults), plant, link, args.firmware,
+                         args.return_delay, initial, mechanics)
+             for (group, group_baud), link in zip(groups, links)]
 
     def stop(signum, frame):
-        bus.stop_requested = True
+        for b in buses:
+            b.stop_requested = True
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     # Replies are timed to the microsecond: no cycle-collector pauses (the emulator makes no cycles).
     gc.collect()
     gc.freeze()
     gc.disable()
-    out.write(bus.path + '\n')
+    for b in buses:
+        out.write(b.path + '\n')
     out.flush()
-    print(f'sim-bus: {len(bus.servos)} servo(s) at {baud} baud on {bus.path} -> {os.ttyname(bus.slave)}; '
-          f'Ctrl-C to stop', file=sys.stderr, flush=True)
+    for b, (group, group_baud) in zip(buses, groups):
+        print(f'sim-bus: {len(b.servos)} servo(s) at {group_baud} baud on {b.path} -> {os.ttyname(b.slave)}'
+              f'{"; Ctrl-C to stop" if b is buses[-1] else ""}', file=sys.stderr, flush=True)
+    control = sys.stdin if not sys.stdin.isatty() else None
     try:
-        bus.serve_forever(sys.stdin if not sys.stdin.isatty() else None, out)
+        if mechanics is None:
+            buses[0].serve_forever(control, out)
+        else:
+            mechanics.start()
+            _serve_buses(buses, control, out, command_buses)
     finally:
-        bus.close()
+        if mechanics is not None:
+            mechanics.close()
+        for b in buses:
+            b.close()
     return 0
+
+
+def _serve_buses(buses, control, out, command_buses) -> None:
+    """Each bus in a thread of its own (its replies wait for the wire, not for the other buses); the
+    control channel here, until a signal stops them."""
+    import json
+    import select
+    import threading
+
+    threads = [threading.Thread(target=b.serve_forever, name=f'bus-{k}', daemon=True)
+               for k, b in enumerate(buses)]
+    for t in threads:
+        t.start()
+    cfd = control.fileno() if control is not None else None
+    buf = b''
+    while not buses[0].stop_requested:
+        if cfd is None:
+            time.sleep(0.05)
+            continue
+        try:
+            ready, _, _ = select.select([cfd], [], [], 0.05)
+        except InterruptedError:
+            continue
+        if not ready:
+            continue
+        chunk = os.read(cfd, 4096)
+        if not chunk:
+            cfd = None
+            continue
+        buf += chunk
+        while b'\n' in buf:
+            line, buf = buf.split(b'\n', 1)
+            answer = command_buses(buses, line.decode(errors='replace'))
+            if answer:
+                out.write(json.dumps(answer) + '\n')
+                out.flush()
+    for t in threads:
+        t.join(timeout=2.0)
 
 
 def main(argv=None) -> int:

@@ -26,7 +26,8 @@ MODULE = 'snake_control.dynamixel.simbus'
 
 
 class SimBusProcess:
-    """The emulator in its own process; ``path`` is the device to open, ``output`` its last lines.
+    """The emulator in its own process; ``path`` is the device to open (``paths``: one per bus when it
+    serves several), ``output`` its last lines.
 
     Raises RuntimeError with the child's output when it exits or stays silent for start_timeout_s.
     Start it from a thread that outlives the bus (the main thread): the child gets SIGTERM when the
@@ -44,6 +45,7 @@ class SimBusProcess:
         threading.Thread(target=_pump, args=(self.process.stdout, self.output, self._lines),
                          daemon=True).start()
         threading.Thread(target=_pump, args=(self.process.stderr, self.output, None), daemon=True).start()
+        self.paths: list[str] = []
         self.path = self._wait_for_path(start_timeout_s)
 
     def _wait_for_path(self, timeout_s: float) -> str:
@@ -57,7 +59,8 @@ class SimBusProcess:
                 break
             path = line.strip()
             if path.startswith('/') and Path(path).exists():
-                self.command('state', timeout_s=max(1.0, deadline - time.monotonic()))   # serving
+                state = self.command('state', timeout_s=max(1.0, deadline - time.monotonic()))   # serving
+                self.paths = list(state.get('paths') or [path])
                 return path
         self.close(timeout_s=1.0)
         time.sleep(0.1)             # let the pumps collect the last words

@@ -86,7 +86,7 @@ def write_joint_csv(path, joint_names, t_s, positions_rad):
         w = csv.writer(f)
         w.writerow(['t', *joint_names])
         for t, q in zip(t_s, positions_rad):
-            w.writerow([f'{t:.9g}', *(f'{v:.12g}' for v in q)])
+            w.writerow([f'{t:.9f}', *(f'{v:.12g}' for v in q)])
 
 
 def read_joint_mcap(path, joint_names, topic: str | None = None) -> JointTrajectory:
@@ -128,7 +128,7 @@ def write_pose_csv(path, t_s, poses_xyz_quat):
         w = csv.writer(f)
         w.writerow(POSE_COLUMNS)
         for t, p in zip(t_s, poses_xyz_quat):
-            w.writerow([f'{t:.9g}', *(f'{v:.12g}' for v in p)])
+            w.writerow([f'{t:.9f}', *(f'{v:.12g}' for v in p)])
 
 
 def read_pose_csv(path):

@@ -9,7 +9,7 @@ The bus loop runs in the driver's own thread and publishes joint_states itself a
 stamped with the time the servos were read; callbacks here only hand over the latest message.
 
 Parameters (read-only ones need a restart: changing them live would reconfigure a powered bus):
-robot (YAML name or path), port, baud, rate, read_mode, watchdog_ms, clamp_out_of_limit,
+robot (YAML name or path), port (one bus) or ports (one per bus of a robot with buses:), baud, rate, read_mode, watchdog_ms, clamp_out_of_limit,
 realtime_priority, cpu_affinity (read-only);
 stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, auto_reboot (live).
 
@@ -32,7 +32,8 @@ from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
-from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, StartupError
+from snake_control.dynamixel.driver import POLICIES, DriverConfig, StartupError
+from snake_control.dynamixel.multibus import make_driver
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
 from snake_control.nodes.qos import ESTOP_SUB_QOS
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
@@ -63,8 +64,11 @@ class DriverNode(Node):
         # name, default, description, read-only, type, range
         for name, default, text, read_only, type_, limits in (
                 ('robot', 'pitch_yaw_32', 'robot YAML name or path', True, P.PARAMETER_STRING, None),
-                ('port', '', 'serial device; empty: the robot YAML bus.port', True, P.PARAMETER_STRING, None),
-                ('baud', 0, 'baud rate; 0: the robot YAML bus.baud', True, P.PARAMETER_INTEGER,
+                ('port', '', 'serial device of a one-bus robot; empty: the robot YAML bus.port', True,
+                 P.PARAMETER_STRING, None),
+                ('ports', '', 'serial device of each bus, comma-separated in the YAML\'s order (a robot '
+                 'with buses:); empty: the robot YAML\'s', True, P.PARAMETER_STRING, None),
+                ('baud', 0, 'baud rate of every bus; 0: the robot YAML\'s', True, P.PARAMETER_INTEGER,
                  (0, 4_500_000)),
                 ('rate', 0.0, 'bus loop rate in Hz; 0: the robot YAML control_rate_hz', True,
                  P.PARAMETER_DOUBLE, (0.0, LIMITS['control_rate_hz'].high)),
@@ -104,7 +108,11 @@ class DriverNode(Node):
                               watchdog_ms=None if g('watchdog_ms') < 0 else g('watchdog_ms'))
         cpus = parse_cpus(g('cpu_affinity'))
         priority = int(g('realtime_priority'))
-        self.driver = Driver(self.robot, g('port') or None, g('baud') or None, config)
+        ports = [p.strip() for p in g('ports').split(',')] if g('ports').strip() else None
+        try:
+            self.driver = make_driver(self.robot, g('port') or None, g('baud') or None, config, ports)
+        except ValueError as exc:
+            raise StartupError(f'parameter {exc}') from None
         self.driver.thread_setup = lambda: apply_to_current_thread(priority, cpus)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.state_pub = self.create_publisher(JointState, 'joint_states', 10)

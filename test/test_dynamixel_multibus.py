@@ -1,0 +1,166 @@
+"""A robot on two buses: the emulator serving two ptys (one plant), MultiBusDriver through the real SDK.
+
+Each bus is checked at start, its Bus Watchdog armed and its torque turned off at every exit; the
+buses publish one joint_states with every joint; a fault on one bus stops the other too.
+"""
+import time
+
+import numpy as np
+import pytest
+
+from snake_control.app.sim_bus import sim_bus_args
+from snake_control.dynamixel.driver import DriverConfig, StartupError
+from snake_control.dynamixel.multibus import MultiBusDriver, make_driver
+from snake_control.dynamixel.safety import SafetyInputs, decide
+from snake_control.dynamixel.simproc import SimBusProcess
+from snake_control.robot import load_robot
+
+ROBOT_YAML = """schema: 1
+name: test_two_buses_4
+kind: pitch_yaw
+link: {length_m: 0.07, radius_m: 0.03, mass_kg: 0.14}
+bus: {servo_model: XM430-W350, baud: 4000000, control_rate_hz: 50}
+buses:
+  - {port: /dev/null-a, joints: j1..j2}
+  - {port: /dev/null-b, joints: [j3, j4], baud: 2000000}
+joint_defaults: {lower_rad: -1.0, upper_rad: 1.0, velocity_limit_rad_s: 4.0, acceleration_limit_rad_s2: 40.0,
+                 offset_rad: 0.0, direction: 1}
+joints:
+  - {name: j1, axis: pitch, id: 1}
+  - {name: j2, axis: yaw, id: 2, direction: -1, offset_rad: 0.3}
+  - {name: j3, axis: pitch, id: 3}
+  - {name: j4, axis: yaw, id: 4, direction: -1}
+"""
+
+
+@pytest.fixture(scope='module')
+def robot(tmp_path_factory):
+    path = tmp_path_factory.mktemp('robot') / 'test_two_buses_4.yaml'
+    path.write_text(ROBOT_YAML)
+    return load_robot(str(path))
+
+
+def config(**kw):
+    base = dict(rate_hz=50, margin_ms=8.0, stale_limit=4, command_timeout_s=1.0)
+    base.update(kw)
+    return DriverConfig(**base)
+
+
+def wait_for(predicate, timeout_s=5.0, step_s=0.01):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step_s)
+    return predicate()
+
+
+def sim(robot, extra=()):
+    return SimBusProcess([*sim_bus_args(robot, spread_rad=0.3), *extra])
+
+
+def test_one_process_serves_each_bus_on_its_own_pty_at_its_baud(robot):
+    from snake_control.dynamixel.bus import ServoBus
+    with sim(robot) as s:
+        assert len(s.paths) == 2 and s.path == s.paths[0]
+        a, b = ServoBus(s.paths[0], 4_000_000).open(), ServoBus(s.paths[1], 2_000_000).open()
+        try:
+            assert [a.ping(i) is not None for i in (1, 2, 3, 4)] == [True, True, False, False]
+            assert [b.ping(i) is not None for i in (1, 2, 3, 4)] == [False, False, True, True]
+        finally:
+            a.close()
+            b.close()
+        assert sorted(s.state()['servos']) == ['1', '2', '3', '4']
+        assert 'no servo 9' in s.command('silent 9 1')['error']
+
+
+def test_two_buses_run_as_one_driver_and_every_exit_turns_torque_off_on_both(robot):
+    with sim(robot) as s:
+        d = make_driver(robot, config=config(), ports=s.paths)
+        assert isinstance(d, MultiBusDriver)
+        got = []
+        d.on_state = got.append
+        d.start()
+        try:
+            state = s.state()['servos']
+            assert all(state[k]['torque'] for k in '1234')
+            assert all(state[k]['watchdog'] > 0 for k in '1234'), state       # armed on every bus
+            target = np.array([0.3, -0.2, 0.4, -0.5])
+            assert d.set_command(robot.joint_names, target)
+
+            def arrived():
+                snap = d.state()
+                return snap is not None and np.allclose(snap.position_rad, target, atol=0.02)
+            assert wait_for(arrived), d.state()
+            snap = got[-1]
+            assert snap.names == robot.joint_names and snap.fresh.all()
+            # The servos themselves are there: each bus's goal registers through its offsets.
+            ticks = {k: s.state()['servos'][k]['goal'] for k in '1234'}
+            assert abs(ticks['2'] - (2048 + round((-(-0.2) + 0.3) / (2 * np.pi / 4096)))) <= 2, ticks
+            # One merged reading per cycle: as many as either bus's cycles, give or take the phase.
+            n0, c0 = len(got), d.drivers[1].counters.cycles
+            assert wait_for(lambda: d.drivers[1].counters.cycles - c0 >= 25)
+            assert abs((len(got) - n0) - (d.drivers[1].counters.cycles - c0)) <= 3
+            assert not d.set_command(['j1', 'nope'], [0.0, 0.0])        # refused whole, on no bus
+        finally:
+            assert d.stop()
+        assert not any(s.state()['servos'][k]['torque'] for k in '1234')
+        assert d.torque_off_unconfirmed == []
+
+
+def test_a_fault_on_one_bus_holds_the_other(robot):
+    with sim(robot) as s:
+        d = make_driver(robot, config=config(), ports=s.paths)
+        d.start()
+        try:
+            q = np.zeros(4)
+            assert d.set_command(robot.joint_names, q)
+            assert wait_for(lambda: d.mode == 'running')
+            s.command('silent 4 3')                     # bus b loses a servo
+            assert wait_for(lambda: d.drivers[0].mode == 'hold' and d.drivers[1].mode == 'hold')
+            assert any('j4 stale' in r for r in d.drivers[0].reasons), d.drivers[0].reasons
+            # Bus a's goals no longer follow the commands while bus b is faulty.
+            goal_a = s.state()['servos']['1']['goal']
+            for k in range(10):
+                d.set_command(robot.joint_names, q + 0.05 * (k + 1))
+                time.sleep(0.02)
+            assert s.state()['servos']['1']['goal'] == goal_a
+            # Both resume together once the servo answers again and commands keep coming.
+            assert wait_for(lambda: (d.set_command(robot.joint_names, q + 0.5) and d.mode == 'running'),
+                            timeout_s=8.0), d.reasons
+        finally:
+            assert d.stop()
+        assert not any(s.state()['servos'][k]['torque'] for k in '1234')
+
+
+def test_a_missing_servo_on_either_bus_refuses_to_start_and_leaves_torque_off(robot):
+    with SimBusProcess(['--ids', '1,2,3', '--bus-ids', '1,2@4000000', '--bus-ids', '3@2000000']) as s:
+        d = make_driver(robot, config=config(), ports=s.paths)
+        with pytest.raises(StartupError, match=r'j4 \(ID 4\): no answer'):
+            d.start()
+        assert not any(v['torque'] for v in s.state()['servos'].values())
+
+
+def test_ports_and_port_parameters_fit_the_robot(robot):
+    with pytest.raises(ValueError, match='ports: 1 given, robot test_two_buses_4 has 2'):
+        make_driver(robot, ports=['/dev/x'])
+    with pytest.raises(ValueError, match='port: robot test_two_buses_4 has 2 buses'):
+        make_driver(robot, port='/dev/x')
+    d = make_driver(robot, ports=['/dev/x', '/dev/y'], baud=1_000_000)
+    assert [(b.port, b.baud, b.names) for b in d.drivers] == [('/dev/x', 1_000_000, ['j1', 'j2']),
+                                                              ('/dev/y', 1_000_000, ['j3', 'j4'])]
+
+
+def test_peer_fault_in_the_pure_decision():
+    n = 2
+    base = dict(now_s=10.0, command_rad=np.zeros(n), command_received_s=9.99, estop=False, names=('a', 'b'),
+                hardware_error=np.zeros(n, int), alert=np.zeros(n, bool), stale_cycles=np.zeros(n, int),
+                present_rad=np.array([0.1, 0.2]), hold_goal_rad=None, previous_mode='running',
+                resume_after_s=0.0, stale_limit=3, stale_policy='hold', alert_policy='hold',
+                estop_policy='hold', command_timeout_s=0.5)
+    assert decide(SafetyInputs(**base)).mode == 'running'
+    d = decide(SafetyInputs(**base, peer_policy='hold', peer_reasons=('bus B: x stale',)))
+    assert d.mode == 'hold' and d.reasons == ('bus B: x stale',) and d.fault_policy is None
+    assert np.allclose(d.goal_rad, [0.1, 0.2])
+    d = decide(SafetyInputs(**{**base, 'stale_cycles': np.array([0, 3])}, peer_policy='torque_off'))
+    assert d.mode == 'torque_off' and d.fault_policy == 'hold'      # its own fault is what peers follow
