@@ -73,9 +73,11 @@ def test_a_negative_lateral_command_sidewinds_to_the_right():
 
 @pytest.mark.slow
 def test_positive_turn_turns_counter_clockwise_on_wheeled_8():
-    _, _, straight = motion('wheeled_8', 'wheeled_undulation', (0.1, 0.0, 0.0))
-    _, _, ccw = motion('wheeled_8', 'wheeled_undulation', (0.1, 0.0, 0.5))
-    _, _, cw = motion('wheeled_8', 'wheeled_undulation', (0.1, 0.0, -0.5))
+    # 0.2 m/s: one wave takes about 4 s (the no-slip stride), so 8 s hold two whole waves and the
+    # heading at the end is not caught mid-swing.
+    _, _, straight = motion('wheeled_8', 'wheeled_undulation', (0.2, 0.0, 0.0), duration_s=8.0)
+    _, _, ccw = motion('wheeled_8', 'wheeled_undulation', (0.2, 0.0, 0.5), duration_s=8.0)
+    _, _, cw = motion('wheeled_8', 'wheeled_undulation', (0.2, 0.0, -0.5), duration_s=8.0)
     assert abs(straight) < math.radians(15), math.degrees(straight)
     assert ccw > math.radians(45) and cw < -math.radians(45), (math.degrees(ccw), math.degrees(cw))
 
