@@ -316,20 +316,23 @@ def bench_launch(seconds: float = 30.0):
         proc = subprocess.Popen(shell(ws, f'ros2 launch snake_control gait.launch.py robot:={ROBOT} bus:=sim '
                                           f'baud:={BAUD} physics:=mujoco joy:=false rviz:=false'),
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        from snake_control.nodes.runner import make_executor
         stamps = []
         rclpy.init()
         node = Node('bench_launch_probe')
+        executor = make_executor()
+        executor.add_node(node)
         node.create_subscription(JointState, '/snake/joint_states',
                                  lambda m: stamps.append(m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec), 100)
         try:
             deadline = time.monotonic() + 120
             while len(stamps) < 50 and time.monotonic() < deadline and proc.poll() is None:
-                rclpy.spin_once(node, timeout_sec=0.1)
+                executor.spin_once(timeout_sec=0.1)
             time.sleep(3.0)
             stamps.clear()
             start = time.monotonic()
             while time.monotonic() - start < seconds:
-                rclpy.spin_once(node, timeout_sec=0.1)
+                executor.spin_once(timeout_sec=0.1)
             wall = time.monotonic() - start
         finally:
             os.killpg(proc.pid, signal.SIGINT)
@@ -337,6 +340,7 @@ def bench_launch(seconds: float = 30.0):
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+            executor.shutdown(timeout_sec=1.0)
             node.destroy_node()
             rclpy.try_shutdown()
             log.close()

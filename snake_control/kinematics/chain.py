@@ -97,6 +97,17 @@ def planar_relative_to(centres_m, headings_rad, link: int):
 
 # --- 3D chains (pitch-yaw, or any fixed axes) ---------------------------------------------------
 
+def joint_rotations(angles_rad, axes) -> np.ndarray:
+    """(n, 3, 3) rotation of every joint, exp(angle_j * axis_j) for unit axes (Rodrigues), all at once."""
+    angles = np.asarray(angles_rad, dtype=float)
+    axes = np.asarray(axes, dtype=float)
+    k = np.zeros((angles.shape[0], 3, 3))
+    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -axes[:, 2], axes[:, 1], -axes[:, 0]
+    k -= k.transpose(0, 2, 1)
+    s, c = np.sin(angles)[:, None, None], np.cos(angles)[:, None, None]
+    return np.eye(3) + s * k + (1.0 - c) * (k @ k)
+
+
 def chain_frames(angles_rad, axes, link_lengths_m) -> np.ndarray:
     """4x4 frames of every link centre in the tail link's frame.
 
@@ -109,15 +120,17 @@ def chain_frames(angles_rad, axes, link_lengths_m) -> np.ndarray:
         raise ValueError(f'angles_rad must be (n,) and axes (n, 3), got {angles.shape} and {axes.shape}')
     n = angles.shape[0]
     lengths = _lengths(link_lengths_m, n + 1)
+    # Link j's centre -> link j+1's centre: half a link to the joint, the joint's rotation, half the next
+    # link. Built for every joint at once; only the chaining is sequential.
+    rel = np.zeros((n, 4, 4))
+    rel[:, :3, :3] = rot = joint_rotations(angles, axes)
+    rel[:, 0, 3] = 0.5 * lengths[:-1]
+    rel[:, :3, 3] += rot[:, :, 0] * (0.5 * lengths[1:, None])
+    rel[:, 3, 3] = 1.0
     frames = np.empty((n + 1, 4, 4))
     frames[0] = np.eye(4)
     for j in range(n):
-        r = frames[j, :3, :3]
-        joint = frames[j, :3, 3] + r[:, 0] * (0.5 * lengths[j])
-        r_next = r @ so3_exp(axes[j] * angles[j])
-        frames[j + 1] = np.eye(4)
-        frames[j + 1, :3, :3] = r_next
-        frames[j + 1, :3, 3] = joint + r_next[:, 0] * (0.5 * lengths[j + 1])
+        np.matmul(frames[j], rel[j], out=frames[j + 1])
     return frames
 
 
@@ -177,11 +190,14 @@ def urdf_link_frames(frames, link_lengths_m) -> np.ndarray:
 
 def urdf_joint_transforms(angles_rad, axes, link_lengths_m) -> np.ndarray:
     """(n, 4, 4) transforms parent link -> child link of every URDF joint (link_j -> link_{j+1}), what
-    robot_state_publisher puts on /tf for these joint angles (rad)."""
-    links = urdf_link_frames(chain_frames(angles_rad, axes, link_lengths_m), link_lengths_m)
-    parent = links[:-1]
-    inv = np.zeros_like(parent)
-    inv[:, :3, :3] = parent[:, :3, :3].transpose(0, 2, 1)
-    inv[:, :3, 3] = -np.einsum('kba,kb->ka', parent[:, :3, :3], parent[:, :3, 3])
-    inv[:, 3, 3] = 1.0
-    return np.einsum('kab,kbc->kac', inv, links[1:])
+    robot_state_publisher puts on /tf for these joint angles (rad): from link_0's centre, or link_j's
+    joint, along the link to joint j, then the joint's rotation."""
+    angles = np.asarray(angles_rad, dtype=float)
+    n = angles.shape[0]
+    lengths = _lengths(link_lengths_m, n + 1)
+    out = np.zeros((n, 4, 4))
+    out[:, :3, :3] = joint_rotations(angles, axes)
+    out[:, 0, 3] = lengths[:-1]
+    out[0, 0, 3] = 0.5 * lengths[0]
+    out[:, 3, 3] = 1.0
+    return out

@@ -24,7 +24,7 @@ from snake_control.nodes.qos import SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot, reorder_joints
 
-DEFAULT_RATE_HZ = 50.0
+DEFAULT_RATE_HZ = 20.0      # robot_state_publisher's default publish_frequency: enough to watch and record
 
 
 def tf2_msgs_available() -> bool:
