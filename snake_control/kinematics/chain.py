@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from snake_control.kinematics.lie import so3_exp
-
 
 def _lengths(link_lengths_m, n_links: int) -> np.ndarray:
     lengths = np.asarray(link_lengths_m, dtype=float)

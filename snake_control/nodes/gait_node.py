@@ -53,7 +53,7 @@ from snake_control.gaits.controller import ERROR, OK, WARN, GaitController, defa
 from snake_control.gaits.feasibility import feasible_ranges
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
-from snake_control.robot import LIMITS, check_rate_hz, load_robot, reorder_joints
+from snake_control.robot import LIMITS, check_rate_hz, load_robot
 from snake_control.teleop.command_filter import CommandLimits
 
 COMMAND_PARAMETERS = {
