@@ -29,9 +29,6 @@ FLOORS = [
 ]
 FLOOR = {room: k for k, rooms in enumerate(FLOORS) for room in rooms}
 
-# Upward edges that live in code another change is rewriting; each entry goes when that code moves.
-# Nothing may join.
-KNOWN_UPWARD: set = set()
 
 MODULE_TEXT = re.compile(r'snake_control(\.\w+)+')
 
@@ -98,7 +95,7 @@ def test_every_room_has_a_floor():
 
 def test_no_room_imports_upward():
     upward = {edge: files for edge, files in room_edges().items()
-              if FLOOR[edge[1]] > FLOOR[edge[0]] and edge not in KNOWN_UPWARD}
+              if FLOOR[edge[1]] > FLOOR[edge[0]]}
     assert not upward, '\n'.join(f'{a} (floor {FLOOR[a]}) imports {b} (floor {FLOOR[b]}) in {files}'
                                  for (a, b), files in sorted(upward.items()))
 
@@ -106,8 +103,7 @@ def test_no_room_imports_upward():
 def test_no_cycle_between_rooms():
     graph: dict[str, set[str]] = {}
     for a, b in room_edges():
-        if (a, b) not in KNOWN_UPWARD:
-            graph.setdefault(a, set()).add(b)
+        graph.setdefault(a, set()).add(b)
 
     def cycle_from(start):
         stack, seen = [(start, [start])], set()
@@ -123,9 +119,3 @@ def test_no_cycle_between_rooms():
 
     cycles = [c for c in map(cycle_from, sorted(graph)) if c]
     assert not cycles, f'import cycles between rooms: {cycles}'
-
-
-@pytest.mark.parametrize('edge', sorted(KNOWN_UPWARD))
-def test_known_upward_edges_still_exist(edge):
-    # When the code behind an allowance is fixed, the allowance must go too.
-    assert edge in room_edges(), f'{edge} no longer imports upward: remove it from KNOWN_UPWARD'
