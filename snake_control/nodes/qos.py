@@ -17,7 +17,11 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityP
 
 COMMAND_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.VOLATILE)
-STATE_QOS = COMMAND_QOS
+# Streams where every message counts (joint_states for the estimator): rclpy's events executor, under
+# load, lost about 8 % of a 100 Hz stream on subscriptions 5 or 10 deep with no gap over 30 ms in its
+# callbacks; 100 deep (1 s of it) lost none. Publishers keep their own shallow queues.
+STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                       durability=DurabilityPolicy.VOLATILE)
 ESTOP_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
 ESTOP_SUB_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
@@ -27,5 +31,6 @@ ESTOP_REPEAT_S = 0.5
 DESCRIPTION_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
 JOY_QOS = qos_profile_sensor_data
-SENSOR_QOS = qos_profile_sensor_data
+SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.BEST_EFFORT,
+                        durability=DurabilityPolicy.VOLATILE)
 DIAGNOSTICS_QOS = COMMAND_QOS
