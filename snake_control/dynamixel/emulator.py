@@ -107,34 +107,50 @@ class SharedMechanics:
             return (self.version, self.state) if self.version != seen else (seen, None)
 
     def _loop(self) -> None:
-        last = time.monotonic()
-        next_t = last
-        while not self.stop_requested:
-            next_t += MECHANICS_STEP_S
-            goals, torque = {}, {}
-            for i, s in list(self.servos.items()):
-                if s.profile_changed:
-                    s.profile_changed = False
-                    self.plant.set_profile(i, *s.profile())
-                goals[i] = s.goal_rad()
-                torque[i] = s.torque_on
-            now = time.monotonic()
-            try:
-                state = self.plant.step(now - last, goals, torque)
-            except Exception as exc:          # a broken world must not look like frozen servos silently
-                print(f'sim-bus: physics step failed, mechanics stopped: {exc!r}', file=sys.stderr,
-                      flush=True)
-                return
-            last = now
+        def publish(state):
             with self.lock:
                 self.state = state
                 self.version += 1
-            wait = next_t - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            else:
-                next_t = time.monotonic()       # behind (slow host): never step in bursts to catch up
+        step_plant_forever(self.plant, lambda: plant_inputs(list(self.servos.items())), publish,
+                           lambda: self.stop_requested)
 
+
+def plant_inputs(servos) -> tuple[dict, dict, list]:
+    """(goals rad, torque on, profile changes) of (id, Servo) pairs, consuming their profile changes."""
+    goals, torque, profiles = {}, {}, []
+    for i, s in servos:
+        if s.profile_changed:
+            s.profile_changed = False
+            profiles.append((i, s.profile()))
+        goals[i] = s.goal_rad()
+        torque[i] = s.torque_on
+    return goals, torque, profiles
+
+
+def step_plant_forever(plant, inputs, publish, stopped) -> None:
+    """Step a plant every MECHANICS_STEP_S of wall time until stopped(): inputs() gives (goals, torque,
+    profile changes), publish(state) takes each step's result. The step runs outside any lock, so
+    serving a packet never waits for physics."""
+    last = time.monotonic()
+    next_t = last
+    while not stopped():
+        next_t += MECHANICS_STEP_S
+        goals, torque, profiles = inputs()
+        for i, prof in profiles:
+            plant.set_profile(i, *prof)
+        now = time.monotonic()
+        try:
+            state = plant.step(now - last, goals, torque)
+        except Exception as exc:          # a broken world must not look like frozen servos silently
+            print(f'sim-bus: physics step failed, mechanics stopped: {exc!r}', file=sys.stderr, flush=True)
+            return
+        last = now
+        publish(state)
+        wait = next_t - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        else:
+            next_t = time.monotonic()       # behind (slow host): never step in bursts to catch up
 
 
 class BusEmulator:
@@ -335,35 +351,14 @@ class BusEmulator:
 
         Goals, torque and profile changes are taken under the lock (the serving loop writes them);
         the step itself runs outside it, so serving a packet never waits for physics."""
-        last = time.monotonic()
-        next_t = last
-        while not self.stop_requested:
-            next_t += MECHANICS_STEP_S
+        def inputs():
             with self._mech_lock:
-                goals, torque, profiles = {}, {}, []
-                for i, s in self.servos.items():
-                    if s.profile_changed:
-                        s.profile_changed = False
-                        profiles.append((i, s.profile()))
-                    goals[i] = s.goal_rad()
-                    torque[i] = s.torque_on
-            for i, prof in profiles:
-                self.plant.set_profile(i, *prof)
-            now = time.monotonic()
-            try:
-                state = self.plant.step(now - last, goals, torque)
-            except Exception as exc:          # a broken world must not look like frozen servos silently
-                print(f'sim-bus: physics step failed, mechanics stopped: {exc!r}', file=sys.stderr,
-                      flush=True)
-                return
-            last = now
+                return plant_inputs(self.servos.items())
+
+        def publish(state):
             with self._mech_lock:
                 self._mech_state = state
-            wait = next_t - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            else:
-                next_t = time.monotonic()       # behind (slow host): never step in bursts to catch up
+        step_plant_forever(self.plant, inputs, publish, lambda: self.stop_requested)
 
     # -------------------------------------------------------------- instructions
     def handle(self, pkt: P.Packet, now: float, baud: int) -> list[tuple[float, bytes]]:
