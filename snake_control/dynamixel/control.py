@@ -15,6 +15,7 @@ to one with the prefix ``bus K`` (K from 0, in the order of ``paths``).
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -22,6 +23,19 @@ from snake_control.dynamixel import protocol as P
 from snake_control.dynamixel.faults import rate
 from snake_control.dynamixel.models import register
 from snake_control.dynamixel.servo import ADDR_HW_ERROR
+
+
+def answer_lines(buf: bytes, chunk: bytes, answer, out) -> bytes:
+    """Append chunk to buf, answer every complete line with answer(line) written to out as one JSON line
+    (where out is given and the answer is not empty); returns what is left of an unfinished line."""
+    buf += chunk
+    while b'\n' in buf:
+        line, buf = buf.split(b'\n', 1)
+        reply = answer(line.decode(errors='replace'))
+        if out is not None and reply:
+            out.write(json.dumps(reply) + '\n')
+            out.flush()
+    return buf
 
 
 def command(bus, line: str) -> dict:

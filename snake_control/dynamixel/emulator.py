@@ -41,7 +41,6 @@ thread of its own so the buses' wire times overlap as on real adapters) takes it
 from __future__ import annotations
 
 import fcntl
-import json
 import math
 import os
 import random
@@ -56,7 +55,7 @@ import time
 import tty
 
 from snake_control.dynamixel import protocol as P
-from snake_control.dynamixel.control import command
+from snake_control.dynamixel.control import answer_lines, command
 from snake_control.dynamixel.faults import FaultSpec
 from snake_control.dynamixel.models import (
     BAUD_BY_REGISTER, REGISTER_BY_BAUD, RETURN_DELAY_UNIT_S, SUPPORTED_BAUDS, ServoModel)
@@ -621,12 +620,6 @@ class BusEmulator:
                 if not chunk:
                     cfd = None
                     continue
-                buf += chunk
-                while b'\n' in buf:
-                    line, buf = buf.split(b'\n', 1)
-                    answer = command(self, line.decode(errors='replace'))
-                    if control_out is not None and answer:
-                        control_out.write(json.dumps(answer) + '\n')
-                        control_out.flush()
+                buf = answer_lines(buf, chunk, lambda line: command(self, line), control_out)
 
 

@@ -229,9 +229,10 @@ def run(args, out=sys.stdout) -> int:
 def _serve_buses(buses, control, out, command_buses) -> None:
     """Each bus in a thread of its own (its replies wait for the wire, not for the other buses); the
     control channel here, until a signal stops them."""
-    import json
     import select
     import threading
+
+    from snake_control.dynamixel.control import answer_lines
 
     threads = [threading.Thread(target=b.serve_forever, name=f'bus-{k}', daemon=True)
                for k, b in enumerate(buses)]
@@ -253,13 +254,7 @@ def _serve_buses(buses, control, out, command_buses) -> None:
         if not chunk:
             cfd = None
             continue
-        buf += chunk
-        while b'\n' in buf:
-            line, buf = buf.split(b'\n', 1)
-            answer = command_buses(buses, line.decode(errors='replace'))
-            if answer:
-                out.write(json.dumps(answer) + '\n')
-                out.flush()
+        buf = answer_lines(buf, chunk, lambda line: command_buses(buses, line), out)
     for t in threads:
         t.join(timeout=2.0)
 
