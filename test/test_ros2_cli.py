@@ -148,7 +148,7 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
         assert 'Setting parameter failed' in infeasible.stdout + infeasible.stderr, infeasible.stdout
 
         # The README's e-stop: `ros2 topic pub` offers a volatile publisher; the gait node must hear it.
-        out = run(ws, 'ros2 topic pub --once -w 2 /snake/estop std_msgs/Bool "data: true"', timeout_s=30)
+        out = run(ws, 'ros2 topic pub -t 5 -r 10 -w 2 /snake/estop std_msgs/Bool "data: true"', timeout_s=30)
         assert out.returncode == 0, out.stdout + out.stderr
         poll(lambda: gait_state(ws).get('estop') == 'true', what='estop from ros2 topic pub')
         poll(lambda: driver_heard_estop(ws), what='the driver holding for the estop from ros2 topic pub')
