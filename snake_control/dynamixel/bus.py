@@ -436,12 +436,14 @@ class ServoBus:
             raise CommError(f'{self.port_name}: sync write at {address}: {self.ph.getTxRxResult(result)}')
 
     def sync_read(self, address: int, size: int, ids: list[int], fast: bool,
-                  timeout_ms: float | None = None) -> dict[int, tuple[int, bytes]]:
+                  timeout_ms: float | None = None, drain: bool = True) -> dict[int, tuple[int, bytes]]:
         """{id: (error byte, data)} for every servo whose reply arrived intact; missing ones absent.
 
         Fast: one packet of blocks; a truncated or partly corrupted reply still yields the blocks
         before the damage. Slow: one status per servo, each taken on its own, so a silent servo
         costs only itself. ``timeout_ms`` bounds the whole exchange (default: wire time + margin).
+        ``drain=False``: the caller drains after its last read (it reads again at once, and the next
+        request clears the input buffer before it leaves).
         """
         if not ids:
             self.port.flush_held()
@@ -468,19 +470,34 @@ class ServoBus:
                         if sid in wanted:
                             out[sid] = (err, data)
             else:
-                parser = P.PacketParser()
+                parser = P.PacketParser(expected_length=size + 4)
                 received = 0
-                # Every byte the replies can have has arrived (some garbled): waiting longer gains nothing.
-                while len(out) < n and received < reply_bytes:
-                    chunk = self.port.readPort(reply_bytes - received)
+                last_id = ids[-1]
+                # Replies follow each other on the wire: when none has come for one reply's wire time
+                # plus the margin, the rest are lost (a garbled request gets no reply at all), so waiting
+                # for the whole exchange's deadline gains nothing.
+                port = self.port
+                deadline_ms = port.packet_start_time + port.packet_timeout
+                gap_ms = (11 + size) * self.byte_time_ms + port.margin_ms
+                first_ms = port.packet_timeout - reply_bytes * self.byte_time_ms + gap_ms
+                port.packet_timeout = min(port.packet_timeout, first_ms)
+                # Every byte the replies can have has arrived (some garbled), or the last servo asked has
+                # answered (replies come in the order asked, so the missing ones before it are lost):
+                # waiting longer gains nothing.
+                while len(out) < n and received < reply_bytes and last_id not in out:
+                    chunk = port.readPort(min(11 + size, reply_bytes - received))
                     if not chunk:
                         break
+                    now_ms = port.getCurrentTime()
+                    port.packet_start_time, port.packet_timeout = now_ms, min(gap_ms, deadline_ms - now_ms)
                     received += len(chunk)
                     for pkt in parser.feed(chunk):
                         if pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id in wanted \
                                 and len(pkt.params) == size + 1:
                             out[pkt.servo_id] = (pkt.params[0], bytes(pkt.params[1:]))
-        if len(out) < n:
+                if last_id in out:
+                    return out          # the line is quiet: nothing of this read is still in flight
+        if len(out) < n and drain:
             self.drain(self.drain_quiet_ms)
         return out
 

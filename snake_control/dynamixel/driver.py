@@ -19,9 +19,11 @@ error status, present current, velocity and position; a follow-up sync read of t
 read missed when the cycle has time left (a servo silent for ``stale_limit`` cycles leaves the main
 read and is probed every PROBE_EVERY cycles, so a dead servo does not cost a timeout every cycle);
 every ``health_every`` cycles one servo's temperature,
-voltage and bus watchdog, round-robin (a tripped watchdog is cleared and re-armed). When fast sync read
-delivers under half the servos on average (firmware without it, or a noisy line that garbles the one
-long reply), the driver uses sync read and tries fast again every 100 cycles.
+voltage and bus watchdog, round-robin (a tripped watchdog is cleared and re-armed). The read mode
+follows the recent reply-failure rate (``read_strategy``): on a noisy line, where one garbled byte in
+the long fast reply costs every servo after it, the cycle reads per-servo status packets (sync read) and
+retries the lost servos with a short margin while the cycle has time; it returns to fast sync read once
+the line is clean again.
 
 Safety: a servo whose read failed keeps its last good value and is marked stale (never zeros); after
 ``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
@@ -55,6 +57,7 @@ from snake_control.dynamixel.conversion import (current_a_to_torque_nm, joint_to
                                                 velocity_units_to_rad_s)
 from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, RAD_PER_TICK,
                                             RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
+from snake_control.dynamixel.read_strategy import ReadStrategy
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
                                               JointStateSnapshot, ServoDiagnostics, ServoState,
@@ -74,6 +77,7 @@ QUARANTINE_AFTER = 50
 # Follow-up reads of the servos a cycle's first read lost: at most this many rounds, each only while it
 # still fits in this fraction of the control period.
 MAX_FOLLOW_UPS = 6
+MAX_NOISY_FOLLOW_UPS = 20
 FOLLOW_UP_BUDGET = 0.85
 # Reply margin of follow-up reads and the quiet that ends the drain after an incomplete read (ms): each
 # lost reply of a noisy line costs this, not the first read's margin, so a cycle has room for several
@@ -138,9 +142,7 @@ class Driver:
         self.counters = Counters()
         self.warnings: list[str] = []
         self.events: collections.deque = collections.deque(maxlen=200)
-        self.fast = self.config.read_mode != 'slow'
-        self._fast_capable = self.fast
-        self._fast_yield = 1.0
+        self.read_strategy = ReadStrategy(self.config.read_mode)
         self._lock = threading.Lock()
         self._command: _Command | None = None
         self._estop = False
@@ -162,6 +164,7 @@ class Driver:
         self._resume_after = 0.0            # commands older than this do not end a hold
         self._ramp: RampState | None = None  # resuming from a hold: the goal ramps to the command
         self._transmit_fault_since = None   # first of consecutive cycles whose packets did not leave
+        self._unsettled_since = None        # when the last incomplete state read ended (_settle)
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
         self.max_goal_step_rad = 0.0        # largest goal change of a joint between running cycles
         self._torque_off_done = False
@@ -208,11 +211,13 @@ class Driver:
             with self._patient():
                 self._check_servos()
                 self._configure_all()
-                self._first_goals_and_torque_on()
                 for s in self.servos:           # every servo's health known before the loop starts
                     for _ in range(3):
                         if self._read_servo_health(s) is not None:
                             break
+                # Torque on last: from then on each servo's bus watchdog runs, and the loop must start
+                # before it ends (on a noisy line the health reads above take longer than it).
+                self._first_goals_and_torque_on()
         except (StartupError, DxlError, PortGone) as exc:
             with contextlib.suppress(PortGone):
                 self._torque_off_all(deadline_s=self.config.torque_off_deadline_s)
@@ -333,7 +338,8 @@ class Driver:
             mode=self.mode, reasons=list(self.reasons), fatal_error=self.fatal_error, port=self.port,
             baud=self.baud, rate_hz_target=self.rate_hz, cycle_rate_hz=rate,
             jitter_p99_ms=float(np.percentile(np.abs(jitter), 99) * 1000.0),
-            read_mode='fast' if self.fast else 'slow', counters=dict(self.counters.__dict__),
+            read_mode=self.read_strategy.mode, reply_failure_rate=self.read_strategy.failure_rate,
+            counters=dict(self.counters.__dict__),
             disconnected_for_s=(time.monotonic() - self._disconnected_since
                                 if self.mode == 'disconnected' and self._disconnected_since else 0.0),
             watchdog_ms=self.watchdog_ms, torque_off_unconfirmed=list(self.torque_off_unconfirmed),
@@ -343,6 +349,11 @@ class Driver:
                                      nan_none(s.temperature_c), nan_none(s.voltage_v), s.health_stale,
                                      s.health_failures, s.torque, s.reboots, s.current_a)
                     for s in self.servos])
+
+    @property
+    def fast(self) -> bool:
+        """Whether the cycle's first read is one fast sync read (see read_strategy)."""
+        return self.read_strategy.fast
 
     @property
     def running(self) -> bool:
@@ -391,7 +402,7 @@ class Driver:
             else:
                 fw_min = self.model.fast_sync_read_min_firmware
                 if self.config.read_mode == 'auto' and (fw_min is None or found[1] < fw_min):
-                    self.fast = self._fast_capable = False
+                    self.read_strategy.no_fast()
         if problems:
             raise StartupError(f'{self.port} at {self.baud} baud: ' + '; '.join(problems))
 
@@ -619,7 +630,8 @@ class Driver:
                 self._on_disconnect(f'transmit failing for {now - self._transmit_fault_since:.1f} s')
                 self._publish(stamp)
                 return
-        self._read_health()
+        with self._quick_margin(self.read_strategy.noisy):
+            self._read_health()
         self._publish(stamp)
 
     # ---------------------------------------------------------------- decisions
@@ -775,13 +787,13 @@ class Driver:
         quarantined = {sid for sid in active if self.by_id[sid].stale_cycles >= quarantine_after}
         probes = {sid for sid in quarantined if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0}
         ids = [sid for sid in active if sid not in quarantined or sid in probes]
-        use_fast = self.fast
-        if not use_fast and self._fast_capable and self.config.read_mode != 'slow' \
-                and self.counters.cycles % 100 == 0:
-            use_fast = True                 # re-measure a fast read now and then
+        strategy = self.read_strategy
         addr, size = STATE_BLOCK.data_address, STATE_BLOCK.size
+        got: dict = {}
+        self._settle()
         try:
-            got = self.bus.sync_read(addr, size, ids, use_fast) if ids else {}
+            if ids:
+                got = self._sync_read(ids, strategy.fast, quick=False)
         except CommError:                   # the request did not leave: no reply this cycle
             for s in self.servos:
                 s.fresh = False
@@ -790,26 +802,18 @@ class Driver:
             self.counters.read_failures += len(self.servos)
             self.counters.full_read_failures += 1
             return False
-        missing = [sid for sid in ids if sid not in got]
-        if use_fast and ids:
-            self._fast_yield = 0.8 * self._fast_yield + 0.2 * (len(got) / len(ids)) \
-                if self.fast else len(got) / len(ids)
-        self._follow_up(now, got, [sid for sid in missing if sid not in quarantined])
-        if self.config.read_mode == 'auto' and use_fast:
-            # Fast sync read loses every servo after a garbled byte, and old firmware ignores it:
-            # when it delivers under half the servos on average, sync read serves better.
-            if self.fast and self._fast_yield < 0.5:
-                self.fast = False
-                self.counters.mode_switches += 1
-                self._event(f'fast sync read delivers {self._fast_yield:.0%} of the servos; using sync read')
-            elif not self.fast and self._fast_yield >= 0.9:
-                self.fast = True
-                self.counters.mode_switches += 1
-                self._event('fast sync read works again; using it')
+        # The failure rate counts servos expected to answer, not quarantined ones' probes.
+        counted = [sid for sid in ids if sid not in quarantined]
+        event = strategy.record(len(counted), sum(sid not in got for sid in counted))
+        if event:
+            self.counters.mode_switches += 1
+            self._event(event)
+        self._follow_up(now, got, [sid for sid in counted if sid not in got])
         if ids and not got:
             self.counters.full_read_failures += 1
-        for sid, (err, data) in got.items():
-            self._take_state(self.by_id[sid], err, data)
+        with self._quick_margin(strategy.noisy):    # a tripped watchdog's re-arm, on a noisy line
+            for sid, (err, data) in got.items():
+                self._take_state(self.by_id[sid], err, data)
         fresh = 0
         for s in self.servos:
             if s.fresh and s.servo_id in got:
@@ -832,23 +836,56 @@ class Driver:
         for one more: one garbled byte then costs a few servos, not the whole cycle."""
         budget_ms = FOLLOW_UP_BUDGET * self.period_s * 1000.0
         quick_ms = min(self.margin_ms, QUICK_MARGIN_MS)
+        # On a noisy line every round that fits the cycle is worth it: each one leaves a share q of the
+        # missing servos missing (one read's loss), so r rounds leave q^r.
+        max_rounds = MAX_FOLLOW_UPS if not self.read_strategy.noisy else MAX_NOISY_FOLLOW_UPS
         rounds = 0
-        while missing and rounds < MAX_FOLLOW_UPS:
+        while missing and rounds < max_rounds:
             elapsed_ms = (time.monotonic() - now) * 1000.0
             need_ms = (14 + len(missing) * (12 + STATE_BLOCK.size)) * self.bus.byte_time_ms + 2 * quick_ms
             free_running = rounds == 0 and self.rate_hz >= 1000
             if elapsed_ms + need_ms > budget_ms and not free_running:
                 break
             rounds += 1
-            self.bus.port.margin_ms = quick_ms
             try:
-                more = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, missing, False)
+                more = self._sync_read(missing, False, quick=True)
             except CommError:
                 break
-            finally:
-                self.bus.port.margin_ms = self.margin_ms
             got.update(more)
             missing = [sid for sid in missing if sid not in got]
+
+    def _sync_read(self, ids: list, fast: bool, quick: bool) -> dict:
+        """One sync read of the state block (``quick``: with the short margin). An incomplete one is
+        not drained here: the next read of the cycle follows at once (a late reply it takes is still
+        this cycle's), and the next cycle's first read settles the line first (_settle)."""
+        with self._quick_margin(quick):
+            got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False)
+        self._unsettled_since = None if len(got) == len(ids) else time.monotonic()
+        return got
+
+    def _settle(self):
+        """Before a cycle's first read: no reply of an earlier cycle may pass for one of this cycle. A
+        reply late by up to the drain's quiet time has arrived by now, and the request clears the input
+        buffer before it leaves; only when the last incomplete read ended less than that ago (a late
+        cycle) is the line drained until quiet. The wait falls in the sleep between cycles."""
+        if self._unsettled_since is None:
+            return
+        quiet_ms = self.bus.drain_quiet_ms if self.bus.drain_quiet_ms is not None else self.margin_ms
+        if (time.monotonic() - self._unsettled_since) * 1000.0 < quiet_ms:
+            self.bus.drain(quiet_ms)
+        self._unsettled_since = None
+
+    @contextlib.contextmanager
+    def _quick_margin(self, on: bool = True):
+        """Reply margin QUICK_MARGIN_MS (at most the configured one) for the exchanges inside."""
+        if not on:
+            yield
+            return
+        self.bus.port.margin_ms = min(self.margin_ms, QUICK_MARGIN_MS)
+        try:
+            yield
+        finally:
+            self.bus.port.margin_ms = self.margin_ms
 
     def _take_state(self, s: ServoState, err: int, data: bytes):
         """One servo's state block: published values if plausible, else a failed read (stale)."""

@@ -218,8 +218,8 @@ class MultiBusDriver:
             port=self.port, baud=self.baud, rate_hz_target=self.rate_hz,
             cycle_rate_hz=min(p.cycle_rate_hz for p in parts),
             jitter_p99_ms=max(p.jitter_p99_ms for p in parts),
-            read_mode='fast' if all(p.read_mode == 'fast' for p in parts) else
-            ('slow' if all(p.read_mode == 'slow' for p in parts) else 'mixed'),
+            read_mode=parts[0].read_mode if len({p.read_mode for p in parts}) == 1 else 'mixed',
+            reply_failure_rate=max(p.reply_failure_rate for p in parts),
             counters=counters, disconnected_for_s=max(p.disconnected_for_s for p in parts),
             watchdog_ms=parts[0].watchdog_ms,
             torque_off_unconfirmed=[n for p in parts for n in p.torque_off_unconfirmed],

@@ -189,7 +189,10 @@ class PacketParser:
 
     MAX_LENGTH = 4096
 
-    def __init__(self):
+    def __init__(self, expected_length: int | None = None):
+        # The LEN every wanted packet has (a sync read's replies all have one): a header with another
+        # is not taken, so a garbled LEN cannot hold back the good replies behind it.
+        self.expected_length = expected_length
         self.buffer = bytearray()
         self.discarded = 0          # bytes dropped as not part of any packet (junk, cut packets)
         self._counted = 0           # bytes ahead already counted in a bad-CRC packet's size
@@ -224,7 +227,7 @@ class PacketParser:
             if len(buf) < 7:
                 return out
             length = buf[5] | (buf[6] << 8)
-            if length < 3 or length > self.MAX_LENGTH:
+            if length < 3 or length > self.MAX_LENGTH or (self.expected_length or length) != length:
                 self._drop(1)
                 del buf[:1]      # not a real header
                 continue

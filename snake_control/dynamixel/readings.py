@@ -180,6 +180,7 @@ class DriverDiagnostics:
     counters: dict
     disconnected_for_s: float
     watchdog_ms: int
+    reply_failure_rate: float = 0.0     # recent share of servo replies lost in a cycle's first read
     torque_off_unconfirmed: list = field(default_factory=list)   # servo names after a failed torque off
     warnings: list = field(default_factory=list)
     events: list = field(default_factory=list)

@@ -204,7 +204,8 @@ def diagnostic_array(d, node_name: str, stamp) -> DiagnosticArray:
     bus.message = d.mode + (': ' + '; '.join(d.reasons) if d.reasons else '')
     bus.values = [kv('mode', d.mode), kv('cycle_rate_hz', f'{d.cycle_rate_hz:.1f}'),
                   kv('rate_hz_target', d.rate_hz_target), kv('jitter_p99_ms', f'{d.jitter_p99_ms:.3f}'),
-                  kv('read_mode', d.read_mode), kv('baud', d.baud), kv('watchdog_ms', d.watchdog_ms),
+                  kv('read_mode', d.read_mode), kv('reply_failure_rate', f'{d.reply_failure_rate:.3f}'),
+                  kv('baud', d.baud), kv('watchdog_ms', d.watchdog_ms),
                   kv('torque_off_unconfirmed', ','.join(unconfirmed))]
     bus.values += [kv(k, v) for k, v in d.counters.items()]
     arr.status.append(bus)

@@ -1,0 +1,99 @@
+"""How a control cycle reads the servos' state, chosen from the recent reply-failure rate.
+
+A fast sync read answers for every servo in one packet (8 + N(L + 4) bytes), and a corrupted byte breaks
+the running CRC of every block after it: at a byte error rate p the k-th servo's block survives
+(1 - p)^(22 + N + 15k) (request and reply, L = 11), so at p = 1 % the 488-byte reply for 32 servos is
+whole about 0.7 % of the time and every servo pays for one bad byte. A sync read answers with one status
+packet per servo: a bad byte in a reply costs that servo only ((1 - p)^22 each), one in the request
+(14 + N bytes) costs the read. The servos still missing are then read again, as one sync read, while the
+cycle has time: after r reads a servo is missing with probability about q^r, q the loss of one read.
+
+Modes (``ReadStrategy.mode``, reported as read_mode in /diagnostics):
+
+- ``fast``: one fast sync read of all servos, then follow-ups of the missing (a clean line).
+- ``slow``: the same with sync read (a clean line, firmware without fast sync read).
+- ``noisy``: sync read with the short reply margin, the missing ones read again while the cycle has
+  time, the line drained once at the end (not after each read), health reads with the short margin:
+  on a noisy line a lost reply is lost for good, and waiting the full margin for it leaves no time to
+  ask again.
+
+Splitting the first read into groups does not pay: a group's request saves a few bytes of exposure but
+costs a round trip (the adapter's latency), and for a fixed number of reads per cycle one read of all
+then retries of the missing keeps the most servos fresh (docs/dynamixel.md, "A noisy line").
+
+The failure rate is an exponential average (SMOOTHING) of the share of servo replies lost in a cycle's
+first read, before any retry. ``fast``/``slow`` go ``noisy`` above ENTER_NOISY (a clean line loses
+none; a servo that stopped answering alone costs 1/N and is soon quarantined); ``noisy`` goes back after
+at least MIN_NOISY_CYCLES once the rate is under LEAVE_NOISY: a sync read of 32 servos losing 1 % of
+them means p ~ 1.5e-4 per byte (68 bytes each, its own reply and the shared request), at which the fast
+read's 534 bytes are whole 92 % of the time and it loses about 4 % of the servos. If the fast read then
+loses as much again within MIN_NOISY_CYCLES (the firmware or the adapter, not the line), the next return
+waits twice as long, up to MAX_BACKOFF_CYCLES.
+"""
+from __future__ import annotations
+
+ENTER_NOISY = 0.10          # first-read loss above which one long reply is the wrong bet
+LEAVE_NOISY = 0.01          # per-packet loss under which it is the right one again
+SMOOTHING = 0.05            # weight of one cycle in the failure rate (about 20 cycles of memory)
+MIN_NOISY_CYCLES = 100      # cycles in noisy mode before a return is considered
+MAX_BACKOFF_CYCLES = 3200
+
+
+class ReadStrategy:
+    """The read mode of one bus and the failure rate it is chosen from.
+
+    ``read_mode``: the DriverConfig's 'auto' (switch as above), 'fast' or 'slow' (fixed: the failure
+    rate is only measured). ``fast_capable``: every servo's firmware has fast sync read.
+    """
+
+    def __init__(self, read_mode: str = 'auto', fast_capable: bool = True):
+        self.read_mode = read_mode
+        self.fast_capable = fast_capable and read_mode != 'slow'
+        self.mode = 'fast' if self.fast_capable else 'slow'
+        self.failure_rate = 0.0
+        self.switches = 0
+        self._cycles_in_mode = 0
+        self._noisy_wait = MIN_NOISY_CYCLES
+
+    def no_fast(self) -> None:
+        """A servo's firmware lacks fast sync read: never use it."""
+        self.fast_capable = False
+        if self.mode == 'fast':
+            self.mode = 'slow'
+
+    @property
+    def fast(self) -> bool:
+        return self.mode == 'fast'
+
+    @property
+    def noisy(self) -> bool:
+        return self.mode == 'noisy'
+
+    def record(self, requested: int, lost: int) -> str | None:
+        """Take one cycle's first read (servo replies asked, lost); returns an event text when the
+        mode changes."""
+        if requested <= 0:
+            return None
+        self.failure_rate += SMOOTHING * (lost / requested - self.failure_rate)
+        self._cycles_in_mode += 1
+        if self.read_mode != 'auto':
+            return None
+        if self.mode != 'noisy' and self.failure_rate > ENTER_NOISY:
+            came_back_early = self.switches > 0 and self._cycles_in_mode < MIN_NOISY_CYCLES
+            self._noisy_wait = (min(MAX_BACKOFF_CYCLES, 2 * self._noisy_wait) if came_back_early
+                                else MIN_NOISY_CYCLES)
+            was = self.mode
+            self._switch('noisy')
+            return (f'{was} sync read lost {self.failure_rate:.0%} of the servo replies: noisy line, '
+                    f'reading per-servo packets and retrying the lost ones')
+        if self.mode == 'noisy' and self._cycles_in_mode >= self._noisy_wait \
+                and self.failure_rate < LEAVE_NOISY:
+            rate, self.failure_rate = self.failure_rate, 0.0     # measured afresh in the new mode
+            self._switch('fast' if self.fast_capable else 'slow')
+            return f'the line is clean again ({rate:.1%} of servo replies lost): {self.mode} sync read'
+        return None
+
+    def _switch(self, mode: str) -> None:
+        self.mode = mode
+        self.switches += 1
+        self._cycles_in_mode = 0
