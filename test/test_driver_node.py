@@ -66,7 +66,7 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
             assert node.driver.mode == 'running'
             bus = [s for d in diags for s in d.status if 'bus' in s.name]
             keys = {kv.key for kv in bus[-1].values} if bus else set()
-            assert keys >= {'cycle_rate_hz', 'jitter_p99_ms', 'read_failures', 'read_mode'}
+            assert keys >= {'cycle_rate_hz', 'jitter_p99_ms', 'read_failures', 'read_mode', 'reply_failure_rate'}
             servo = [s for d in diags for s in d.status if 'servo joint_2' in s.name]
             keys = {kv.key for kv in servo[-1].values} if servo else set()
             assert keys >= {'temperature_c', 'voltage_v', 'stale_count', 'hardware_error_names'}

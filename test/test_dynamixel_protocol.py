@@ -426,3 +426,17 @@ def test_parser_counts_junk_once():
     packets = parser.feed(b'\x00\x11\x22' * 10 + bytes(bad) + good)
     assert [(p.servo_id, p.crc_ok) for p in packets] == [(2, False), (1, True)]
     assert parser.discarded == 30
+
+
+def test_a_garbled_length_does_not_hold_back_the_replies_behind_it():
+    """Sync read replies all have one length: with it given, a reply whose LEN was garbled upwards is
+    skipped, and the good replies after it are taken at once instead of waiting inside its 'body'."""
+    replies = [P.build_status(sid, 0, bytes(range(sid, sid + 12))) for sid in (1, 2, 3)]
+    garbled = bytearray(replies[0])
+    garbled[6] ^= 0x01                  # LEN high byte: 256 more bytes than the reply has
+    stream = bytes(garbled) + replies[1] + replies[2]
+    blind = P.PacketParser().feed(stream)
+    assert blind == []                  # waits for the 'rest' of the first packet: replies 2, 3 held back
+    packets = P.PacketParser(expected_length=12 + 4).feed(stream)
+    assert [(p.servo_id, p.crc_ok, p.params[1:]) for p in packets] == \
+        [(2, True, bytes(range(2, 14))), (3, True, bytes(range(3, 15)))]

@@ -1,0 +1,82 @@
+"""The read strategy: when the driver leaves fast sync read for per-servo packets on a noisy line, and
+when it comes back (hysteresis, back-off), from the share of servo replies a cycle's first read loses.
+The driver's use of it against the emulated bus is in test_dynamixel_driver.py."""
+from snake_control.dynamixel.read_strategy import (ENTER_NOISY, LEAVE_NOISY, MAX_BACKOFF_CYCLES,
+                                                   MIN_NOISY_CYCLES, ReadStrategy)
+
+
+def feed(strategy, cycles, lost, requested=32):
+    events = [strategy.record(requested, lost) for _ in range(cycles)]
+    return [e for e in events if e]
+
+
+def cycles_until(strategy, mode, lost, limit=100_000, requested=32):
+    for k in range(1, limit + 1):
+        strategy.record(requested, lost)
+        if strategy.mode == mode:
+            return k
+    raise AssertionError(f'never reached {mode} (failure rate {strategy.failure_rate:.3f})')
+
+
+def test_a_clean_line_and_one_bad_cycle_stay_fast():
+    s = ReadStrategy()
+    assert feed(s, 500, 0) == [] and s.mode == 'fast' and s.failure_rate == 0.0
+    # One cycle that lost every reply (a host hiccup) is not a noisy line.
+    assert feed(s, 1, 32) == [] and s.mode == 'fast'
+    assert 0 < s.failure_rate < ENTER_NOISY
+    # Nor is one servo that stopped answering (it costs 1/N; the driver quarantines it).
+    assert feed(s, 500, 1) == [] and s.mode == 'fast'
+
+
+def test_sustained_loss_goes_noisy_then_back_after_the_line_is_clean():
+    s = ReadStrategy()
+    events = feed(s, 10, 30)                # a fast read on a 1 % line loses nearly everything
+    assert s.mode == 'noisy' and not s.fast and s.noisy
+    assert len(events) == 1 and 'noisy line' in events[0]
+    # Per-servo packets on the same line still lose about a third: it stays noisy, however long.
+    assert feed(s, 2000, 10) == [] and s.mode == 'noisy'
+    # The line gets clean: back to fast once the average has fallen under LEAVE_NOISY.
+    k = cycles_until(s, 'fast', 0)
+    assert k > 10 and s.failure_rate == 0.0     # measured afresh in the new mode
+    assert s.switches == 2
+
+
+def test_no_return_before_the_minimum_stay():
+    s = ReadStrategy()
+    cycles_until(s, 'noisy', 32)
+    # Clean from the first noisy cycle on: still no return before MIN_NOISY_CYCLES.
+    assert cycles_until(s, 'fast', 0) == MIN_NOISY_CYCLES
+
+
+def test_fast_failing_again_at_once_doubles_the_wait():
+    """Not the noise but the firmware or the adapter: returning at once would thrash."""
+    s = ReadStrategy()
+    cycles_until(s, 'noisy', 32)
+    waits = []
+    for _ in range(8):
+        waits.append(cycles_until(s, 'fast', 0))       # per-servo packets work...
+        cycles_until(s, 'noisy', 32)                    # ...the fast read does not
+    assert waits[0] == MIN_NOISY_CYCLES
+    assert waits[1:4] == [2 * MIN_NOISY_CYCLES, 4 * MIN_NOISY_CYCLES, 8 * MIN_NOISY_CYCLES]
+    assert max(waits) == MAX_BACKOFF_CYCLES
+
+
+def test_firmware_without_fast_read_uses_sync_read_and_goes_noisy_too():
+    s = ReadStrategy()
+    s.no_fast()
+    assert s.mode == 'slow' and not s.fast
+    cycles_until(s, 'noisy', 20)
+    assert cycles_until(s, 'slow', 0) >= MIN_NOISY_CYCLES
+
+
+def test_fixed_modes_only_measure():
+    for mode in ('fast', 'slow'):
+        s = ReadStrategy(mode)
+        assert s.mode == mode
+        assert feed(s, 500, 32) == [] and s.mode == mode
+        assert s.failure_rate > 0.99
+
+
+def test_thresholds_leave_room_between_them():
+    # A line just noisy enough to enter must not look clean enough to leave (no flapping).
+    assert LEAVE_NOISY < ENTER_NOISY / 5
