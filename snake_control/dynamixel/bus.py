@@ -479,8 +479,8 @@ class ServoBus:
                 port = self.port
                 deadline_ms = port.packet_start_time + port.packet_timeout
                 gap_ms = (11 + size) * self.byte_time_ms + port.margin_ms
-                first_ms = port.packet_timeout - reply_bytes * self.byte_time_ms + gap_ms
-                port.packet_timeout = min(port.packet_timeout, first_ms)
+                # The first reply: the request's wire time, one reply and the margin.
+                port.packet_timeout -= (reply_bytes - (11 + size)) * self.byte_time_ms
                 # Every byte the replies can have has arrived (some garbled), or the last servo asked has
                 # answered (replies come in the order asked, so the missing ones before it are lost):
                 # waiting longer gains nothing.

@@ -858,6 +858,7 @@ class Driver:
         """One sync read of the state block (``quick``: with the short margin). An incomplete one is
         not drained here: the next read of the cycle follows at once (a late reply it takes is still
         this cycle's), and the next cycle's first read settles the line first (_settle)."""
+        self.counters.state_reads += 1
         with self._quick_margin(quick):
             got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False)
         self._unsettled_since = None if len(got) == len(ids) else time.monotonic()

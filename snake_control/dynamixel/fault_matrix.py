@@ -4,8 +4,9 @@ assert and `make bench` prints.
 ``run_fault(name, robot)`` starts the emulated bus for the robot, the real Driver on its pty, streams a
 smooth command at the control rate, injects the fault, streams on, stops the driver, and reads the
 emulated servos' registers and goal log. FAULTS names the faults: none, stall (the line takes no bytes
-for 1.5 s), corruption (1 % of bytes), drops (1 % of replies), corruption+drops, silent (one servo for
-0.6 s), unplug (the adapter for 0.6 s), trip (one servo overheats).
+for 1.5 s), corruption (1 % of bytes), drops (1 % of replies), corruption+drops (1 % each; also at
+0.5 % and 0.2 %, to show the noise at which every servo stays fresh), silent (one servo for 0.6 s),
+unplug (the adapter for 0.6 s), trip (one servo overheats).
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ FAULTS = {
     'corruption': ('corrupt=0.01,seed=5', None),
     'drops': ('drop=0.01,seed=5', None),
     'corruption+drops': ('corrupt=0.01,drop=0.01,seed=5', None),
+    'c+d 0.5 %': ('corrupt=0.005,drop=0.005,seed=5', None),
+    'c+d 0.2 %': ('corrupt=0.002,drop=0.002,seed=5', None),
     'silent': ('', 'silent 2 0.6'),
     'unplug': ('', 'unplug 0.6'),
     'trip': ('', 'trip 1 overheating'),
@@ -45,6 +48,8 @@ class FaultResult:
     torque_off_at_end: bool        # every servo's Torque Enable register reads 0 after stop()
     unconfirmed: list              # servos the driver reported not confirmed off
     counters: dict
+    read_mode: str = ''            # the driver's read mode at the end (read_strategy)
+    reads_per_cycle: float = 0.0   # state reads per cycle, follow-ups included
 
 
 def run_fault(fault: str, robot, sim_extra=(), seconds_before=0.6, seconds_after=2.5,
@@ -56,7 +61,7 @@ def run_fault(fault: str, robot, sim_extra=(), seconds_before=0.6, seconds_after
         d = Driver(robot, sim.path, config=config or DriverConfig(margin_ms=8.0, reconnect_interval_s=0.2))
         d.start()
         stale0 = [s.stale_count for s in d.servos]
-        c0, f0 = d.counters.cycles, d.counters.all_fresh_cycles
+        c0, f0, r0 = d.counters.cycles, d.counters.all_fresh_cycles, d.counters.state_reads
         try:
             t0 = time.monotonic()
             injected = False
@@ -69,8 +74,9 @@ def run_fault(fault: str, robot, sim_extra=(), seconds_before=0.6, seconds_after
                 d.set_command(robot.joint_names, q)
                 time.sleep(1.0 / rate)
             survived = d.running and d.fatal_error is None
-            mode = d.mode
+            mode, read_mode = d.mode, d.read_strategy.mode
             cycles = max(1, d.counters.cycles - c0)
+            reads_per_cycle = (d.counters.state_reads - r0) / cycles
             fresh = min(1.0, (d.counters.all_fresh_cycles - f0) / cycles)
             servo_fresh = min(1 - (s.stale_count - a) / cycles for s, a in zip(d.servos, stale0))
         finally:
@@ -83,4 +89,4 @@ def run_fault(fault: str, robot, sim_extra=(), seconds_before=0.6, seconds_after
     return FaultResult(fault, survived, mode, fresh, servo_fresh, d.max_goal_step_rad,
                        float(np.max(d.velocity_limit)) / d.rate_hz, in_limits,
                        not any(v['torque'] for v in state.values()), list(d.torque_off_unconfirmed),
-                       dict(d.counters.__dict__))
+                       dict(d.counters.__dict__), read_mode, reads_per_cycle)

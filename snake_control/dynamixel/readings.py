@@ -128,6 +128,7 @@ class Counters:
     rejected_readings: int = 0           # replies whose values cannot be real (never published)
     health_failures: int = 0             # temperature/voltage reads failed or rejected
     full_read_failures: int = 0          # cycles where no servo answered
+    state_reads: int = 0                 # (fast) sync reads of the state block, follow-ups included
     write_failures: int = 0
     transmit_failures: int = 0           # packets the adapter did not take (a stalled or full line)
     rejected_nonfinite: int = 0

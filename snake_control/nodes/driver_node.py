@@ -72,7 +72,7 @@ class DriverNode(Node):
                  (0, 4_500_000)),
                 ('rate', 0.0, 'bus loop rate in Hz; 0: the robot YAML control_rate_hz', True,
                  P.PARAMETER_DOUBLE, (0.0, LIMITS['control_rate_hz'].high)),
-                ('read_mode', 'auto', 'auto | fast | slow (sync read)', True, P.PARAMETER_STRING, None),
+                ('read_mode', 'auto', 'auto (fast sync read; per-servo packets on a noisy line) | fast | slow (sync read)', True, P.PARAMETER_STRING, None),
                 ('watchdog_ms', -1, 'servo Bus Watchdog in ms (units of 20 ms): the servos stop when no '
                  'packet reaches them for this long; -1: five control periods, at least 100 ms; 0: off',
                  True, P.PARAMETER_INTEGER, (-1, 2540)),
