@@ -376,6 +376,29 @@ def test_32_servos_with_one_percent_corrupted_bytes_keeps_going():
         assert_goals_safe(sim, d)
 
 
+@pytest.mark.slow
+def test_noisy_line_sends_goals_in_short_packets():
+    """One garbled byte voids a whole sync write: on a noisy line the 32 goals go in packets of four
+    (34 bytes, 71 % whole at 1 %) instead of one 174-byte packet (17 % whole), so most servos get most
+    goals. Counted from the goal writes the emulated servos took."""
+    robot = load_robot('pitch_yaw_32')
+    with SimBusProcess([*sim_bus_args('pitch_yaw_32'), '--faults', 'seed=11']) as sim:
+        d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=3.0, stale_limit=1000))
+        d.start()
+        try:
+            sim.command('corrupt 0.01')
+            assert wait_for(lambda: d.read_strategy.noisy, 10.0), d.diagnostics()
+            c0, g0 = d.counters.cycles, len(sim.goals())
+            assert wait_for(lambda: d.counters.cycles >= c0 + 100, 20.0)
+            cycles, goals = d.counters.cycles - c0, len(sim.goals()) - g0
+            # Whole packets of four: 0.99^34 = 71 % of the goals; one packet of 32 would bring 17 %.
+            assert goals > 0.45 * cycles * 32, f'{goals} goal writes in {cycles} cycles of 32 servos'
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
 def test_latency_timer_warning(tmp_path):
     dev = tmp_path / 'ttyUSB0'
     dev.write_text('')

@@ -78,6 +78,8 @@ QUARANTINE_AFTER = 50
 # still fits in this fraction of the control period.
 MAX_FOLLOW_UPS = 6
 MAX_NOISY_FOLLOW_UPS = 20
+# Goals per sync write packet on a noisy line (read_strategy mode 'noisy').
+NOISY_WRITE_GROUP = 4
 FOLLOW_UP_BUDGET = 0.85
 # Reply margin of follow-up reads and the quiet that ends the drain after an incomplete read (ms): each
 # lost reply of a noisy line costs this, not the first read's margin, so a cycle has room for several
@@ -767,12 +769,18 @@ class Driver:
         ticks = np.clip(self.joint_to_ticks(goal), lo_t, hi_t).tolist()
         data = {sid: t.to_bytes(4, 'little', signed=True) for sid, t, s in zip(self.ids, ticks, self.servos)
                 if s.torque and s.rebooting_until is None}
-        if data:
-            try:
-                self.bus.sync_write(GOAL.address, 4, data, hold=True)   # leaves with the read request
-            except CommError:
-                self.counters.write_failures += 1
-                return False
+        # On a noisy line one garbled byte voids a whole sync write: 32 goals in one 174-byte packet reach
+        # their servos 17 % of the time at 1 %, in packets of NOISY_WRITE_GROUP (34 bytes) 71 %, for 14
+        # bytes more per packet. All still leave in one write to the adapter, with the read request.
+        group = NOISY_WRITE_GROUP if self.read_strategy.noisy else len(data)
+        items = list(data.items())
+        try:
+            for k in range(0, len(items), max(1, group)):
+                # leaves with the read request
+                self.bus.sync_write(GOAL.address, 4, dict(items[k:k + group]), hold=True)
+        except CommError:
+            self.counters.write_failures += 1
+            return False
         return True
 
     def _read_state(self, now: float) -> bool:

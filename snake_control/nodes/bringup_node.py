@@ -66,7 +66,8 @@ class BringupNode(Node):
         counters under 'counters', one dict per servo under 'servos'."""
         if not self.driver_bus:
             return {}
-        plain = ('mode', 'read_mode', 'cycle_rate_hz', 'rate_hz_target', 'jitter_p99_ms', 'baud')
+        plain = ('mode', 'read_mode', 'reply_failure_rate', 'cycle_rate_hz', 'rate_hz_target', 'jitter_p99_ms',
+                 'baud')
         out = {k: _number(v) for k, v in self.driver_bus.items() if k in plain}
         out['counters'] = {k: _number(v) for k, v in self.driver_bus.items() if k not in plain}
         out['servos'] = [{k: _number(v) for k, v in values.items()} | {'name': name}
