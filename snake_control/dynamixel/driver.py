@@ -167,6 +167,7 @@ class Driver:
         self._ramp: RampState | None = None  # resuming from a hold: the goal ramps to the command
         self._transmit_fault_since = None   # first of consecutive cycles whose packets did not leave
         self._unsettled_since = None        # when the last incomplete state read ended (_settle)
+        self._rearm_pending: list[int] = []  # servos whose tripped bus watchdog awaits re-arming
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
         self.max_goal_step_rad = 0.0        # largest goal change of a joint between running cycles
         self._torque_off_done = False
@@ -819,9 +820,10 @@ class Driver:
         self._follow_up(now, got, [sid for sid in counted if sid not in got])
         if ids and not got:
             self.counters.full_read_failures += 1
-        with self._quick_margin(strategy.noisy):    # a tripped watchdog's re-arm, on a noisy line
-            for sid, (err, data) in got.items():
-                self._take_state(self.by_id[sid], err, data)
+        for sid, (err, data) in got.items():
+            self._take_state(self.by_id[sid], err, data)
+        with self._quick_margin(strategy.noisy):
+            self._service_rearms(now)
         fresh = 0
         for s in self.servos:
             if s.fresh and s.servo_id in got:
@@ -929,16 +931,30 @@ class Driver:
 
     def _rearm_watchdog(self, s: ServoState):
         """The servo's bus watchdog tripped (the loop or the line stalled): it stopped where it was and
-        refuses goals until the watchdog is cleared. Clear and re-arm it, and hold: the robot resumes
-        from where the servos stopped."""
+        refuses goals until the watchdog is cleared. Hold (the robot resumes from where the servos
+        stopped) and queue the servo for _service_rearms."""
+        if s.servo_id in self._rearm_pending:
+            return
         self.counters.watchdog_trips += 1
-        self._event(f'{s.name}: bus watchdog tripped; re-armed')
+        self._event(f'{s.name}: bus watchdog tripped; re-arming')
         self._resume_after = time.monotonic()
-        try:
-            self.bus.write_register(s.servo_id, 'bus_watchdog', 0)
-            self.bus.write_register(s.servo_id, 'bus_watchdog', watchdog_units(self.watchdog_ms))
-        except DxlError as exc:
-            self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
+        self._rearm_pending.append(s.servo_id)
+
+    def _service_rearms(self, now: float):
+        """Clear and re-arm tripped watchdogs: at least one servo per cycle, more while the cycle has
+        time. After a stall every servo has tripped, and two confirmed writes each in one cycle would
+        make it long enough (on a noisy line, where writes are lost and retried) to trip them again."""
+        budget_s = FOLLOW_UP_BUDGET * self.period_s
+        first = True
+        while self._rearm_pending and (first or time.monotonic() - now < budget_s):
+            first = False
+            s = self.by_id[self._rearm_pending.pop(0)]
+            try:
+                self.bus.write_register(s.servo_id, 'bus_watchdog', 0)
+                self.bus.write_register(s.servo_id, 'bus_watchdog', watchdog_units(self.watchdog_ms))
+                self._event(f'{s.name}: bus watchdog re-armed')
+            except DxlError as exc:         # the next read still shows it tripped: queued again
+                self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
 
     def _read_health(self):
         if self.config.health_every <= 0 or self.counters.cycles % self.config.health_every:
