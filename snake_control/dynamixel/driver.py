@@ -615,6 +615,10 @@ class Driver:
         if reset:
             self._rearm()
         self._service_reboots(now)
+        if self._rearm_pending:
+            # A servo whose tripped watchdog is not yet re-armed ignores goals: hold until every one is,
+            # so that the resume ramps from where they all stopped.
+            self._resume_after = time.monotonic()
         goal = self._decide(now, command, estop)
         sent = self._write_goals(goal)
         read_start = time.monotonic()
