@@ -442,8 +442,8 @@ class ServoBus:
         Fast: one packet of blocks; a truncated or partly corrupted reply still yields the blocks
         before the damage. Slow: one status per servo, each taken on its own, so a silent servo
         costs only itself. ``timeout_ms`` bounds the whole exchange (default: wire time + margin).
-        ``drain=False``: the caller drains after its last read (it reads again at once, and the next
-        request clears the input buffer before it leaves).
+        ``drain=False``: an incomplete read is not drained; the caller makes sure no late reply can pass
+        for a later read's (each request clears the input buffer before it leaves).
         """
         if not ids:
             self.port.flush_held()
