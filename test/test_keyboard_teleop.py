@@ -198,3 +198,22 @@ def test_bringup_driven_from_a_terminal(tmp_path):
     assert len(moving) >= 10, cmd                    # about 20 Joy messages a second while the key repeats
     assert cmd[moving[-1] + 1:] and cmd[-1] == 0.0, cmd    # the deadman let go: a zero followed the motion
     assert estop and all(estop), estop
+
+
+@pytest.mark.ros
+def test_terminal_restored_when_bringup_fails(tmp_path):
+    """An error after the terminal went to cbreak mode (here: no servo adapter at the port) still gives the
+    user's terminal back as it was."""
+    s = PtySession([sys.executable, '-m', 'snake_control.cli', 'bringup', '--robot', 'kinematic_snake_3',
+                    '--bus', 'real', '--port', str(tmp_path / 'ttyUSB9'), '--namespace', 'kbfail'])
+    try:
+        s.wait_for('space: E-STOP', 20)
+        s.proc.wait(timeout=90)
+        time.sleep(0.2)
+        import termios
+        after = termios.tcgetattr(s.slave)
+    finally:
+        s.close()
+    assert s.proc.returncode == 2, s.text[-2000:]
+    assert 'ttyUSB9' in s.text, s.text[-2000:]
+    assert after == s.before, 'the terminal settings were not restored'

@@ -15,6 +15,15 @@ import time
 import tty
 
 
+def foreground_terminal(fd: int) -> bool:
+    """Whether fd is a terminal whose foreground job is this process's: only then are its keys meant for
+    us (a background job, `snake bringup &`, or a child in a session of its own must leave them alone)."""
+    try:
+        return os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:       # not our controlling terminal
+        return False
+
+
 class KeyboardTerminal:
     def __init__(self, fd: int, pad, log=print):
         if not os.isatty(fd):

@@ -13,7 +13,7 @@ teleop session (config/scripts/*.yaml) instead of a gamepad; --record writes eve
 (open it with Foxglove or `ros2 bag info`). Torque goes off when it stops (after --duration, at the end
 of the script, or on Ctrl-C).
 
-Without --script, in a terminal, the keyboard is the gamepad (the teleop_twist_keyboard layout, through
+Without --script, in a terminal (in the foreground), the keyboard is the gamepad (the teleop_twist_keyboard layout, through
 the --teleop map's deadman, speed scales, gait buttons and latched e-stop): hold i/j/l/, ... to move
 (motion stops --key-timeout after the last key repeat), q/z speed scale, n/p next/previous gait, space
 e-stop, R release. The key help is printed at the start; --no-keyboard leaves the terminal alone (for
@@ -51,7 +51,7 @@ def add_arguments(parser):
     parser.add_argument('--gait', default='', help='gait at start (default: the first for the robot)')
     parser.add_argument('--no-keyboard', action='store_true',
                         help='do not read the keyboard as a gamepad (it is read only without --script and '
-                             'when stdin is a terminal)')
+                             'when stdin is the terminal of the foreground job)')
     parser.add_argument('--key-timeout', type=float, default=None, metavar='S',
                         help='keyboard deadman: motion stops S s after the last key repeat (default 0.7; '
                              'above your terminal\'s initial key-repeat delay)')
@@ -76,8 +76,14 @@ def run(args) -> int:
                            teleop=args.teleop, gait=args.gait,
                            physics=args.physics or 'none')
     log = lambda line: print(line, flush=True)   # noqa: E731
+    from snake_control.app.keyboard import foreground_terminal
+    graph_args.validated()     # a bad robot, gait or map is refused before the terminal changes
     pad = None
-    if not args.script and not args.no_keyboard and sys.stdin.isatty():
+    try:
+        stdin_fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):     # stdin closed or replaced (an embedding program)
+        stdin_fd = None
+    if not args.script and not args.no_keyboard and stdin_fd is not None and foreground_terminal(stdin_fd):
         from snake_control.teleop.keyboard import HELP as KEY_HELP
         from snake_control.teleop.keyboard import KEY_TIMEOUT_S, KeyboardPad
         from snake_control.teleop.mapping import load_teleop_config
@@ -100,7 +106,7 @@ def run(args) -> int:
             # gives the terminal back its echo.
             previous = {sig: signal.signal(sig, _raise_exit) for sig in (signal.SIGTERM, signal.SIGHUP)}
             try:
-                with KeyboardTerminal(sys.stdin.fileno(), pad, log):
+                with KeyboardTerminal(stdin_fd, pad, log):
                     result = run_bringup(graph_args, record=args.record, duration_s=args.duration, log=log,
                                          keyboard=pad)
             finally:
