@@ -30,7 +30,7 @@ QUICK_ROBOT, QUICK_DURATION_S = 'wheeled_8', 10.0
 DEMO_BAUD = 4_000_000
 # Each session's video (out/demo_<robot>.mp4): the recorded joint_states replayed through MuJoCo at twice
 # real time, so the two videos together take about half a minute to watch and about as long to render.
-VIDEO = {'speed': 2.0, 'fps': 15.0, 'size': (288, 384)}   # sides of 16 pixels: H.264's macroblocks
+VIDEO = {'speed': 2.0, 'fps': 15.0, 'size': (288, 384)}
 # Path length is summed over samples this far apart: the body frame's small per-cycle wiggle is not travel.
 PATH_SAMPLE_S = 0.25
 # No gait moves the body this fast: a larger step between ground-truth samples is a glitch, not travel.

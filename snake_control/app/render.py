@@ -207,7 +207,8 @@ def write_frames(frames, path, fps: float) -> None:
     except ImportError:
         raise ValueError(f'{path}: MP4 needs imageio and imageio-ffmpeg (pip install imageio imageio-ffmpeg); '
                          f'a .gif needs only pillow') from None
-    imageio.mimwrite(path, frames, fps=fps)
+    # H.264 in yuv420p needs even sides only; imageio's default 16-pixel blocks would resize 360x480 frames.
+    imageio.mimwrite(path, frames, fps=fps, macro_block_size=2)
 
 
 # The README's gait loops (`snake render --update-docs`): robot, gait, parameters, speed (None: the gait's
