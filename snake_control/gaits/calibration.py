@@ -66,8 +66,19 @@ class CycleSample:
     cycles: float
 
     def drive(self, axis: str) -> float:
-        """The per-cycle motion along a gait's drive axis ('forward', 'lateral' or 'turn')."""
-        return {'forward': self.forward_m, 'lateral': self.left_m, 'turn': self.turn_rad}[axis]
+        """The per-cycle motion along a gait's drive axis ('forward', 'lateral' or 'turn'). A cycle
+        that turns moves along an arc whose chord is (forward_m, left_m): the displacement is scaled
+        to the arc's length, (dtheta / 2) / sin(dtheta / 2), the distance a speed command means."""
+        if axis == 'turn':
+            return self.turn_rad
+        return {'forward': self.forward_m, 'lateral': self.left_m}[axis] * arc_factor(self.turn_rad)
+
+
+def arc_factor(turn_rad: float) -> float:
+    """Arc length over chord length of a circular arc turning turn_rad: (x / 2) / sin(x / 2), with x
+    capped at 0.9 pi (a cycle turning further has no single arc; stride.MAX_TURN_RAD likewise)."""
+    half = min(0.5 * abs(turn_rad), 0.45 * PI)
+    return 1.0 if half < 1e-9 else half / math.sin(half)
 
 
 def cycle_motion(times_s, phase_rad, xy_m, heading_rad) -> tuple[float, float, float, float]:
@@ -230,7 +241,7 @@ class GaitCalibration:
                 ok = lo - 1e-9 <= u <= hi + 1e-9
                 u = min(max(u, lo), hi)
             d, _ = self.per_cycle(u, rate)
-            if d * drive_value <= 0 or abs(d) < 1e-9:
+            if d * self.stride <= 0 or abs(d) < 1e-9:      # the offset reverses or stops the gait
                 return Command(0.0, u, 0.0, 0.0, False)
             rate = 2 * PI * drive_value / d
         if abs(rate) > max_rate_rad_s:

@@ -394,6 +394,13 @@ class GaitScheduler:
 
     # --- introspection ------------------------------------------------------------------------
 
+    def loop_inputs(self) -> tuple:
+        """What the closed loop (gaits/trim.py) needs each tick, cheaply: (drive of the target gait,
+        its phase rate rad/s, reachable, steady: no switch blending, turns: angular.z steers it)."""
+        top = self._layers[-1]
+        return (top.spec.drive, top.rate, top.reachable, len(self._layers) == 1, bool(top.spec.turn_param))
+
+
     @property
     def positions_rad(self) -> np.ndarray:
         """(n,) the last commanded joint positions (the starting pose before the first step)."""
