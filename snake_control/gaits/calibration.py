@@ -225,6 +225,15 @@ class GaitCalibration:
         yaw rate with no drive speed for a gait that turns only while it moves) the result falls
         short and says so (reachable False); speed_m_s / yaw_rate_rad_s are what the model predicts.
         """
+        key = (drive_value, omega_rad_s, max_rate_rad_s)
+        last = self.__dict__.get('_last')
+        if last is not None and last[0] == key:         # the scheduler asks every tick, mostly the same
+            return last[1]
+        result = self._command(drive_value, omega_rad_s, max_rate_rad_s)
+        object.__setattr__(self, '_last', (key, result))
+        return result
+
+    def _command(self, drive_value: float, omega_rad_s: float, max_rate_rad_s: float) -> Command:
         lo, hi = self.turn_range
         can_turn = self.turn_param is not None and hi > lo and abs(self.turn_coef[1]) > 1e-12
         # The offset that goes straight (cancels the veer) when no turn is asked.
@@ -233,8 +242,8 @@ class GaitCalibration:
             omega_rad_s = drive_value
         if abs(drive_value) < 1e-9:
             return Command(0.0, straight, 0.0, 0.0, abs(omega_rad_s) < 1e-9)
-        rate = 2 * PI * drive_value / (self.stride or 1e-9)
         u, ok = straight, True
+        rate, rate_ok = self._rate_for(drive_value, u, max_rate_rad_s)
         for _ in range(_ITERATIONS):
             if can_turn and self.drive != 'turn':
                 u = self._solve_u(omega_rad_s / drive_value, self._f(rate))
@@ -243,9 +252,8 @@ class GaitCalibration:
             d, _ = self.per_cycle(u, rate)
             if d * self.stride <= 0 or abs(d) < 1e-9:      # the offset reverses or stops the gait
                 return Command(0.0, u, 0.0, 0.0, False)
-            rate = 2 * PI * drive_value / d
-        if abs(rate) > max_rate_rad_s:
-            rate, ok = math.copysign(max_rate_rad_s, rate), False
+            rate, rate_ok = self._rate_for(drive_value, u, max_rate_rad_s)
+        ok = ok and rate_ok
         d, dth = self.per_cycle(u, rate)
         cycles = rate / (2 * PI)
         if self.drive == 'turn':
@@ -253,6 +261,29 @@ class GaitCalibration:
         if not can_turn and abs(omega_rad_s - cycles * dth) > 0.05 * abs(omega_rad_s) + 0.02:
             ok = False
         return Command(rate, u, cycles * d, cycles * dth, ok)
+
+    def _rate_for(self, drive_value: float, u: float, max_rate_rad_s: float) -> tuple[float, bool]:
+        """(phase rate rad/s, reached) whose speed |f| D(u, |f|) / 2 pi is drive_value at offset u: the
+        lowest such rate up to max_rate_rad_s (or 4x the measured range), else the rate that comes
+        closest. A grid search, not a fixed point: D may change a lot with the rate (rolling gaits)."""
+        fmax = min(max_rate_rad_s, 4.0 * self.phase_rate_range_rad_s[1])
+        fs = np.linspace(0.0, fmax, 401)
+        lo, hi = self.phase_rate_range_rad_s
+        c = self.drive_coef
+        speed = fs * (c[0] + (c[1] + c[2] * u) * u + c[3] * np.clip(fs, lo, hi)) / (2 * PI)
+        want = abs(drive_value)
+        # Forward phase if it goes the commanded way better than the backward phase does.
+        sign = math.copysign(1.0, drive_value)
+        direction = 1.0 if np.max(speed * sign) >= np.max(-speed * sign) else -1.0
+        along = speed * sign * direction
+        hit = np.flatnonzero(along >= want)
+        if hit.size:
+            i = int(hit[0])
+            if i == 0:
+                return 0.0, True
+            f = fs[i - 1] + (want - along[i - 1]) / (along[i] - along[i - 1]) * (fs[i] - fs[i - 1])
+            return direction * float(f), True
+        return direction * float(fs[int(np.argmax(along))]), False
 
     def _solve_u(self, k: float, f: float) -> float:
         """The offset u with T(u, f) = k D(u, f) (k: path curvature rad/m, or rad/rad for a turning
