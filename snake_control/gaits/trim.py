@@ -100,7 +100,7 @@ def cycle_average(times_s, xy_m, yaw_rad, period_s: float) -> tuple[float, float
     times_s (T,) increasing, xy_m (T, 2), yaw_rad (T,) unwrapped.
 
     >>> t = np.linspace(0.0, 2.0, 21)
-    >>> [round(v, 6) for v in cycle_average(t, np.stack([0.1 * t, 0 * t], 1), 0 * t, 1.0)]
+    >>> [round(float(v), 6) for v in cycle_average(t, np.stack([0.1 * t, 0 * t], 1), 0 * t, 1.0)]
     [0.1, 0.0, 0.0]
     """
     t = np.asarray(times_s, dtype=float)
@@ -117,7 +117,8 @@ def cycle_average(times_s, xy_m, yaw_rad, period_s: float) -> tuple[float, float
     mean = float(np.trapezoid(ys, ts) / period_s)
     dx, dy = xy[-1, 0] - x0, xy[-1, 1] - y0
     c, s = math.cos(mean), math.sin(mean)
-    return ((c * dx + s * dy) / period_s, (-s * dx + c * dy) / period_s, (yaw[-1] - yaw0) / period_s)
+    return (float(c * dx + s * dy) / period_s, float(-s * dx + c * dy) / period_s,
+            float(yaw[-1] - yaw0) / period_s)
 
 
 class TrimLoop:
