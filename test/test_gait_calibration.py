@@ -245,3 +245,29 @@ def test_calibrated_gait_reaches_the_commanded_speed_in_mujoco(py32, gait, comma
     assert r.mapping == 'calibration' and r.reachable
     assert r.forward_m_s == pytest.approx(command[0], rel=0.10)
     assert abs(r.yaw_rate_rad_s - command[2]) <= max(0.15 * abs(command[2]), 0.03)
+
+
+def test_a_calibration_overrides_the_wheels_model():
+    w8 = load_robot('wheeled_8')
+    assert GaitScheduler(w8, 'wheeled_undulation').state().mapping == 'no-slip model'
+    params = catalog.resolve_params(catalog.WHEELED_UNDULATION, w8, {})
+    g = GaitCalibration.fit('wheeled_undulation', params, [CycleSample(2.0, 0.0, 0.3, 0.0, 0.0, 2.0),
+                                                          CycleSample(4.0, 0.0, 0.3, 0.0, 0.0, 2.0)])
+    s = GaitScheduler(w8, 'wheeled_undulation', calibration=Calibration(w8.name, {'wheeled_undulation': g}))
+    s.set_command(0.15, 0.0, 0.0)
+    for _ in range(300):
+        s.step(0.01)
+    st = s.state()
+    assert st.mapping == 'calibration' and st.phase_rate_rad_s == pytest.approx(2 * PI * 0.15 / 0.3, rel=1e-3)
+
+
+def test_snake_calibrate_in_mujoco_writes_what_the_gait_node_loads(tmp_path, capsys):
+    out = tmp_path / 'aeh.calibration.yaml'
+    assert main(['calibrate', '--robot', 'pitch_yaw_32', '--gait', 'aeh_sidewinding', '--output', str(out)]) == 0
+    assert 'aeh_sidewinding' in capsys.readouterr().out
+    py32 = load_robot('pitch_yaw_32')
+    written = load_calibration(out, py32).gaits['aeh_sidewinding']
+    shipped = find_calibration(py32).gaits['aeh_sidewinding']
+    np.testing.assert_allclose(written.drive_coef, shipped.drive_coef, atol=1e-3)
+    assert main(['calibrate', '--robot', 'pitch_yaw_32', '--gait', 'wheeled_undulation']) == 2
+    assert 'not a moving gait of pitch_yaw_32' in capsys.readouterr().err
