@@ -13,7 +13,7 @@ displacement between the pose now and the pose one cycle ago, in the frame of th
 heading, over T, and the heading change over T. Poses one cycle apart are at the same gait phase, so
 the body's wave drops out; the instantaneous twist would swing with it.
 
-Integral laws, evaluated every UPDATE_S with dt the time since the last one (tau = time_constant_cycles * T):
+Integral laws, evaluated every UPDATE_S (0.2 s) with dt the time since the last one (tau = time_constant_cycles * T):
 
     log g += clip(log(|drive command| / |drive measured|), -0.5, 0.5) dt / tau
     b     += (turn command - turn measured) dt / tau
@@ -44,9 +44,10 @@ import numpy as np
 
 OFF, WAITING, TRACKING, CANNOT_REACH, AT_LIMIT, NO_PROGRESS = (
     'off', 'waiting', 'tracking', 'cannot reach', 'at limit', 'no progress')
-UPDATE_S = 0.1              # how often the integrators run (s)
+UPDATE_S = 0.2              # how often the integrators run (s): a fifth of a second, tau is seconds
 MAX_ERROR_LOG = 0.5         # a single ratio error counts at most e^0.5 = 1.65x
 HISTORY_S = 60.0            # odometry kept (s): a gait cycle longer than this is not trimmed
+SPACING_S = 0.05            # odometry kept at most every SPACING_S (a cycle is seconds: plenty)
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class TrimLoop:
         self._key = None
         self._steady_since = math.inf
         self._last_update = None
+        self._keep_s = HISTORY_S
         self._measured = (math.nan, math.nan)
         self._status = WAITING if self.enabled else OFF
 
@@ -158,11 +160,14 @@ class TrimLoop:
                 self._yaw_prev = None
             else:
                 return
+        if self._poses and t_s - self._poses[-1][0] < SPACING_S:
+            return
         if self._yaw_prev is not None:              # unwrap
             yaw_rad = self._yaw_prev + math.remainder(yaw_rad - self._yaw_prev, 2 * math.pi)
         self._yaw_prev = yaw_rad
         self._poses.append((float(t_s), float(x_m), float(y_m), float(yaw_rad)))
-        while self._poses and self._poses[0][0] < t_s - HISTORY_S:
+        # Keep a little more than the one-cycle window the update reads.
+        while self._poses and self._poses[0][0] < t_s - self._keep_s:
             self._poses.popleft()
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -190,7 +195,7 @@ class TrimLoop:
             self._status = OFF
             return
         # A new command, gait or end of a blend starts the wait for a whole cycle of the new motion.
-        key = (drive, tuple(round(c, 3) for c in command), steady_gait)
+        key = (drive, round(command[0], 3), round(command[1], 3), round(command[2], 3), steady_gait)
         if key != self._key or not steady_gait or drive is None:
             self._key = key
             self._steady_since = t_s if steady_gait and drive is not None else math.inf
@@ -204,6 +209,7 @@ class TrimLoop:
             self._status = WAITING
             return
         period = 2 * math.pi / rate
+        self._keep_s = min(HISTORY_S, 1.5 * period + 1.0)
         if t_s - self._steady_since < period or self._poses[0][0] > t_s - period:
             self._status = WAITING
             return
