@@ -8,8 +8,8 @@ import pytest
 
 from snake_control.gaits.calibration import Calibration, find_calibration
 from snake_control.gaits.controller import OK, WARN, GaitController
-from snake_control.gaits.trim import (AT_LIMIT, CANNOT_REACH, NO_PROGRESS, OFF, TRACKING, WAITING, TrimLoop,
-                                      TrimSettings, cycle_average)
+from snake_control.gaits.trim import (AT_LIMIT, CANNOT_REACH, NO_PROGRESS, OFF, SKIPPED, TRACKING, WAITING,
+                                      TrimLoop, TrimSettings, cycle_average)
 from snake_control.robot import load_robot
 from snake_control.teleop.command_filter import CommandLimits
 
@@ -148,6 +148,14 @@ def test_controller_resets_the_loop_on_switch_and_estop(py32):
     assert c.trim.state().speed_gain > 1.1
     c.engage_estop()
     assert c.trim.state().speed_gain == 1.0
+
+
+def test_controller_leaves_the_gaits_it_is_told_to_skip_alone(py32):
+    c = _controller(py32, closed_loop_skip=('serpentine',))
+    c.start(None)
+    _learn(c)
+    assert c.trim.state().status == SKIPPED and c.trim.state().speed_gain == 1.0
+    assert c.scheduler.state().command_forward_m_s == pytest.approx(0.2)     # untrimmed
 
 
 def test_controller_reports_a_command_it_cannot_reach(py32):

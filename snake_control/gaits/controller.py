@@ -4,7 +4,8 @@ torque check on parameter changes (pure Python on numpy; snake_control/nodes/gai
     c = GaitController(robot, 'serpentine', period_s=0.01, limits=CommandLimits(...), cmd_timeout_s=0.5,
                        torque_estimator=gait_check.torque_estimator(robot),
                        calibration='auto',          # or a gaits.calibration.Calibration, or None
-                       trim=TrimSettings(), closed_loop=True)
+                       trim=TrimSettings(), closed_loop=True,
+                       closed_loop_skip=('sidewinding',))   # gaits the loop leaves alone
     c.start(q_measured_rad)          # or c.start(None): from the gait's own shape
     c.offer_command(0.05, 0.0, 0.0, now_s)
     c.offer_odometry(now_s, x_m, y_m, heading_rad)   # the estimator's pose: the closed loop's input
@@ -137,7 +138,8 @@ class GaitController:
     def __init__(self, robot, gait: str | None = None, *, period_s: float, limits: CommandLimits,
                  cmd_timeout_s: float, overrides: dict | None = None, torque_fraction: float = 0.0,
                  torque_estimator: TorqueEstimator | None = None, calibration: Calibration | str | None = 'auto',
-                 trim: TrimSettings | None = None, closed_loop: bool = True):
+                 trim: TrimSettings | None = None, closed_loop: bool = True,
+                 closed_loop_skip: tuple = ()):
         self.robot = robot
         self.gait_names = list(catalog.gaits_for(robot))
         gait = default_gait(robot) if gait is None else gait
@@ -166,6 +168,7 @@ class GaitController:
             calibration = find_calibration(robot)       # ConfigError when the file is bad
         self.calibration: Calibration | None = calibration
         self.trim = TrimLoop(trim, closed_loop)
+        self.closed_loop_skip = frozenset(closed_loop_skip)
 
     # -- start -------------------------------------------------------------------------------------
     @property
@@ -261,9 +264,10 @@ class GaitController:
         dt = min(max(dt, 0.0), MAX_DT_PERIODS * self.period_s)   # a stalled caller never makes it leap
         self.last_tick_s = now_s
         command = tuple(self.commands.update(now_s))
-        drive, rate, reachable, steady, turns = self.scheduler.loop_inputs()
-        self.trim.update(now_s, drive, command, rate, reachable, steady, turns)
-        self.scheduler.set_command(*self.trim.command(drive, command))
+        drive, rate, reachable, steady, turns, name = self.scheduler.loop_inputs()
+        skip = name in self.closed_loop_skip
+        self.trim.update(now_s, drive, command, rate, reachable, steady, turns, skip)
+        self.scheduler.set_command(*self.trim.command(None if skip else drive, command))
         tick = self.scheduler.step(dt)
         positions = np.asarray(tick.positions_rad, dtype=float)
         velocities = np.asarray(tick.velocities_rad_s, dtype=float)

@@ -396,9 +396,11 @@ class GaitScheduler:
 
     def loop_inputs(self) -> tuple:
         """What the closed loop (gaits/trim.py) needs each tick, cheaply: (drive of the target gait,
-        its phase rate rad/s, reachable, steady: no switch blending, turns: angular.z steers it)."""
+        its phase rate rad/s, reachable, steady: no switch blending, turns: angular.z steers it, its
+        name)."""
         top = self._layers[-1]
-        return (top.spec.drive, top.rate, top.reachable, len(self._layers) == 1, bool(top.spec.turn_param))
+        return (top.spec.drive, top.rate, top.reachable, len(self._layers) == 1, bool(top.spec.turn_param),
+                top.spec.name)
 
 
     @property

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-OFF, WAITING, TRACKING, CANNOT_REACH, AT_LIMIT, NO_PROGRESS = (
-    'off', 'waiting', 'tracking', 'cannot reach', 'at limit', 'no progress')
+OFF, WAITING, TRACKING, CANNOT_REACH, AT_LIMIT, NO_PROGRESS, SKIPPED = (
+    'off', 'waiting', 'tracking', 'cannot reach', 'at limit', 'no progress', 'off for this gait')
 UPDATE_S = 0.2              # how often the integrators run (s): a fifth of a second, tau is seconds
 MAX_ERROR_LOG = 0.5         # a single ratio error counts at most e^0.5 = 1.65x
 HISTORY_S = 60.0            # odometry kept (s): a gait cycle longer than this is not trimmed
@@ -78,8 +78,8 @@ class TrimSettings:
 @dataclass(frozen=True)
 class TrimState:
     """The loop now: drive gain g and yaw-rate trim b (rad/s); measured cycle averages (drive m/s or
-    rad/s, turn rad/s; NaN before the first); status: OFF, WAITING, TRACKING, CANNOT_REACH, AT_LIMIT
-    or NO_PROGRESS."""
+    rad/s, turn rad/s; NaN before the first); status: OFF, WAITING, TRACKING, CANNOT_REACH, AT_LIMIT,
+    NO_PROGRESS or SKIPPED (the gait is one the loop is told to leave alone)."""
 
     enabled: bool
     speed_gain: float
@@ -184,15 +184,20 @@ class TrimLoop:
         return (fwd, lat, g * turn)
 
     def update(self, t_s: float, drive: str | None, command, phase_rate_rad_s: float, reachable: bool,
-               steady_gait: bool = True, turns: bool = True) -> None:
+               steady_gait: bool = True, turns: bool = True, skip: bool = False) -> None:
         """Integrate (every UPDATE_S) toward the command (forward, lateral, turn), untrimmed.
 
         drive: the target gait's drive ('forward', 'lateral', 'turn', None); phase_rate_rad_s: its phase
         rate now; reachable: whether it can do the trimmed command (GaitState.reachable); steady_gait:
-        False while a switch blends; turns: whether angular.z steers the gait (a turning parameter).
+        False while a switch blends; turns: whether angular.z steers the gait (a turning parameter);
+        skip: leave this gait alone (command() must then be given drive None).
         """
         if not self.enabled:
             self._status = OFF
+            return
+        if skip:
+            self._key = None
+            self._status = SKIPPED
             return
         # A new command, gait or end of a blend starts the wait for a whole cycle of the new motion.
         key = (drive, round(command[0], 3), round(command[1], 3), round(command[2], 3), steady_gait)
