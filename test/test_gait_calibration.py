@@ -54,6 +54,17 @@ def test_fit_recovers_the_model_and_command_inverts_it():
     assert g.command(0.2, 0.0).turn == pytest.approx(-0.05 / 0.8, rel=1e-6)
 
 
+def test_reach_is_the_range_command_accepts():
+    params = catalog.resolve_params(catalog.SERPENTINE, load_robot('pitch_yaw_32'), {})
+    g = GaitCalibration.fit('serpentine', params, synthetic())
+    r = g.reach(3.0)
+    assert g.command(0.99 * r['max_speed_m_s'], 0.0, 3.0).reachable
+    assert not g.command(1.01 * r['max_speed_m_s'], 0.0, 3.0).reachable
+    lo, hi = r['curvature_rad_m']
+    assert g.command(0.1, 0.1 * 0.98 * hi).reachable and not g.command(0.1, 0.1 * 1.02 * hi).reachable
+    assert g.command(0.1, 0.1 * 0.98 * lo).reachable and not g.command(0.1, 0.1 * 1.02 * lo).reachable
+
+
 def test_command_outside_the_reach_says_so():
     params = catalog.resolve_params(catalog.SERPENTINE, load_robot('pitch_yaw_32'), {})
     g = GaitCalibration.fit('serpentine', params, synthetic())

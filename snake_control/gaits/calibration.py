@@ -262,6 +262,25 @@ class GaitCalibration:
             ok = False
         return Command(rate, u, cycles * d, cycles * dth, ok)
 
+    def reach(self, max_rate_rad_s: float) -> dict:
+        """The command range, like stride.StrideModel.reach: 'max_speed_m_s' along the drive axis (rad/s
+        for a turning gait) at the phase-rate cap with the offset that goes straight, and
+        'curvature_rad_m' (lowest, highest) path curvature over the measured offsets ((0, 0) when the
+        gait does not turn)."""
+        straight = self.command(1e-6, 0.0).turn
+        d, _ = self.per_cycle(straight, max_rate_rad_s)
+        out = {'max_speed_m_s': abs(d) * max_rate_rad_s / (2 * PI), 'curvature_rad_m': (0.0, 0.0)}
+        lo, hi = self.turn_range
+        if self.turn_param and hi > lo and self.drive != 'turn':
+            curv = []
+            for u in np.linspace(lo, hi, 9):
+                du, tu = self.per_cycle(float(u), self.phase_rate_range_rad_s[0])
+                if abs(du) > 1e-9 and du * self.stride > 0:
+                    curv.append(tu / du)
+            if curv:
+                out['curvature_rad_m'] = (float(min(curv)), float(max(curv)))
+        return out
+
     def _rate_for(self, drive_value: float, u: float, max_rate_rad_s: float) -> tuple[float, bool]:
         """(phase rate rad/s, reached) whose speed |f| D(u, |f|) / 2 pi is drive_value at offset u: the
         lowest such rate up to max_rate_rad_s (or 4x the measured range), else the rate that comes
