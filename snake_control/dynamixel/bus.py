@@ -437,12 +437,11 @@ class ServoBus:
         ``hold``: keep the packet back and send it together with the next packet (the read that
         follows in a control cycle): one write to the adapter instead of two.
         """
-        param = []
         for sid, data in data_by_id.items():
             if len(data) != size:
                 raise ValueError(f'sync write: servo {sid} data has {len(data)} bytes, expected {size}')
-            param.append(sid)
-            param.extend(data)
+        # The SDK copies the parameters into its packet list by slice assignment, which takes bytes.
+        param = b''.join([bytes((sid,)) + bytes(data) for sid, data in data_by_id.items()])
         with self.transaction():
             self.port.corked = hold
             try:

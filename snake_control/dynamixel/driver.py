@@ -861,18 +861,19 @@ class Driver:
         with a plausible reading go into the table and mark them fresh. Returns that bool mask (per
         joint). A servo that reported an error instead of data, or whose values cannot be real, is a
         failed read (last good value kept, stale), never a published value."""
-        t, size, k_by_id = self.table, STATE_BLOCK.size, self.k_by_id
+        t, size = self.table, STATE_BLOCK.size
         good = np.zeros(len(self.ids), dtype=bool)
-        ks, errs, blocks = [], [], []
-        for sid, (err, data) in got.items():
-            if len(data) == size:
-                ks.append(k_by_id[sid])
-                errs.append(err)
-                blocks.append(data)
-            elif not err & 0x7F:
-                self._reject(self.by_id[sid], None, None, None, None)
-        if not ks:
+        if not got:
             return good
+        if set(map(len, (data for _, data in got.values()))) != {size}:
+            for sid, (err, data) in got.items():            # rare: a block of the wrong size
+                if len(data) != size and not err & 0x7F:
+                    self._reject(self.by_id[sid], None, None, None, None)
+            got = {sid: reply for sid, reply in got.items() if len(reply[1]) == size}
+            if not got:
+                return good
+        ks = list(map(self.k_by_id.__getitem__, got))
+        errs, blocks = zip(*got.values())
         k = np.array(ks)
         v = STATE_BLOCK.decode_many(b''.join(blocks))
         hw, cur = v['hardware_error_status'], v['present_current']
