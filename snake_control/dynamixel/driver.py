@@ -148,6 +148,8 @@ class Driver:
         self._fast_yield = 1.0
         self._lock = threading.Lock()
         self._command: _Command | None = None
+        self._command_names: list | None = None     # the last accepted command's names, and their indices
+        self._command_idx = None
         self._estop = False
         self._stop_request = False
         self._reset_request = False
@@ -284,16 +286,18 @@ class Driver:
             if positions is None or len(names) != len(positions) or not names:
                 self.counters.rejected_malformed += 1
                 return False
-            unknown = [n for n in names if n not in self.index]
-            if unknown:
-                self.counters.rejected_unknown_name += 1
-                self._event(f'command rejected: {len(unknown)} unknown joint(s) {unknown[:3]}')
-                return False
+            if names != self._command_names:    # a gait sends the same names every time: look up once
+                unknown = [n for n in names if n not in self.index]
+                if unknown:
+                    self.counters.rejected_unknown_name += 1
+                    self._event(f'command rejected: {len(unknown)} unknown joint(s) {unknown[:3]}')
+                    return False
+                self._command_names, self._command_idx = names, np.array([self.index[n] for n in names])
             if not np.all(np.isfinite(positions)):
                 self.counters.rejected_nonfinite += 1
                 self._event('command rejected: NaN or inf position')
                 return False
-            idx = np.array([self.index[n] for n in names])
+            idx = self._command_idx
             lo, hi = self.lower[idx], self.upper[idx]
             outside = (positions < lo) | (positions > hi)
             if np.any(outside):
@@ -761,8 +765,9 @@ class Driver:
         lo_t, hi_t = self.tick_limits()
         raw = np.clip(self.joint_to_ticks(goal), lo_t, hi_t).astype('<i4').tobytes()
         t = self.table
+        sendable = t.torque & np.isnan(t.rebooting_until)
         data = {self.ids[k]: raw[4 * k:4 * k + 4]
-                for k in np.flatnonzero(t.torque & np.isnan(t.rebooting_until)).tolist()}
+                for k in (range(len(self.ids)) if sendable.all() else np.flatnonzero(sendable).tolist())}
         if data:
             try:
                 self.bus.sync_write(GOAL.address, 4, data, hold=True)   # leaves with the read request
@@ -865,15 +870,16 @@ class Driver:
         good = np.zeros(len(self.ids), dtype=bool)
         if not got:
             return good
-        if set(map(len, (data for _, data in got.values()))) != {size}:
+        errs, blocks = zip(*got.values())
+        if set(map(len, blocks)) != {size}:
             for sid, (err, data) in got.items():            # rare: a block of the wrong size
                 if len(data) != size and not err & 0x7F:
                     self._reject(self.by_id[sid], None, None, None, None)
             got = {sid: reply for sid, reply in got.items() if len(reply[1]) == size}
             if not got:
                 return good
+            errs, blocks = zip(*got.values())
         ks = list(map(self.k_by_id.__getitem__, got))
-        errs, blocks = zip(*got.values())
         k = np.array(ks)
         v = STATE_BLOCK.decode_many(b''.join(blocks))
         hw, cur = v['hardware_error_status'], v['present_current']
