@@ -130,6 +130,7 @@ class Driver:
         self.offset = np.array([j.offset_rad for j in self.joints])
         self.velocity_limit = np.array([j.velocity_limit_rad_s for j in self.joints], dtype=float)
         self.acceleration_limit = np.array([j.acceleration_limit_rad_s2 for j in self.joints], dtype=float)
+        self._max_goal_step = self.velocity_limit * self.period_s     # rad per cycle
         self.model = robot.bus.servo
         self._amps_per_current_unit = (self.model.current_unit_ma or 0.0) / 1000.0
         self._tick_limits = None
@@ -696,7 +697,7 @@ class Driver:
         if self._goal is not None:
             # Last line of defence: no goal moves faster than its joint's velocity limit, whatever the
             # command did (a late or jumping command stream).
-            step = self.velocity_limit * self.period_s
+            step = self._max_goal_step
             goal = self._goal + np.clip(goal - self._goal, -step, step)
             # Moving goals only: entering a hold steps a goal back to where its servo is, not onwards.
             self.max_goal_step_rad = max(self.max_goal_step_rad, float(np.max(np.abs(goal - self._goal))))
