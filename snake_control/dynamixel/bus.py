@@ -27,9 +27,6 @@ from snake_control.dynamixel.models import SUPPORTED_BAUDS, register
 
 
 
-_ID_BYTE = [bytes((i,)) for i in range(256)]
-
-
 class DxlError(Exception):
     """A failed exchange with one servo (communication or servo-reported)."""
 
@@ -440,12 +437,12 @@ class ServoBus:
         ``hold``: keep the packet back and send it together with the next packet (the read that
         follows in a control cycle): one write to the adapter instead of two.
         """
-        if set(map(len, data_by_id.values())) - {size}:
-            sid, data = next((sid, d) for sid, d in data_by_id.items() if len(d) != size)
-            raise ValueError(f'sync write: servo {sid} data has {len(data)} bytes, expected {size}')
-        # id, data, id, data...: joined without a Python loop (the SDK's slice assignment takes bytes).
-        param = b''.join(map(bytes.__add__, map(_ID_BYTE.__getitem__, data_by_id),
-                             map(bytes, data_by_id.values())))
+        param = []
+        for sid, data in data_by_id.items():
+            if len(data) != size:
+                raise ValueError(f'sync write: servo {sid} data has {len(data)} bytes, expected {size}')
+            param.append(sid)
+            param.extend(data)
         with self.transaction():
             self.port.corked = hold
             try:
