@@ -922,6 +922,7 @@ class Driver:
         return good
 
     def _reject(self, s: ServoState, hw, pos, vel, cur):
+        """Count and log a reading that cannot be real (it is never published)."""
         self.counters.rejected_readings += 1
         self._event(f'{s.name}: implausible reading rejected (hw {hw}, position {pos}, '
                     f'velocity {vel}, current {cur})')
