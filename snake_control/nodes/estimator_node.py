@@ -121,6 +121,7 @@ class EstimatorNode(Node):
         self.last_input_event = ''
         self.last_input_event_wall = -math.inf
         self.odom_frame = gp('odom_frame').value
+        self._joint_names = list(self.robot.joint_names)    # a property that builds a new list
         base = gp('base_frame').value
         link = self.estimator.body_link
         self.base_frame = base or ('virtual_chassis' if link is None else f'link_{link}')
@@ -210,7 +211,7 @@ class EstimatorNode(Node):
             stamp = now
         try:
             names = list(msg.name)
-            q = reorder_joints(names, list(msg.position), self.robot.joint_names)
+            q = reorder_joints(names, list(msg.position), self._joint_names)
             # The gate sees every message (a future stamp must not steer the decimation either).
             verdict = self.gate.check(stamp, now, q)
             if verdict.action != ACCEPT:
@@ -229,7 +230,7 @@ class EstimatorNode(Node):
                 return
             v = None
             if len(msg.velocity) == len(names):
-                v = reorder_joints(names, list(msg.velocity), self.robot.joint_names)
+                v = reorder_joints(names, list(msg.velocity), self._joint_names)
             orientation, rate = self._imu if self.use_imu else (None, None)
             state = self.estimator.update(stamp, q, v, orientation, rate)
             self._last_q = q

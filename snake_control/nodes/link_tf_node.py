@@ -72,6 +72,7 @@ class LinkTfNode(Node):
         rate.floating_point_range = [FloatingPointRange(from_value=0.0, to_value=1000.0, step=0.0)]
         self.declare_parameter('publish_rate_hz', DEFAULT_RATE_HZ, rate)
         self.robot = load_robot(self.get_parameter('robot').value)
+        self._joint_names = list(self.robot.joint_names)    # a property that builds a new list
         hz = float(self.get_parameter('publish_rate_hz').value)
         self.period_s = 0.0 if hz <= 0 else 1.0 / hz
         self._next_s = -math.inf
@@ -90,7 +91,7 @@ class LinkTfNode(Node):
             return
         self._next_s = max(self._next_s + self.period_s, stamp_s + 0.5 * self.period_s)
         try:
-            q = reorder_joints(list(msg.name), list(msg.position), self.robot.joint_names)
+            q = reorder_joints(list(msg.name), list(msg.position), self._joint_names)
         except ValueError as exc:
             self.get_logger().warning(f'joint_states ignored: {exc}', throttle_duration_sec=5.0)
             return
