@@ -7,7 +7,7 @@ MultiThreadedExecutor and the driver in this process (how the graph shipped befo
    one, counted against the cycles the run should have had), joint_states rate, p99 period (from the
    messages' stamps: when the servos were read), cycles the driver held because readings went stale,
    and the CPU of the controller processes (driver, gait, estimator, teleop; not the emulator or the
-   physics) per control cycle. The same at 400 Hz with the estimator decimated to 100 Hz.
+   physics) per control cycle, in all and per process (bringup's own, the driver's). The same at 400 Hz with the estimator decimated to 100 Hz.
 2. Latency from a Joy message to the matching goal on the emulated servos' wire. The stimulus is the
    gamepad's e-stop button pressed while the robot moves: the matching goal is the first goal write from
    which every servo's goal stays put (the hold). Joy send times come from the script player (this
@@ -84,10 +84,10 @@ class _TimingProbe:
 
     def _worker(self):
         if not self.stop.wait(self.warmup_s):
-            self.cpu['start'] = (time.monotonic(), sum(_cpu_s(p) for p in self._pids()), len(self.stamps))
+            self.cpu['start'] = (time.monotonic(), [_cpu_s(p) for p in self._pids()], len(self.stamps))
 
     def before_stop(self, run):
-        self.cpu['end'] = (time.monotonic(), sum(_cpu_s(p) for p in self._pids()), len(self.stamps))
+        self.cpu['end'] = (time.monotonic(), [_cpu_s(p) for p in self._pids()], len(self.stamps))
         self.stop.set()
 
 
@@ -103,7 +103,11 @@ def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) ->
     out = {'torque_off': result.torque_off, 'stop': result.stop_reason}
     if {'start', 'end'} > set(probe.cpu):
         return out
-    (w0, c0, n0), (w1, c1, n1) = probe.cpu['start'], probe.cpu['end']
+    (w0, per0, n0), (w1, per1, n1) = probe.cpu['start'], probe.cpu['end']
+    # Per process: this one (gait, estimator, teleop, link TF; the driver too when it runs in-process),
+    # then the driver's own process where it has one.
+    per_ms = [1000 * (b - a) / max((w1 - w0) * rate_hz, 1.0) for a, b in zip(per0, per1)]
+    c0, c1 = sum(per0), sum(per1)
     stamps = np.array([s for _, s in probe.stamps[n0:n1]])
     periods = np.diff(np.sort(stamps))
     expected = (w1 - w0) * rate_hz
@@ -112,6 +116,7 @@ def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) ->
     out.update(on_time=on_time / max(expected, 1.0), states_hz=(n1 - n0) / (w1 - w0),
                p99_ms=1000 * float(np.percentile(periods, 99)) if len(periods) else float('nan'),
                cpu_ms=1000 * (c1 - c0) / max(expected, 1.0), cpu_pct=100 * (c1 - c0) / (w1 - w0),
+               cpu_ms_per_process=per_ms,
                stale_holds=int(d.get('counters', {}).get('stale_hold_cycles', -1)),
                overruns=int(d.get('counters', {}).get('overruns', -1)))
     return out
@@ -132,7 +137,9 @@ def _timing_line(label: str, f: dict, rate_hz: float) -> str:
         warn.append(f'CPU above {AIM_CPU_MS_PER_CYCLE:g} ms per cycle')
     return (f'  {label}: {f["on_time"]:.1%} of cycles on time, joint_states {f["states_hz"]:.1f} Hz, '
             f'p99 period {f["p99_ms"]:.1f} ms, {f["overruns"]} overruns, {f["stale_holds"]} stale holds; '
-            f'controller CPU {f["cpu_ms"]:.2f} ms per cycle ({f["cpu_pct"]:.0f} % of a core)'
+            f'controller CPU {f["cpu_ms"]:.2f} ms per cycle ({f["cpu_pct"]:.0f} % of a core; '
+            + ('bringup process {:.2f} ms, driver process {:.2f} ms'.format(*f['cpu_ms_per_process'])
+               if len(f['cpu_ms_per_process']) == 2 else 'one process') + ')'
             + (f'  WARN {", ".join(warn)}' if warn else ''))
 
 

@@ -483,6 +483,8 @@ def reorder_joints(names, values, joint_names) -> np.ndarray:
     """Values of a message (names, values) in the robot's joint order; ValueError names missing joints."""
     if len(names) != len(values):
         raise ValueError(f'joint names ({len(names)}) and values ({len(values)}) differ in length')
+    if names == joint_names:        # the driver's own order, every message: nothing to look up
+        return np.array(values, dtype=float)
     try:
         index = joint_index(names, joint_names)
     except ValueError as exc:

@@ -62,6 +62,62 @@ def test_fast_reply_blocks_survive_truncation():
     assert [b[1] for b in P.parse_fast_blocks(bytes(damaged), [2, 2, 2])] == [1]
 
 
+def _crc_bytewise(data: bytes, crc: int = 0) -> int:
+    """The CRC as the e-Manual writes it, one byte at a time: what the vectorised one must equal."""
+    for b in data:
+        crc = ((crc << 8) ^ P._CRC_TABLE[((crc >> 8) ^ b) & 0xFF]) & 0xFFFF
+    return crc
+
+
+@given(st.binary(max_size=700), st.integers(0, 0xFFFF))
+def test_crc_of_long_inputs_equals_the_bytewise_crc(data, start):
+    # Long inputs take the vectorised path (one table lookup per byte, one XOR reduce).
+    assert P.crc16(data, start) == _crc_bytewise(data, start)
+
+
+def _parse_fast_bytewise(raw: bytes, lengths: list[int]) -> list:
+    """parse_fast_blocks as a running CRC carried block by block (the reference)."""
+    out = []
+    if len(raw) < 8 or raw[:4] != P.HEADER or raw[4] != P.BROADCAST_ID or raw[7] != P.STATUS:
+        return out
+    crc, idx = _crc_bytewise(raw[:8]), 8
+    for n in lengths:
+        end = idx + 2 + n
+        if end + 2 > len(raw):
+            break
+        crc = _crc_bytewise(raw[idx:end], crc)
+        if crc != (raw[end] | (raw[end + 1] << 8)):
+            break
+        crc = _crc_bytewise(raw[end:end + 2], crc)
+        out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        idx = end + 2
+    return out
+
+
+@given(st.integers(1, 40), st.integers(0, 14), st.data())
+def test_vectorised_fast_reply_check_keeps_exactly_the_blocks_whose_running_crc_holds(n, size, data):
+    blocks = [(data.draw(st.sampled_from([0, 0x80, 3])), data.draw(st.integers(1, 252)),
+               data.draw(st.binary(min_size=size, max_size=size))) for _ in range(n)]
+    raw = bytearray(P.build_fast_status(blocks))
+    for _ in range(data.draw(st.integers(0, 3))):           # flipped bits anywhere, header included
+        raw[data.draw(st.integers(0, len(raw) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+    raw = bytes(raw[:data.draw(st.integers(0, len(raw)))])  # and a reply cut anywhere
+    lengths = [size] * data.draw(st.integers(1, n + 1))
+    assert P.parse_fast_blocks(raw, lengths) == _parse_fast_bytewise(raw, lengths)
+
+
+def test_sdk_handler_sends_the_same_bytes_as_the_stock_one():
+    from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
+
+    from snake_control.dynamixel.bus import SnakePacketHandler
+    stock, ours = Protocol2PacketHandler(), SnakePacketHandler()
+    for params in (bytes(range(170)), bytes((116, 0, 4, 0, 1, 0xFF, 0xFF, 0xFD, 0x00)), b''):
+        n = len(params) + 3
+        pkt = [0xFF, 0xFF, 0xFD, 0, P.BROADCAST_ID, n & 0xFF, n >> 8, P.SYNC_WRITE, *params, 0, 0]
+        assert ours.addStuffing(list(pkt)) == stock.addStuffing(list(pkt))
+        assert ours.updateCRC(0, pkt, len(pkt) - 2) == stock.updateCRC(0, pkt, len(pkt) - 2)
+
+
 def test_fault_spec_parse_and_errors():
     f = FaultSpec.parse('corrupt=0.01,drop=0.5,silent=3@2+1.5,silent=4,trip=5:overload@1,unplug=2+1,seed=7')
     assert f.corrupt_rate == 0.01 and f.drop_rate == 0.5 and f.seed == 7

@@ -115,3 +115,14 @@ def test_wrong_shapes_raise_value_error_naming_argument():
         lie.se2_exp(np.zeros(4))
     with pytest.raises(ValueError, match='g must have shape'):
         lie.se3_log(np.eye(3))
+
+
+def test_batched_quaternions_equal_one_at_a_time_in_every_branch():
+    rng = np.random.default_rng(3)
+    # Random rotations, and half turns about x, y and z (trace -1: the three largest-diagonal branches).
+    rs = [lie.so3_exp(rng.normal(size=3) * rng.uniform(0, np.pi)) for _ in range(200)]
+    rs += [np.diag([1.0, -1.0, -1.0]), np.diag([-1.0, 1.0, -1.0]), np.diag([-1.0, -1.0, 1.0]), np.eye(3)]
+    expected = np.array([lie.quaternion_from_matrix(r) for r in rs])
+    np.testing.assert_allclose(lie.quaternions_from_matrices(np.array(rs)), expected, atol=1e-15)
+    with pytest.raises(ValueError):
+        lie.quaternions_from_matrices(np.eye(3))

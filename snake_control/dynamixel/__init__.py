@@ -6,7 +6,7 @@ protocol    CRC-16, byte stuffing, packet build/parse (pure functions)
 bus         ServoBus on dynamixel_sdk with its traps coded around (timeouts, busy flag, zeros)
 driver      Driver: the fixed-rate bus loop with start-up checks and safety policies
 driver_config  DriverConfig, policies, watchdog defaults and constants
-readings    register blocks and their decoder, plausibility checks, ServoState, Counters, diagnostics
+readings    register blocks and their decoder, plausibility checks, ServoTable and ServoState, Counters, diagnostics
 safety      the pure safety rules: decide (mode, reasons, goal) and the resume ramp
 fault_matrix  the driver through one bus fault at a time (tests and `make bench`)
 plant       Plant interface (what moves emulated servos) and the built-in MotorModel

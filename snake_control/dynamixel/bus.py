@@ -20,6 +20,7 @@ import time
 from contextlib import contextmanager
 
 import dynamixel_sdk as sdk
+from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
 
 from snake_control.dynamixel import protocol as P
 from snake_control.dynamixel.models import SUPPORTED_BAUDS, register
@@ -175,6 +176,23 @@ class SnakePortHandler(sdk.PortHandler):
         self.is_open = False
 
 
+class SnakePacketHandler(Protocol2PacketHandler):
+    """The SDK's Protocol 2.0 handler with its two per-byte Python loops of every sent packet replaced
+    by equal results at a fraction of the cost: the CRC (protocol.crc16, one vectorised pass) and byte
+    stuffing when the packet holds no FF FF FD (nearly always), where the SDK's loop changes nothing."""
+
+    def updateCRC(self, crc_accum, data_blk_ptr, data_blk_size):
+        return P.crc16(bytes(data_blk_ptr[:data_blk_size]), crc_accum)
+
+    def addStuffing(self, packet):
+        length = packet[5] | (packet[6] << 8)
+        # The SDK looks for FF FF FD ending anywhere from the instruction on (its first look-back
+        # reaches the LEN bytes), up to the CRC.
+        if P.HEADER[:3] not in bytes(packet[5:5 + length]):
+            return packet
+        return super().addStuffing(packet)
+
+
 def usb_latency_timer_ms(port: str, sysfs_root: str = '/sys/bus/usb-serial/devices') -> int | None:
     """The latency timer of a USB-serial port (ttyUSBn) from sysfs, or None when not applicable."""
     name = os.path.basename(os.path.realpath(port))
@@ -213,7 +231,7 @@ class ServoBus:
                              f'({", ".join(map(str, SUPPORTED_BAUDS))})')
         self.port_name, self.baud = port, baud
         self.port = SnakePortHandler(port, margin_ms)
-        self.ph = sdk.PacketHandler(2.0)
+        self.ph = SnakePacketHandler()
         self.is_open = False
 
     @property

@@ -60,8 +60,8 @@ from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, R
 from snake_control.dynamixel.read_strategy import ReadStrategy
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
-                                              JointStateSnapshot, ServoDiagnostics, ServoState,
-                                              plausible_health, plausible_state)
+                                              JointStateSnapshot, ServoDiagnostics, ServoState, ServoTable,
+                                              plausible_health, plausible_states)
 from snake_control.dynamixel.safety import RampState, SafetyInputs, decide, ramp
 
 log = logging.getLogger('snake_control.dynamixel.driver')
@@ -136,9 +136,15 @@ class Driver:
         self.offset = np.array([j.offset_rad for j in self.joints])
         self.velocity_limit = np.array([j.velocity_limit_rad_s for j in self.joints], dtype=float)
         self.acceleration_limit = np.array([j.acceleration_limit_rad_s2 for j in self.joints], dtype=float)
+        self._max_goal_step = self.velocity_limit * self.period_s     # rad per cycle
         self.model = robot.bus.servo
+        self._amps_per_current_unit = (self.model.current_unit_ma or 0.0) / 1000.0
         self._tick_limits = None
-        self.servos = [ServoState(j.name, j.servo_id) for j in self.joints]
+        # Per-cycle values of every servo live in arrays (self.table); ServoState is one servo's view.
+        self.table = ServoTable(len(self.joints))
+        self.servos = [ServoState(j.name, j.servo_id, self.table, k) for k, j in enumerate(self.joints)]
+        self._ids_array = np.array(self.ids)
+        self._positions = np.arange(len(self.ids))
         self.by_id = {s.servo_id: s for s in self.servos}
         self.k_by_id = {sid: k for k, sid in enumerate(self.ids)}
         self.counters = Counters()
@@ -147,6 +153,8 @@ class Driver:
         self.read_strategy = ReadStrategy(self.config.read_mode)
         self._lock = threading.Lock()
         self._command: _Command | None = None
+        self._command_names: list | None = None     # the last accepted command's names, and their indices
+        self._command_idx = None
         self._estop = False
         self._stop_request = False
         self._reset_request = False
@@ -287,16 +295,18 @@ class Driver:
             if positions is None or len(names) != len(positions) or not names:
                 self.counters.rejected_malformed += 1
                 return False
-            unknown = [n for n in names if n not in self.index]
-            if unknown:
-                self.counters.rejected_unknown_name += 1
-                self._event(f'command rejected: {len(unknown)} unknown joint(s) {unknown[:3]}')
-                return False
+            if names != self._command_names:    # a gait sends the same names every time: look up once
+                unknown = [n for n in names if n not in self.index]
+                if unknown:
+                    self.counters.rejected_unknown_name += 1
+                    self._event(f'command rejected: {len(unknown)} unknown joint(s) {unknown[:3]}')
+                    return False
+                self._command_names, self._command_idx = names, np.array([self.index[n] for n in names])
             if not np.all(np.isfinite(positions)):
                 self.counters.rejected_nonfinite += 1
                 self._event('command rejected: NaN or inf position')
                 return False
-            idx = np.array([self.index[n] for n in names])
+            idx = self._command_idx
             lo, hi = self.lower[idx], self.upper[idx]
             outside = (positions < lo) | (positions > hi)
             if np.any(outside):
@@ -650,10 +660,9 @@ class Driver:
         d = decide(SafetyInputs(
             now_s=now, command_rad=None if command is None else command.position_rad,
             command_received_s=command.received_s if command is not None else -math.inf, estop=estop,
-            names=tuple(self.names), hardware_error=np.array([s.hardware_error for s in self.servos]),
-            alert=np.array([s.alert for s in self.servos]),
-            stale_cycles=np.array([s.stale_cycles for s in self.servos]),
-            present_rad=np.array([s.position_rad for s in self.servos]),
+            names=tuple(self.names), hardware_error=self.table.hardware_error.copy(),
+            alert=self.table.alert.copy(), stale_cycles=self.table.stale_cycles.copy(),
+            present_rad=self.table.position_rad.copy(),
             hold_goal_rad=self._hold_goal, previous_mode=previous, resume_after_s=self._resume_after,
             stale_limit=self.config.stale_limit, stale_policy=self.config.stale_policy,
             alert_policy=self.config.alert_policy, estop_policy=self.config.estop_policy,
@@ -663,7 +672,7 @@ class Driver:
         self.fault_reasons = tuple(r for r in d.reasons if r not in peer_reasons)
         if d.command_timed_out:
             self.counters.stale_commands += 1
-        if np.any(np.array([s.stale_cycles for s in self.servos]) >= self.config.stale_limit):
+        if np.any(self.table.stale_cycles >= self.config.stale_limit):
             self.counters.stale_hold_cycles += 1
         reasons = list(d.reasons)
         if d.mode == 'torque_off':
@@ -707,7 +716,7 @@ class Driver:
         if self._goal is not None:
             # Last line of defence: no goal moves faster than its joint's velocity limit, whatever the
             # command did (a late or jumping command stream).
-            step = self.velocity_limit * self.period_s
+            step = self._max_goal_step
             goal = self._goal + np.clip(goal - self._goal, -step, step)
             # Moving goals only: entering a hold steps a goal back to where its servo is, not onwards.
             self.max_goal_step_rad = max(self.max_goal_step_rad, float(np.max(np.abs(goal - self._goal))))
@@ -730,6 +739,9 @@ class Driver:
         self._event('re-armed; holding until a new command')
 
     def _service_reboots(self, now):
+        t = self.table
+        if np.isnan(t.rebooting_until).all() and not (self.config.auto_reboot and t.alert.any()):
+            return                          # every cycle but one with a servo in trouble
         for s in self.servos:
             if s.rebooting_until is not None and now >= s.rebooting_until:
                 s.rebooting_until = None
@@ -771,35 +783,45 @@ class Driver:
         if self.mode == 'torque_off':
             return True
         lo_t, hi_t = self.tick_limits()
-        ticks = np.clip(self.joint_to_ticks(goal), lo_t, hi_t).tolist()
-        data = {sid: t.to_bytes(4, 'little', signed=True) for sid, t, s in zip(self.ids, ticks, self.servos)
-                if s.torque and s.rebooting_until is None}
+        raw = np.clip(self.joint_to_ticks(goal), lo_t, hi_t).astype('<i4').tobytes()
+        t = self.table
+        sendable = t.torque & np.isnan(t.rebooting_until)
+        data = {self.ids[k]: raw[4 * k:4 * k + 4]
+                for k in (range(len(self.ids)) if sendable.all() else np.flatnonzero(sendable).tolist())}
+        if not data:
+            return True
         # On a noisy line one garbled byte voids a whole sync write: 32 goals in one 174-byte packet reach
         # their servos 17 % of the time at 1 %, in packets of NOISY_WRITE_GROUP (34 bytes) 71 %, for 14
         # bytes more per packet. All still leave in one write to the adapter, with the read request.
-        group = NOISY_WRITE_GROUP if self.read_strategy.noisy else len(data)
-        items = list(data.items())
         try:
-            for k in range(0, len(items), max(1, group)):
-                # leaves with the read request
-                self.bus.sync_write(GOAL.address, 4, dict(items[k:k + group]), hold=True)
+            if not self.read_strategy.noisy or len(data) <= NOISY_WRITE_GROUP:
+                self.bus.sync_write(GOAL.address, 4, data, hold=True)
+            else:
+                items = list(data.items())
+                for k in range(0, len(items), NOISY_WRITE_GROUP):
+                    self.bus.sync_write(GOAL.address, 4, dict(items[k:k + NOISY_WRITE_GROUP]), hold=True)
         except CommError:
             self.counters.write_failures += 1
             return False
         return True
 
     def _read_state(self, now: float) -> bool:
-        """Read every servo's state block into ServoState; mark the others stale. False when the read
-        request could not be sent (transmit failure)."""
-        active = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
+        """Read every servo's state block into the servo table; mark the others stale. False when the
+        read request could not be sent (transmit failure)."""
         # A servo silent for QUARANTINE_AFTER cycles leaves the main read (where it would cost a timeout
         # every cycle) and is read with the others every PROBE_EVERY cycles, until it answers again.
         # Probes go in the main read, never in a follow-up that a late cycle skips: otherwise a servo
         # that a noisy line put here would never come back.
         quarantine_after = max(self.config.stale_limit, QUARANTINE_AFTER)
-        quarantined = {sid for sid in active if self.by_id[sid].stale_cycles >= quarantine_after}
-        probes = {sid for sid in quarantined if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0}
-        ids = [sid for sid in active if sid not in quarantined or sid in probes]
+        t = self.table
+        if np.isnan(t.rebooting_until).all() and not (t.stale_cycles >= quarantine_after).any():
+            quarantined, ids = set(), list(self._read_order)     # every cycle but a faulty bus's
+        else:
+            active = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
+            quarantined = {sid for sid in active if self.by_id[sid].stale_cycles >= quarantine_after}
+            probes = {sid for sid in quarantined
+                      if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0}
+            ids = [sid for sid in active if sid not in quarantined or sid in probes]
         strategy = self.read_strategy
         addr, size = STATE_BLOCK.data_address, STATE_BLOCK.size
         got: dict = {}
@@ -808,10 +830,9 @@ class Driver:
             if ids:
                 got = self._sync_read(ids, strategy.fast, quick=False)
         except CommError:                   # the request did not leave: no reply this cycle
-            for s in self.servos:
-                s.fresh = False
-                s.stale_cycles += 1
-                s.stale_count += 1
+            self.table.fresh[:] = False
+            self.table.stale_cycles += 1
+            self.table.stale_count += 1
             self.counters.read_failures += len(self.servos)
             self.counters.full_read_failures += 1
             return False
@@ -824,25 +845,20 @@ class Driver:
         self._follow_up(now, got, [sid for sid in counted if sid not in got])
         if ids and not got:
             self.counters.full_read_failures += 1
-        for sid, (err, data) in got.items():
-            self._take_state(self.by_id[sid], err, data)
+        good = self._take_states(got)
         with self._quick_margin(strategy.noisy):
             self._service_rearms(now)
-        fresh = 0
-        for s in self.servos:
-            if s.fresh and s.servo_id in got:
-                fresh += 1
-                continue
-            s.fresh = False
-            s.stale_cycles += 1
-            s.stale_count += 1
-            self.counters.read_failures += 1
-        self.counters.all_fresh_cycles += fresh == len(self.servos)
+        stale = ~good
+        t.fresh[stale] = False
+        t.stale_cycles[stale] += 1
+        t.stale_count[stale] += 1
+        failed = int(np.count_nonzero(stale))
+        self.counters.read_failures += failed
+        self.counters.all_fresh_cycles += failed == 0
         # Servos that failed go last (a silent one then truncates no one else's fast-read block); ties
         # rotate, so two servos behind one silent servo do not keep hiding behind each other.
         c, n = self.counters.cycles, len(self.ids)
-        self._read_order = sorted(self.ids, key=lambda sid: (self.by_id[sid].stale_cycles,
-                                                             (self.k_by_id[sid] + c) % n))
+        self._read_order = self._ids_array[np.lexsort(((self._positions + c) % n, t.stale_cycles))].tolist()
         return True
 
     def _follow_up(self, now: float, got: dict, missing: list):
@@ -902,36 +918,70 @@ class Driver:
         finally:
             self.bus.port.margin_ms = self.margin_ms
 
-    def _take_state(self, s: ServoState, err: int, data: bytes):
-        """One servo's state block: published values if plausible, else a failed read (stale)."""
-        k = self.k_by_id[s.servo_id]
-        v = STATE_BLOCK.decode(data) if len(data) == STATE_BLOCK.size else None
-        hw = cur = vel = pos = None
-        if v is not None:
-            hw, cur = v['hardware_error_status'], v['present_current']
-            vel, pos = v['present_velocity'], v['present_position']
-            current_a = cur * (self.model.current_unit_ma or 0.0) / 1000.0
-        if err & 0x7F or v is None or not plausible_state(hw, pos, vel, current_a):
-            # The servo reported an error instead of data, or the values cannot be real: a failed
-            # read (last good value kept, stale), never a published value.
-            if not err & 0x7F:
-                self.counters.rejected_readings += 1
-                self._event(f'{s.name}: implausible reading rejected (hw {hw}, position {pos}, '
-                            f'velocity {vel}, current {cur})')
-            s.fresh = False
-            return
-        s.position_rad = float(ticks_to_joint(pos, self.direction[k], self.offset[k]))
-        s.velocity_rad_s = float(self.direction[k] * velocity_units_to_rad_s(vel))
-        s.current_a = float(self.direction[k] * current_a)
-        if (hw or err & P.ERR_ALERT) and not s.alert:
-            self._event(f'{s.name} alert: {", ".join(P.decode_hardware_error(hw)) or "error byte alert"}')
-        s.hardware_error = hw
-        s.alert = bool(hw) or bool(err & P.ERR_ALERT)
-        if s.alert:
-            s.torque = s.torque and not hw      # shutdown errors cut torque in the servo
-        s.fresh, s.ever_read, s.stale_cycles = True, True, 0
-        if self.watchdog_ms and v['bus_watchdog'] == WATCHDOG_TRIPPED and s.torque:
-            self._rearm_watchdog(s)
+    def _take_states(self, got: dict) -> np.ndarray:
+        """This cycle's state blocks ({id: (error byte, data)}) of all servos at once: the values of those
+        with a plausible reading go into the table and mark them fresh. Returns that bool mask (per
+        joint). A servo that reported an error instead of data, or whose values cannot be real, is a
+        failed read (last good value kept, stale), never a published value."""
+        t, size = self.table, STATE_BLOCK.size
+        good = np.zeros(len(self.ids), dtype=bool)
+        if not got:
+            return good
+        errs, blocks = zip(*got.values())
+        if set(map(len, blocks)) != {size}:
+            for sid, (err, data) in got.items():            # rare: a block of the wrong size
+                if len(data) != size and not err & 0x7F:
+                    self._reject(self.by_id[sid], None, None, None, None)
+            got = {sid: reply for sid, reply in got.items() if len(reply[1]) == size}
+            if not got:
+                return good
+            errs, blocks = zip(*got.values())
+        ks = list(map(self.k_by_id.__getitem__, got))
+        k = np.array(ks)
+        v = STATE_BLOCK.decode_many(b''.join(blocks))
+        hw, cur = v['hardware_error_status'], v['present_current']
+        vel, pos, watchdog = v['present_velocity'], v['present_position'], v['bus_watchdog']
+        current_a = cur * self._amps_per_current_unit
+        ok = plausible_states(hw, pos, vel, current_a)
+        errs = np.array(errs) if any(errs) else None        # nearly always: no error byte
+        if errs is not None:
+            no_error = (errs & 0x7F) == 0
+            for i in np.flatnonzero(no_error & ~ok).tolist():
+                self._reject(self.servos[ks[i]], int(hw[i]), int(pos[i]), int(vel[i]), int(cur[i]))
+            ok &= no_error
+        elif not ok.all():
+            for i in np.flatnonzero(~ok).tolist():
+                self._reject(self.servos[ks[i]], int(hw[i]), int(pos[i]), int(vel[i]), int(cur[i]))
+        if not ok.all():
+            k, hw, vel, pos, watchdog, current_a = k[ok], hw[ok], vel[ok], pos[ok], watchdog[ok], current_a[ok]
+            errs = errs[ok] if errs is not None else None
+        direction = self.direction[k]
+        t.position_rad[k] = ticks_to_joint(pos, direction, self.offset[k])
+        t.velocity_rad_s[k] = direction * velocity_units_to_rad_s(vel)
+        t.current_a[k] = direction * current_a
+        alert = hw != 0
+        if errs is not None:
+            alert |= (errs & P.ERR_ALERT) != 0
+        if alert.any():
+            for i in np.flatnonzero(alert & ~t.alert[k]).tolist():
+                self._event(f'{self.names[k[i]]} alert: '
+                            f'{", ".join(P.decode_hardware_error(int(hw[i]))) or "error byte alert"}')
+            t.torque[k] &= hw == 0          # shutdown errors cut torque in the servo
+        t.hardware_error[k] = hw
+        t.alert[k] = alert
+        t.fresh[k] = t.ever_read[k] = True
+        t.stale_cycles[k] = 0
+        good[k] = True
+        if self.watchdog_ms:
+            for j in k[(watchdog == WATCHDOG_TRIPPED) & t.torque[k]].tolist():
+                self._rearm_watchdog(self.servos[j])
+        return good
+
+    def _reject(self, s: ServoState, hw, pos, vel, cur):
+        """Count and log a reading that cannot be real (it is never published)."""
+        self.counters.rejected_readings += 1
+        self._event(f'{s.name}: implausible reading rejected (hw {hw}, position {pos}, '
+                    f'velocity {vel}, current {cur})')
 
     def _rearm_watchdog(self, s: ServoState):
         """The servo's bus watchdog tripped (the loop or the line stalled): it stopped where it was and
@@ -991,14 +1041,10 @@ class Driver:
         return None
 
     def _publish(self, stamp_s: float):
-        current_a = np.array([s.current_a for s in self.servos])
-        snap = JointStateSnapshot(
-            stamp_s, list(self.names),
-            np.array([s.position_rad for s in self.servos]),
-            np.array([s.velocity_rad_s for s in self.servos]),
-            current_a_to_torque_nm(current_a, self.model),
-            np.array([s.fresh for s in self.servos]),
-            current_a)
+        t = self.table
+        current_a = t.current_a.copy()
+        snap = JointStateSnapshot(stamp_s, list(self.names), t.position_rad.copy(), t.velocity_rad_s.copy(),
+                                  current_a_to_torque_nm(current_a, self.model), t.fresh.copy(), current_a)
         with self._lock:
             self._snapshot = snap
         if self.on_state is not None:

@@ -37,6 +37,19 @@ class RegisterBlock:
                       else codes[CONTROL_TABLE[n].size].upper() for n in self.names)
         return struct.Struct('<' + fmt)
 
+    @cached_property
+    def dtype(self) -> np.dtype:
+        """One record of the block's bytes (packed, little-endian): many servos' blocks decode at once."""
+        codes = {1: 'i1', 2: '<i2', 4: '<i4'}
+        return np.dtype([(n, codes[CONTROL_TABLE[n].size] if CONTROL_TABLE[n].signed
+                          else codes[CONTROL_TABLE[n].size].replace('i', 'u')) for n in self.names])
+
+    def decode_many(self, data: bytes) -> np.ndarray:
+        """Structured array of register values (fields by name) from consecutive blocks' bytes."""
+        if len(data) % self.size:
+            raise ValueError(f'{len(data)} bytes are not whole {self.size}-byte blocks {self.names}')
+        return np.frombuffer(data, self.dtype)
+
     def sources(self) -> list[int]:
         """The control-table address of every byte, in order: what the Indirect Address entries hold."""
         return [CONTROL_TABLE[n].address + i for n in self.names for i in range(CONTROL_TABLE[n].size)]
@@ -71,10 +84,13 @@ VOLTAGE_V_RANGE = (3.0, 30.0)
 TEMPERATURE_C_RANGE = (0.0, 150.0)
 
 
-def plausible_state(hw: int, pos_ticks: int, vel_units: int, current_a: float) -> bool:
-    """Whether one servo's (hardware error, position, velocity, current) can be real (see the bounds)."""
-    return (not hw & ~HW_ERROR_BITS and POSITION_TICKS_RANGE[0] <= pos_ticks <= POSITION_TICKS_RANGE[1]
-            and abs(vel_units) <= VELOCITY_UNITS_MAX and abs(current_a) <= CURRENT_A_MAX)
+def plausible_states(hw: np.ndarray, pos_ticks: np.ndarray, vel_units: np.ndarray,
+                     current_a: np.ndarray) -> np.ndarray:
+    """Whether each servo's (hardware error, position, velocity, current) can be real (see the bounds), for
+    many servos at once (bool array)."""
+    return ((hw | HW_ERROR_BITS) == HW_ERROR_BITS) & (pos_ticks >= POSITION_TICKS_RANGE[0]) \
+        & (pos_ticks <= POSITION_TICKS_RANGE[1]) & (np.abs(vel_units) <= VELOCITY_UNITS_MAX) \
+        & (np.abs(current_a) <= CURRENT_A_MAX)
 
 
 def plausible_health(temperature_c: float, voltage_v: float) -> bool:
@@ -83,29 +99,67 @@ def plausible_health(temperature_c: float, voltage_v: float) -> bool:
             and VOLTAGE_V_RANGE[0] <= voltage_v <= VOLTAGE_V_RANGE[1])
 
 
-@dataclass
-class ServoState:
-    """What the driver knows about one servo (joint frame)."""
+class ServoTable:
+    """What the bus loop reads or writes of every servo in every cycle, one array per field (index: the
+    joint's position in the robot YAML), so a cycle updates all servos in a few numpy operations."""
 
-    name: str
-    servo_id: int
-    position_rad: float = 0.0
-    velocity_rad_s: float = 0.0
-    current_a: float = 0.0
-    temperature_c: float = math.nan          # last good reading; NaN until the first one
-    voltage_v: float = math.nan
-    health_stale: bool = True                # the last temperature/voltage read failed or was garbage
-    health_failures: int = 0                 # failed or rejected temperature/voltage reads
-    hardware_error: int = 0
-    alert: bool = False
-    torque: bool = False
-    fresh: bool = False
-    ever_read: bool = False
-    stale_cycles: int = 0
-    stale_count: int = 0
-    reboots: int = 0
-    last_reboot_t: float = -math.inf
-    rebooting_until: float | None = None
+    FIELDS = {'position_rad': float, 'velocity_rad_s': float, 'current_a': float, 'hardware_error': np.int64,
+              'alert': bool, 'torque': bool, 'fresh': bool, 'ever_read': bool, 'stale_cycles': np.int64,
+              'stale_count': np.int64, 'rebooting_until': float}
+
+    def __init__(self, n: int):
+        for name, kind in self.FIELDS.items():
+            setattr(self, name, np.zeros(n, dtype=kind))
+        self.rebooting_until[:] = np.nan          # NaN: not rebooting
+
+
+def _table_field(name: str, doc: str):
+    def get(self):
+        return getattr(self._table, name)[self._k].item()
+
+    def set_(self, value):
+        getattr(self._table, name)[self._k] = value
+    return property(get, set_, doc=doc)
+
+
+def _rebooting_get(self):
+    t = self._table.rebooting_until[self._k].item()
+    return None if math.isnan(t) else t
+
+
+def _rebooting_set(self, value):
+    self._table.rebooting_until[self._k] = math.nan if value is None else value
+
+
+class ServoState:
+    """What the driver knows about one servo (joint frame): a view of its row in the driver's ServoTable
+    for what changes every cycle, plain attributes for the rest."""
+
+    def __init__(self, name: str, servo_id: int, table: ServoTable | None = None, k: int = 0):
+        self.name, self.servo_id = name, servo_id
+        self._table, self._k = (table, k) if table is not None else (ServoTable(1), 0)
+        self.temperature_c = math.nan           # last good reading; NaN until the first one
+        self.voltage_v = math.nan
+        self.health_stale = True                # the last temperature/voltage read failed or was garbage
+        self.health_failures = 0                # failed or rejected temperature/voltage reads
+        self.reboots = 0
+        self.last_reboot_t = -math.inf
+
+    position_rad = _table_field('position_rad', 'last good position (rad)')
+    velocity_rad_s = _table_field('velocity_rad_s', 'last good velocity (rad/s)')
+    current_a = _table_field('current_a', 'last good motor current (A, joint direction)')
+    hardware_error = _table_field('hardware_error', 'Hardware Error Status bits')
+    alert = _table_field('alert', 'error bits or the status packet\'s Alert bit')
+    torque = _table_field('torque', 'torque on (as far as the driver knows)')
+    fresh = _table_field('fresh', 'read this cycle')
+    ever_read = _table_field('ever_read', 'read at least once')
+    stale_cycles = _table_field('stale_cycles', 'consecutive cycles without a good reading')
+    stale_count = _table_field('stale_count', 'cycles without a good reading, in all')
+    rebooting_until = property(_rebooting_get, _rebooting_set, doc='monotonic time a reboot ends (None: none)')
+
+    def __repr__(self):
+        return (f'ServoState({self.name!r}, id={self.servo_id}, position_rad={self.position_rad:.4f}, '
+                f'fresh={self.fresh}, stale_cycles={self.stale_cycles}, torque={self.torque})')
 
 
 @dataclass

@@ -233,6 +233,37 @@ def quaternion_from_matrix(r) -> np.ndarray:
     return q if q[3] >= 0 else -q
 
 
+def quaternions_from_matrices(r) -> np.ndarray:
+    """Unit quaternions (n, 4) as (qx, qy, qz, qw), qw >= 0, of rotation matrices (n, 3, 3): what
+    quaternion_from_matrix gives for each, computed for all at once (the same branch per matrix: the
+    trace when positive, else the largest diagonal entry).
+
+    >>> half_turn_z = np.diag([-1.0, -1.0, 1.0])
+    >>> quaternions_from_matrices([np.eye(3), half_turn_z]).round(12).tolist()
+    [[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0]]
+    """
+    r = np.asarray(r, dtype=float)
+    if r.ndim != 3 or r.shape[1:] != (3, 3):
+        raise ValueError(f'r must have shape (n, 3, 3), got {r.shape}')
+    d0, d1, d2 = r[:, 0, 0], r[:, 1, 1], r[:, 2, 2]
+    # The four candidates' scale factors; each matrix uses one, the others may be 0 or imaginary.
+    s = 2.0 * np.sqrt(np.maximum(np.stack([1.0 + d0 - d1 - d2, 1.0 + d1 - d2 - d0, 1.0 + d2 - d0 - d1,
+                                           1.0 + d0 + d1 + d2], axis=1), 1e-300))
+    tr = d0 + d1 + d2
+    branch = np.where(tr > 0, 3, np.argmax(np.stack([d0, d1, d2], axis=1), axis=1))
+    sb = s[np.arange(len(r)), branch]
+    sum_01, sum_02, sum_12 = r[:, 0, 1] + r[:, 1, 0], r[:, 0, 2] + r[:, 2, 0], r[:, 1, 2] + r[:, 2, 1]
+    dif_x, dif_y, dif_z = r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]
+    candidates = np.stack([
+        np.stack([sb / 4, sum_01 / sb, sum_02 / sb, dif_x / sb], axis=1),       # x largest
+        np.stack([sum_01 / sb, sb / 4, sum_12 / sb, dif_y / sb], axis=1),       # y largest
+        np.stack([sum_02 / sb, sum_12 / sb, sb / 4, dif_z / sb], axis=1),       # z largest
+        np.stack([dif_x / sb, dif_y / sb, dif_z / sb, sb / 4], axis=1)])        # positive trace
+    q = candidates[branch, np.arange(len(r))]
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return np.where(q[:, 3:] >= 0, q, -q)
+
+
 def matrix_from_quaternion(q) -> np.ndarray:
     """Rotation matrix of a quaternion (qx, qy, qz, qw) (normalised first)."""
     x, y, z, w = _check_shape('q', q, (4,)) / np.linalg.norm(q)

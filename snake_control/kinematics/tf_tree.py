@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from snake_control.kinematics.chain import chain_frames, urdf_joint_transforms, urdf_link_frames
-from snake_control.kinematics.lie import quaternion_from_matrix
+from snake_control.kinematics.lie import quaternion_from_matrix, quaternions_from_matrices
 
 
 def link_name(k: int, prefix: str = '') -> str:
@@ -49,3 +49,9 @@ def xyz_quat(transform) -> tuple[tuple[float, float, float], tuple[float, float,
     t = np.asarray(transform, dtype=float)
     q = quaternion_from_matrix(t[:3, :3])
     return tuple(float(v) for v in t[:3, 3]), tuple(float(v) for v in q)
+
+
+def xyz_quats(transforms) -> np.ndarray:
+    """(n, 7) rows (x, y, z, qx, qy, qz, qw) of n 4x4 transforms (n, 4, 4): xyz_quat of each, at once."""
+    t = np.asarray(transforms, dtype=float)
+    return np.concatenate([t[:, :3, 3], quaternions_from_matrices(t[:, :3, :3])], axis=1)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
 import time
 
 import rclpy
@@ -28,7 +29,6 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType,
                                 SetParametersResult)
 from rclpy.node import Node
-from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
@@ -116,6 +116,8 @@ class DriverNode(Node):
         self.driver.thread_setup = lambda: apply_to_current_thread(priority, cpus)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
+        self._state_msg = JointState()
+        self._state_lock = threading.Lock()
         # The bus thread publishes each cycle's reading as soon as it has it, stamped with when the
         # servos were read.
         self.driver.on_state = self._publish_state
@@ -154,16 +156,17 @@ class DriverNode(Node):
         self.driver.set_estop(msg.data)
 
     def _publish_state(self, snap):
-        """Runs on the bus thread, once per cycle."""
-        msg = JointState()
-        now = self.get_clock().now()
-        msg.header.stamp = Time(nanoseconds=now.nanoseconds - int((time.monotonic() - snap.stamp_s) * 1e9),
-                                clock_type=now.clock_type).to_msg()
-        msg.name = snap.names
-        msg.position = snap.position_rad.tolist()
-        msg.velocity = snap.velocity_rad_s.tolist()
-        msg.effort = snap.effort.tolist()
-        self.state_pub.publish(msg)
+        """Runs on a bus thread, once per cycle: one message object, refilled (publish copies it; the
+        lock keeps two buses' threads of a multi-bus robot from filling it at once)."""
+        ns = self.get_clock().now().nanoseconds - int((time.monotonic() - snap.stamp_s) * 1e9)
+        with self._state_lock:
+            msg = self._state_msg
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
+            msg.name = snap.names
+            msg.position = snap.position_rad.tolist()
+            msg.velocity = snap.velocity_rad_s.tolist()
+            msg.effort = snap.effort.tolist()
+            self.state_pub.publish(msg)
 
     def _publish_diagnostics(self):
         self.diag_pub.publish(diagnostic_array(self.driver.diagnostics(), self.get_name(),

@@ -121,6 +121,7 @@ class EstimatorNode(Node):
         self.last_input_event = ''
         self.last_input_event_wall = -math.inf
         self.odom_frame = gp('odom_frame').value
+        self._joint_names = list(self.robot.joint_names)    # a property that builds a new list
         base = gp('base_frame').value
         link = self.estimator.body_link
         self.base_frame = base or ('virtual_chassis' if link is None else f'link_{link}')
@@ -145,8 +146,12 @@ class EstimatorNode(Node):
         if gp('publish_tf').value:
             try:
                 # The message package is all publishing takes (tf2_ros's broadcaster is this publisher).
+                from geometry_msgs.msg import TransformStamped
                 from tf2_msgs.msg import TFMessage
                 self.tf_pub = self.create_publisher(TFMessage, '/tf', STATE_QOS)
+                # Built once; each publish writes only the stamp and the numbers.
+                self._tf_msg = TFMessage(transforms=[TransformStamped(child_frame_id='link_0')])
+                self._tf_msg.transforms[0].header.frame_id = self.odom_frame
             except ImportError:
                 self.get_logger().info('tf2_msgs not installed: odom -> link_0 not published on /tf')
         period = 1.0 / gp('diagnostics_rate_hz').value
@@ -206,7 +211,7 @@ class EstimatorNode(Node):
             stamp = now
         try:
             names = list(msg.name)
-            q = reorder_joints(names, list(msg.position), self.robot.joint_names)
+            q = reorder_joints(names, list(msg.position), self._joint_names)
             # The gate sees every message (a future stamp must not steer the decimation either).
             verdict = self.gate.check(stamp, now, q)
             if verdict.action != ACCEPT:
@@ -225,7 +230,7 @@ class EstimatorNode(Node):
                 return
             v = None
             if len(msg.velocity) == len(names):
-                v = reorder_joints(names, list(msg.velocity), self.robot.joint_names)
+                v = reorder_joints(names, list(msg.velocity), self._joint_names)
             orientation, rate = self._imu if self.use_imu else (None, None)
             state = self.estimator.update(stamp, q, v, orientation, rate)
             self._last_q = q
@@ -247,31 +252,28 @@ class EstimatorNode(Node):
         odom.header.stamp = stamp
         odom.header.frame_id = self.odom_frame
         odom.child_frame_id = self.base_frame
-        x, y, z, qx, qy, qz, qw = (float(v) for v in state.pose_xyz_quat)
+        x, y, z, qx, qy, qz, qw = state.pose_xyz_quat.tolist()
         pose = odom.pose.pose
         pose.position.x, pose.position.y, pose.position.z = x, y, z
         pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = qx, qy, qz, qw
-        odom.pose.covariance = [float(c) for c in state.pose_covariance.ravel()]
+        # float64 arrays go into the covariance fields as they are (no per-element conversion).
+        odom.pose.covariance = np.array(state.pose_covariance, dtype=np.float64).ravel()
         tw = odom.twist.twist
-        tw.linear.x, tw.linear.y, tw.linear.z = (float(c) for c in state.twist[:3])
-        tw.angular.x, tw.angular.y, tw.angular.z = (float(c) for c in state.twist[3:])
-        odom.twist.covariance = [float(c) for c in state.twist_covariance.ravel()]
+        vx, vy, vz, wx, wy, wz = state.twist.tolist()
+        tw.linear.x, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y, tw.angular.z = vx, vy, vz, wx, wy, wz
+        odom.twist.covariance = np.array(state.twist_covariance, dtype=np.float64).ravel()
         self.odom_pub.publish(odom)
         if self.tf_pub is not None and self._last_q is not None:
             # TF carries odom -> link_0, the URDF's root, so robot_state_publisher's tree hangs under the
             # estimate; a transform to the body link itself would give that link a second parent.
-            from geometry_msgs.msg import TransformStamped
             root, self._body_in_root = root_link_pose(self.robot, self.estimator.pose, self._last_q,
                                                       self.body_frame_choice, self._body_in_root)
-            t = TransformStamped()
-            t.header = odom.header
-            t.child_frame_id = 'link_0'
-            t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = (
-                float(c) for c in root[:3, 3])
-            (t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z,
-             t.transform.rotation.w) = (float(c) for c in quaternion_from_matrix(root[:3, :3]))
-            from tf2_msgs.msg import TFMessage
-            self.tf_pub.publish(TFMessage(transforms=[t]))
+            t = self._tf_msg.transforms[0]
+            t.header.stamp = stamp
+            tr, rot = t.transform.translation, t.transform.rotation
+            tr.x, tr.y, tr.z = root[:3, 3].tolist()
+            rot.x, rot.y, rot.z, rot.w = quaternion_from_matrix(root[:3, :3]).tolist()
+            self.tf_pub.publish(self._tf_msg)
 
     def publish_diagnostics(self):
         state = self.estimator.state

@@ -1,8 +1,8 @@
 """link_tf_node: the links' transforms on /tf from joint_states, where robot_state_publisher is not running.
 
-A thin rclpy shell around snake_control.kinematics.tf_tree.link_transforms (the robot's forward kinematics
-with the URDF's joint frames): every joint's parent -> child transform (link_j -> link_{j+1}), stamped with
-the joint_states message it comes from. With estimator_node's odom -> link_0 this makes the whole tree
+A thin rclpy shell around the robot's forward kinematics with the URDF's joint frames
+(snake_control.kinematics.chain.urdf_joint_transforms, what tf_tree.link_transforms names): every joint's
+parent -> child transform (link_j -> link_{j+1}), stamped with the joint_states message it comes from. With estimator_node's odom -> link_0 this makes the whole tree
 odom -> every link, for Foxglove, RViz and recordings, without a ROS installation. Publishing needs only
 the tf2_msgs message package (tf2_ros is not needed).
 
@@ -19,7 +19,8 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
-from snake_control.kinematics.tf_tree import link_transforms, xyz_quat
+from snake_control.kinematics.chain import urdf_joint_transforms
+from snake_control.kinematics.tf_tree import link_name, xyz_quat, xyz_quats
 from snake_control.nodes.qos import SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot, reorder_joints
@@ -37,14 +38,16 @@ def tf2_msgs_available() -> bool:
 
 
 def transform_msgs(transforms, stamp) -> list:
-    """geometry_msgs/TransformStamped messages of (parent, child, 4x4) triples, all stamped stamp."""
+    """geometry_msgs/TransformStamped messages of (parent, child, 4x4) triples, all stamped stamp (None:
+    unstamped)."""
     from geometry_msgs.msg import TransformStamped
 
     out = []
     for parent, child, matrix in transforms:
         (x, y, z), (qx, qy, qz, qw) = xyz_quat(matrix)
         t = TransformStamped()
-        t.header.stamp = stamp
+        if stamp is not None:
+            t.header.stamp = stamp
         t.header.frame_id = parent
         t.child_frame_id = child
         t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = x, y, z
@@ -69,11 +72,14 @@ class LinkTfNode(Node):
         rate.floating_point_range = [FloatingPointRange(from_value=0.0, to_value=1000.0, step=0.0)]
         self.declare_parameter('publish_rate_hz', DEFAULT_RATE_HZ, rate)
         self.robot = load_robot(self.get_parameter('robot').value)
+        self._joint_names = list(self.robot.joint_names)    # a property that builds a new list
         hz = float(self.get_parameter('publish_rate_hz').value)
         self.period_s = 0.0 if hz <= 0 else 1.0 / hz
         self._next_s = -math.inf
         self.published = 0
-        self._msg_type = TFMessage
+        # One message, built once with every frame name; each tree only writes the numbers and stamps.
+        self._out = TFMessage(transforms=transform_msgs(
+            [(link_name(j), link_name(j + 1), np.eye(4)) for j in range(self.robot.n_joints)], None))
         self.tf_pub = self.create_publisher(TFMessage, '/tf', STATE_QOS)
         self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS)
 
@@ -85,13 +91,17 @@ class LinkTfNode(Node):
             return
         self._next_s = max(self._next_s + self.period_s, stamp_s + 0.5 * self.period_s)
         try:
-            q = reorder_joints(list(msg.name), list(msg.position), self.robot.joint_names)
+            q = reorder_joints(list(msg.name), list(msg.position), self._joint_names)
         except ValueError as exc:
             self.get_logger().warning(f'joint_states ignored: {exc}', throttle_duration_sec=5.0)
             return
-        out = self._msg_type()
-        out.transforms = transform_msgs(link_transforms(self.robot, np.asarray(q)), msg.header.stamp)
-        self.tf_pub.publish(out)
+        poses = xyz_quats(urdf_joint_transforms(np.asarray(q, dtype=float), self.robot.axis_vectors,
+                                                self.robot.link_lengths_m)).tolist()
+        for t, (x, y, z, qx, qy, qz, qw) in zip(self._out.transforms, poses):
+            t.header.stamp = msg.header.stamp
+            tr, rot = t.transform.translation, t.transform.rotation
+            tr.x, tr.y, tr.z, rot.x, rot.y, rot.z, rot.w = x, y, z, qx, qy, qz, qw
+        self.tf_pub.publish(self._out)
         self.published += 1
 
 
