@@ -67,9 +67,18 @@ def run_driver(robot, path, baud, fast, rate_hz, seconds):
     return rate, float(np.percentile(jitter, 99)), cpu / wall, failures, mode
 
 
-def run_free(robot, ports, seconds, processes=True):
+def proc_cpu_s(pid: int) -> float:
+    """CPU time (s) of another process so far (utime + stime from /proc)."""
+    import os
+    with open(f'/proc/{pid}/stat') as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def run_free(robot, ports, seconds, processes=True, emulator_pid=None):
     """Free-running rate (cycles/s every bus reached: the slowest bus's) and the driver's CPU per cycle
-    (ms; with a process per bus, every one of them), through make_driver (one bus or several)."""
+    (ms; with a process per bus, every one of them), through make_driver (one bus or several); and the
+    emulator's CPU per cycle (ms) if its pid is given: on a small machine it competes for the same cores."""
     from snake_control.dynamixel.driver import DriverConfig
     from snake_control.dynamixel.multibus import make_driver
     d = make_driver(robot, config=DriverConfig(rate_hz=2000.0, read_mode='fast', stale_limit=1000,
@@ -81,17 +90,19 @@ def run_free(robot, ports, seconds, processes=True):
     try:
         d.set_command(robot.joint_names, np.zeros(robot.n_joints))
         time.sleep(0.3)
-        window_rates, cpu_per_cycle = [], []
+        window_rates, cpu_per_cycle, emu_per_cycle = [], [], []
+        emu_cpu = (lambda: proc_cpu_s(emulator_pid)) if emulator_pid else (lambda: 0.0)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            c0, cpu0, t0 = min(x.counters.cycles for x in drivers), cpu_s(), time.monotonic()
+            c0, cpu0, e0, t0 = min(x.counters.cycles for x in drivers), cpu_s(), emu_cpu(), time.monotonic()
             time.sleep(0.5)
             cycles = min(x.counters.cycles for x in drivers) - c0
             window_rates.append(cycles / (time.monotonic() - t0))
             cpu_per_cycle.append((cpu_s() - cpu0) / max(cycles, 1) * 1000.0)
+            emu_per_cycle.append((emu_cpu() - e0) / max(cycles, 1) * 1000.0)
     finally:
         d.stop()
-    return float(np.median(window_rates)), float(np.median(cpu_per_cycle))
+    return float(np.median(window_rates)), float(np.median(cpu_per_cycle)), float(np.median(emu_per_cycle))
 
 
 def bench_two_buses():
@@ -106,9 +117,10 @@ def bench_two_buses():
                                    ('two buses, threads', 'pitch_yaw_32_two_buses', False)):
         robot = load_robot(name)
         with SimBusProcess(sim_bus_args(robot, 4_000_000)) as sim:
-            rows[label] = run_free(robot, sim.paths, RUN_S, processes)
-        rate, cpu = rows[label]
-        print(f'  {label:<22} {rate:>8.1f} cycles/s   driver CPU {cpu:.3f} ms per cycle')
+            rows[label] = run_free(robot, sim.paths, RUN_S, processes, sim.process.pid)
+        rate, cpu, emu = rows[label]
+        print(f'  {label:<22} {rate:>8.1f} cycles/s   driver CPU {cpu:.3f} ms, emulator CPU {emu:.3f} ms '
+              f'per cycle')
     one = rows['one bus'][0]
     ratio = rows['two buses, processes'][0] / one
     print(f'  two buses (processes) / one bus: {ratio:.2f}x (aim >= 1.8x)' + ('' if ratio >= 1.8 else

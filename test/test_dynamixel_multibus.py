@@ -1,7 +1,9 @@
-"""A robot on two buses: the emulator serving two ptys (one plant), MultiBusDriver through the real SDK.
+"""A robot on two buses: the emulator serving two ptys (one plant), the multi-bus driver (a process per
+bus, and the thread-per-bus option) through the real SDK.
 
 Each bus is checked at start, its Bus Watchdog armed and its torque turned off at every exit; the
-buses publish one joint_states with every joint; a fault on one bus stops the other too.
+buses publish one joint_states with every joint; a fault on one bus stops the other too; a bus process
+that dies is a fault for all, and a parent that dies leaves every servo's torque off.
 """
 import time
 
@@ -75,10 +77,11 @@ def test_one_process_serves_each_bus_on_its_own_pty_at_its_baud(robot):
         assert 'no servo 9' in s.command('silent 9 1')['error']
 
 
-def test_two_buses_run_as_one_driver_and_every_exit_turns_torque_off_on_both(robot):
+@pytest.mark.parametrize('processes', [True, False])
+def test_two_buses_run_as_one_driver_and_every_exit_turns_torque_off_on_both(robot, processes):
     with sim(robot) as s:
-        d = make_driver(robot, config=config(), ports=s.paths)
-        assert isinstance(d, ProcessMultiBusDriver)
+        d = make_driver(robot, config=config(), ports=s.paths, processes=processes)
+        assert isinstance(d, ProcessMultiBusDriver if processes else MultiBusDriver)
         got = []
         d.on_state = got.append
         d.start()
@@ -112,9 +115,10 @@ def test_two_buses_run_as_one_driver_and_every_exit_turns_torque_off_on_both(rob
         assert d.torque_off_unconfirmed == []
 
 
-def test_a_fault_on_one_bus_holds_the_other(robot):
+@pytest.mark.parametrize('processes', [True, False])
+def test_a_fault_on_one_bus_holds_the_other(robot, processes):
     with sim(robot) as s:
-        d = make_driver(robot, config=config(), ports=s.paths)
+        d = make_driver(robot, config=config(), ports=s.paths, processes=processes)
         d.start()
         try:
             q = np.zeros(4)
@@ -168,3 +172,79 @@ def test_peer_fault_in_the_pure_decision():
     assert np.allclose(d.goal_rad, [0.1, 0.2])
     d = decide(SafetyInputs(**{**base, 'stale_cycles': np.array([0, 3])}, peer_policy='torque_off'))
     assert d.mode == 'torque_off' and d.fault_policy == 'hold'      # its own fault is what peers follow
+
+
+def test_a_bus_process_that_dies_is_a_fault_for_every_bus_and_its_torque_goes_off_from_the_parent(robot):
+    import os
+    import signal
+    with sim(robot) as s:
+        d = make_driver(robot, config=config(), ports=s.paths)
+        d.start()
+        try:
+            assert d.set_command(robot.joint_names, np.zeros(4))
+            assert wait_for(lambda: d.mode == 'running')
+            os.kill(d.drivers[1].process.pid, signal.SIGKILL)      # no torque off of its own
+            # The other bus follows into torque off; the parent turns the dead bus's torque off itself.
+            assert wait_for(lambda: d.drivers[0].mode == 'torque_off'), (d.drivers[0].mode, d.reasons)
+            assert any('bus process ended' in r for r in d.drivers[0].reasons), d.drivers[0].reasons
+            assert wait_for(lambda: not any(s.state()['servos'][k]['torque'] for k in '1234')), s.state()
+            assert d.mode == 'fatal' and 'bus process ended' in d.diagnostics().fatal_error
+        finally:
+            assert d.stop()
+        assert d.torque_off_unconfirmed == []
+
+
+def test_live_config_changes_reach_every_bus_process(robot):
+    with sim(robot) as s:
+        d = make_driver(robot, config=config(), ports=s.paths)
+        d.start()
+        try:
+            assert d.set_command(robot.joint_names, np.zeros(4))
+            assert wait_for(lambda: d.mode == 'running')
+            d.config.estop_policy = 'torque_off'        # as the driver node's parameter callback does
+            time.sleep(0.1)                              # the change is on its way down both pipes
+            d.set_estop(True)
+            # Each bus applies its own estop policy: both cut torque only if both heard the change.
+            assert wait_for(lambda: [b.mode for b in d.drivers] == ['torque_off', 'torque_off']), d.reasons
+            assert wait_for(lambda: not any(s.state()['servos'][k]['torque'] for k in '1234'))
+        finally:
+            assert d.stop()
+
+
+PARENT = """
+import sys, time
+import numpy as np
+from snake_control.dynamixel.driver import DriverConfig
+from snake_control.dynamixel.multibus import make_driver
+from snake_control.robot import load_robot
+robot = load_robot(sys.argv[1])
+d = make_driver(robot, config=DriverConfig(rate_hz=50, margin_ms=8.0), ports=sys.argv[2:])
+d.start()
+d.set_command(robot.joint_names, np.zeros(robot.n_joints))
+print('started', flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize('sig', ['SIGTERM', 'SIGKILL'])
+def test_a_parent_killed_without_its_own_stop_leaves_every_servo_torque_off(robot, sig, tmp_path):
+    """The bus processes see their control pipe close and turn their servos' torque off (confirmed, in
+    their log), whatever ended the parent."""
+    import signal
+    import subprocess
+    import sys
+    with sim(robot) as s:
+        proc = subprocess.Popen([sys.executable, '-c', PARENT, str(robot.source), *s.paths],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == 'started', proc.stderr.read()
+            assert all(s.state()['servos'][k]['torque'] for k in '1234')
+            proc.send_signal(getattr(signal, sig))
+            assert wait_for(lambda: not any(s.state()['servos'][k]['torque'] for k in '1234'), 10.0)
+            proc.wait(timeout=10)
+            err = proc.stderr.read()
+            assert err.count('torque off confirmed on all 2 servos') == 2, err[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

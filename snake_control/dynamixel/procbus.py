@@ -470,15 +470,28 @@ class ProcessMultiBusDriver:
         (the dead child's port is free again), confirmed and reported like any other."""
         if b.stopped:
             return
-        from snake_control.dynamixel.driver import Driver
         if b.process is not None and b.process.is_alive():
             b.process.kill()
             b.process.join(timeout=5.0)
-        d = Driver(b.robot, config=DriverConfig(**{f.name: getattr(self.config, f.name)
-                                                  for f in dataclasses.fields(DriverConfig)}))
+        d = self._driver_here(b)
         d.stop()
         b.torque_off_unconfirmed = list(d.torque_off_unconfirmed)
         b.stopped = True
+
+    def _driver_here(self, b: BusProcess):
+        """A Driver for bus b in this process, never started: it opens the port only if asked to."""
+        from snake_control.dynamixel.driver import Driver
+        return Driver(b.robot, config=DriverConfig(**{f.name: getattr(self.config, f.name)
+                                                     for f in dataclasses.fields(DriverConfig)}))
+
+    def _silent_bus_diagnostics(self, b: BusProcess) -> DriverDiagnostics:
+        """Diagnostics for a bus whose process never answered (dead, or stuck): its servos, unknown
+        health, its mode and reasons as its shared block last had them."""
+        d = self._driver_here(b)
+        d.mode, d.reasons = ('fatal', [b.died]) if b.died else (b.mode, b.reasons)
+        d.fatal_error = b.died
+        d.torque_off_unconfirmed = list(b.torque_off_unconfirmed)
+        return d.diagnostics()
 
     # ---------------------------------------------------------------- each bus's reader thread
     def _read_bus(self, k: int):
@@ -596,9 +609,7 @@ class ProcessMultiBusDriver:
             elif reply is not None and reply[0] == 'stopped':
                 _, _, b.torque_off_unconfirmed, b.last_diagnostics, b.cpu_s = reply
                 b.stopped = True
-            if b.last_diagnostics is None:
-                raise RuntimeError(f'{b.port}: bus process gave no diagnostics ({b.died or "no answer"})')
-            parts.append(b.last_diagnostics)
+            parts.append(b.last_diagnostics or self._silent_bus_diagnostics(b))
         counters = {k: sum(p.counters[k] for p in parts) for k in parts[0].counters}
         counters['cycles'] = min(p.counters['cycles'] for p in parts)
         fatal = [p.fatal_error for p in parts if p.fatal_error] + [f'{b.port}: {b.died}' for b in self.buses
