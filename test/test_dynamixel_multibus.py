@@ -248,3 +248,33 @@ def test_a_parent_killed_without_its_own_stop_leaves_every_servo_torque_off(robo
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize('sig', ['SIGTERM', 'SIGINT'])
+def test_driver_node_on_two_buses_confirms_torque_off_on_every_servo_when_signalled(robot, sig):
+    """The driver node's signal handler stops both bus processes and reports their torque off as one;
+    the bus processes ignore a SIGINT sent to the whole group and wait for the node's stop."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    with sim(robot) as s:
+        proc = subprocess.Popen([sys.executable, '-m', 'snake_control.nodes.driver_node', '--ros-args',
+                                 '-p', f'robot:={robot.source}', '-p', f'ports:={",".join(s.paths)}'],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            assert wait_for(lambda: all(v['torque'] for v in s.state()['servos'].values())
+                            or proc.poll() is not None, 60.0)
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            os.killpg(proc.pid, getattr(signal, sig))        # as a terminal's Ctrl-C or a session's end
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        lines = [ln for ln in out.splitlines() if ln.startswith('driver_node:')]
+        assert proc.returncode == 0 and lines[-1] == 'driver_node: torque off confirmed on every servo', out[-3000:]
+        assert out.count('torque off confirmed on all 2 servos') == 2, out[-3000:]
+        assert not any(v['torque'] for v in s.state()['servos'].values())
