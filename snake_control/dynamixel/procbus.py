@@ -26,6 +26,7 @@ child alone stops that bus (torque off), which its peers see as a fatal bus.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import dataclasses
 import logging
@@ -346,6 +347,7 @@ class ProcessMultiBusDriver:
         self._snapshot: JointStateSnapshot | None = None
         self._readers: list[threading.Thread] = []
         self._stopping = False
+        self._atexit_registered = False
         self.on_state = None
         self.thread_setup = None
         self.fatal_error: str | None = None
@@ -415,9 +417,13 @@ class ProcessMultiBusDriver:
                 errors.append(f'{b.port}: bus process ended at start (exit code {b.process.exitcode})')
             elif reply[0] == 'failed':
                 errors.append(reply[1])
+                b.stopped = True            # its Driver turned the torque off as it gave up
             else:
                 b.fast, b.warnings = reply[1], reply[2]
         self.config.__dict__['_on_change'] = self._send_config
+        if not self._atexit_registered:         # an interpreter that exits without stop() still collects
+            atexit.register(self.stop)          # every bus's torque-off confirmation
+            self._atexit_registered = True
         for k, b in enumerate(self.buses):
             t = threading.Thread(target=self._read_bus, args=(k,), name=f'dxl-merge-{k}', daemon=True)
             t.start()
