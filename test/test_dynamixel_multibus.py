@@ -268,6 +268,11 @@ def test_driver_node_on_two_buses_confirms_torque_off_on_every_servo_when_signal
             assert wait_for(lambda: all(v['torque'] for v in s.state()['servos'].values())
                             or proc.poll() is not None, 60.0)
             assert proc.poll() is None, proc.communicate()[0][-3000:]
+            # The bus processes do not run the node's module again (spawn would, as __mp_main__): no rclpy.
+            kids = subprocess.run(['pgrep', '-P', str(proc.pid)], capture_output=True, text=True).stdout.split()
+            maps = [open(f'/proc/{k}/maps').read() for k in kids]
+            assert len([m for m in maps if 'dynamixel_sdk' in m or 'numpy' in m]) == 2, len(maps)
+            assert not any('rclpy' in m for m in maps)
             os.killpg(proc.pid, getattr(signal, sig))        # as a terminal's Ctrl-C or a session's end
             out, _ = proc.communicate(timeout=30)
         finally:

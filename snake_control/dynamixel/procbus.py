@@ -27,6 +27,7 @@ child alone stops that bus (torque off), which its peers see as a fatal bus.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import dataclasses
 import logging
@@ -34,6 +35,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 import types
@@ -241,6 +243,24 @@ def _child_main(k, robot, config, ports, shared, conn, wake, epoch, thread_setup
 
 
 # ==================================================================== the parent
+_MAIN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_module_hidden():
+    """While a bus process starts, hide this interpreter's __main__ from multiprocessing: 'spawn' would
+    otherwise run the parent's main module again in the child (as __mp_main__). For the driver node
+    that imported rclpy into every bus process (about 45 MB each, and a slower start), and a user's
+    script without a main guard would run its top-level code there. The child needs nothing from it:
+    its target and arguments live in importable modules."""
+    with _MAIN_LOCK:
+        main = sys.modules.get('__main__')
+        sys.modules['__main__'] = types.ModuleType('__main__')
+        try:
+            yield
+        finally:
+            if main is not None:
+                sys.modules['__main__'] = main
 class _LiveConfig(DriverConfig):
     """The parent's DriverConfig: a change of a field (a live parameter) is sent to every bus process."""
 
@@ -400,7 +420,8 @@ class ProcessMultiBusDriver:
                 args=(k, b.robot, DriverConfig(**{f.name: getattr(self.config, f.name)
                                                   for f in dataclasses.fields(DriverConfig)}),
                       ports, shared, child_end, wake_w, epoch, self.thread_setup))
-            b.process.start()
+            with _main_module_hidden():
+                b.process.start()
             child_end.close()                       # the child's end of file is then the parent's death
             wake_w.close()                          # and ours is the child's
             b.conn, b.wake = parent_end, wake_r
