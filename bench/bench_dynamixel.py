@@ -9,7 +9,9 @@ For 32 servos at 1, 2 and 4 Mbit/s, with fast sync read and with sync read:
 - pitch_yaw_32 on two 4 Mbit/s buses (pitch_yaw_32_two_buses, 16 servos each, read in parallel)
   against one: free-running rate of both, their ratio (aim >= 1.8x), and the driver process's CPU
   time per cycle.
-The emulator runs in its own process, so its CPU is not counted. Figures are printed, never asserted.
+The emulator runs in its own process, so its CPU is not counted (the two-bus figure prints it beside the
+driver's). Figures are printed, never asserted. `python -m bench dynamixel --two-buses` runs only the
+two-bus figure.
 """
 import time
 
@@ -220,3 +222,7 @@ def main():
           'runs.')
     bench_two_buses()
     print(f'load average after: {os.getloadavg()[0]:.2f}')
+
+
+if __name__ == '__main__':
+    main()
