@@ -20,6 +20,7 @@ import numpy as np
 N = 32
 BAUDS = (1_000_000, 2_000_000, 4_000_000)
 RUN_S = 2.0
+TWO_BUS_ROUNDS = 3          # the two-bus rows take turns this many times (medians)
 # docs/dynamixel.md's wire-time limits (sync write + read, return delay 0), cycles per second.
 DOC_LIMIT_HZ = {(1_000_000, True): 148, (1_000_000, False): 112, (2_000_000, True): 296,
                 (2_000_000, False): 222, (4_000_000, True): 592, (4_000_000, False): 448}
@@ -116,22 +117,28 @@ def bench_two_buses():
     from snake_control.robot import load_robot
     print('pitch_yaw_32 at 4 Mbit/s, fast sync read, free-running: one bus of 32 vs two buses of 16, '
           'with a process per bus (the default) and with a thread per bus (processes=False)')
-    rows = {}
     # The emulator serving both buses from one process shares one interpreter lock between them, as the
     # bus threads did; real servos answer in parallel, so the last row gives each bus an emulator of its
-    # own (the motor plant couples no servos, so nothing is lost by splitting it).
-    for label, name, processes, split in (('one bus', 'pitch_yaw_32', True, False),
-                                          ('two buses, processes', 'pitch_yaw_32_two_buses', True, False),
-                                          ('two buses, threads', 'pitch_yaw_32_two_buses', False, False),
-                                          ('two, processes, 2 emulators', 'pitch_yaw_32_two_buses', True, True)):
-        robot = load_robot(name)
-        with contextlib.ExitStack() as stack:
-            sims = ([stack.enter_context(SimBusProcess(sim_bus_args(robot.on_line(line), 4_000_000)))
-                     for line in robot.bus_lines] if split else
-                    [stack.enter_context(SimBusProcess(sim_bus_args(robot, 4_000_000)))])
-            paths = [p for sim in sims for p in sim.paths]
-            rows[label] = run_free(robot, paths, RUN_S, processes, [sim.process.pid for sim in sims])
-        rate, cpu, emu = rows[label]
+    # own (the motor plant couples no servos, so nothing is lost by splitting it). The rows take turns,
+    # TWO_BUS_ROUNDS times, and each figure is the median of its turns: a shared machine's load drifts within
+    # seconds, and the ratios should not measure the drift.
+    runs = {}
+    configs = (('one bus', 'pitch_yaw_32', True, False),
+               ('two buses, processes', 'pitch_yaw_32_two_buses', True, False),
+               ('two buses, threads', 'pitch_yaw_32_two_buses', False, False),
+               ('two, processes, 2 emulators', 'pitch_yaw_32_two_buses', True, True))
+    for _ in range(TWO_BUS_ROUNDS):
+        for label, name, processes, split in configs:
+            robot = load_robot(name)
+            with contextlib.ExitStack() as stack:
+                sims = ([stack.enter_context(SimBusProcess(sim_bus_args(robot.on_line(line), 4_000_000)))
+                         for line in robot.bus_lines] if split else
+                        [stack.enter_context(SimBusProcess(sim_bus_args(robot, 4_000_000)))])
+                paths = [p for sim in sims for p in sim.paths]
+                runs.setdefault(label, []).append(
+                    run_free(robot, paths, RUN_S, processes, [sim.process.pid for sim in sims]))
+    rows = {label: tuple(np.median(np.array(r), axis=0)) for label, r in runs.items()}
+    for label, (rate, cpu, emu) in rows.items():
         print(f'  {label:<28} {rate:>8.1f} cycles/s   driver CPU {cpu:.3f} ms, emulator CPU {emu:.3f} ms '
               f'per cycle')
     one = rows['one bus'][0]
