@@ -11,7 +11,9 @@ For 32 servos at 1, 2 and 4 Mbit/s, with fast sync read and with sync read:
 - pitch_yaw_32 on two 4 Mbit/s buses (pitch_yaw_32_two_buses, 16 servos each, read in parallel)
   against one: free-running rate of both, their ratio (aim >= 1.8x), and the driver process's CPU
   time per cycle.
-The emulator runs in its own process, so its CPU is not counted. Figures are printed, never asserted.
+The emulator runs in its own process, so its CPU is not counted (the two-bus figure prints it beside the
+driver's). Figures are printed, never asserted. `python -m bench dynamixel --two-buses` runs only the
+two-bus figure.
 """
 import time
 
@@ -25,6 +27,7 @@ AIM_FREE_FRACTION_4M = 0.70
 AIM_CONTROLLER_CPU_MS = 1.0
 BAUDS = (1_000_000, 2_000_000, 4_000_000)
 RUN_S = 2.0
+TWO_BUS_ROUNDS = 3          # the two-bus rows take turns this many times (medians)
 # docs/dynamixel.md's wire-time limits (sync write + read, return delay 0), cycles per second.
 DOC_LIMIT_HZ = {(1_000_000, True): 148, (1_000_000, False): 112, (2_000_000, True): 296,
                 (2_000_000, False): 222, (4_000_000, True): 592, (4_000_000, False): 448}
@@ -90,47 +93,87 @@ def run_driver(robot, path, baud, fast, rate_hz, seconds, sim_pid=None):
             1000 * sim_cpu / max(cycles, 1))
 
 
-def run_free(robot, ports, seconds):
-    """Free-running rate (cycles/s every bus reached: the slowest bus's) and the driver process's CPU
-    per cycle (ms), through make_driver (one bus or several)."""
+def proc_cpu_s(pid: int) -> float:
+    """CPU time (s) of another process so far (utime + stime from /proc)."""
+    import os
+    with open(f'/proc/{pid}/stat') as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def run_free(robot, ports, seconds, processes=True, emulator_pids=None):
+    """Free-running rate (cycles/s every bus reached: the slowest bus's) and the driver's CPU per cycle
+    (ms; with a process per bus, every one of them), through make_driver (one bus or several); and the
+    emulators' CPU per cycle (ms) if their pids are given: on a small machine it competes for the same cores."""
     from snake_control.dynamixel.driver import DriverConfig
     from snake_control.dynamixel.multibus import make_driver
     d = make_driver(robot, config=DriverConfig(rate_hz=2000.0, read_mode='fast', stale_limit=1000,
-                                               command_timeout_s=10.0), ports=ports)
+                                               command_timeout_s=10.0), ports=ports,
+                    processes=processes)
     drivers = getattr(d, 'drivers', [d])
+    cpu_s = getattr(d, 'cpu_s', time.process_time)     # a process per bus: theirs too
     d.start()
     try:
         d.set_command(robot.joint_names, np.zeros(robot.n_joints))
         time.sleep(0.3)
-        window_rates, cpu_per_cycle = [], []
+        window_rates, cpu_per_cycle, emu_per_cycle = [], [], []
+        emu_cpu = lambda: sum(proc_cpu_s(pid) for pid in emulator_pids or ())  # noqa: E731
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            c0, cpu0, t0 = min(x.counters.cycles for x in drivers), time.process_time(), time.monotonic()
+            c0, cpu0, e0, t0 = min(x.counters.cycles for x in drivers), cpu_s(), emu_cpu(), time.monotonic()
             time.sleep(0.5)
             cycles = min(x.counters.cycles for x in drivers) - c0
             window_rates.append(cycles / (time.monotonic() - t0))
-            cpu_per_cycle.append((time.process_time() - cpu0) / max(cycles, 1) * 1000.0)
+            cpu_per_cycle.append((cpu_s() - cpu0) / max(cycles, 1) * 1000.0)
+            emu_per_cycle.append((emu_cpu() - e0) / max(cycles, 1) * 1000.0)
     finally:
         d.stop()
-    return float(np.median(window_rates)), float(np.median(cpu_per_cycle))
+    return float(np.median(window_rates)), float(np.median(cpu_per_cycle)), float(np.median(emu_per_cycle))
 
 
 def bench_two_buses():
+    import contextlib
+    import os
+
     from snake_control.app.sim_bus import sim_bus_args
     from snake_control.dynamixel.simproc import SimBusProcess
     from snake_control.robot import load_robot
-    print('pitch_yaw_32 at 4 Mbit/s, fast sync read, free-running: one bus of 32 vs two buses of 16')
-    rows = {}
-    for name in ('pitch_yaw_32', 'pitch_yaw_32_two_buses'):
-        robot = load_robot(name)
-        with SimBusProcess(sim_bus_args(robot, 4_000_000)) as sim:
-            rows[name] = run_free(robot, sim.paths, RUN_S)
-        rate, cpu = rows[name]
-        print(f'  {name:<24} {len(robot.bus_lines)} bus(es) {rate:>8.1f} cycles/s   '
-              f'driver CPU {cpu:.3f} ms per cycle')
-    ratio = rows['pitch_yaw_32_two_buses'][0] / rows['pitch_yaw_32'][0]
-    print(f'  two buses / one bus: {ratio:.2f}x (aim >= 1.8x)' + ('' if ratio >= 1.8 else
-          '  WARN: below the aim (the driver\'s CPU per cycle or a loaded machine limits it)'))
+    print('pitch_yaw_32 at 4 Mbit/s, fast sync read, free-running: one bus of 32 vs two buses of 16, '
+          'with a process per bus (the default) and with a thread per bus (processes=False)')
+    # The emulator serving both buses from one process shares one interpreter lock between them, as the
+    # bus threads did; real servos answer in parallel, so the last row gives each bus an emulator of its
+    # own (the motor plant couples no servos, so nothing is lost by splitting it). The rows take turns,
+    # TWO_BUS_ROUNDS times, and each figure is the median of its turns: a shared machine's load drifts within
+    # seconds, and the ratios should not measure the drift.
+    runs = {}
+    configs = (('one bus', 'pitch_yaw_32', True, False),
+               ('two buses, processes', 'pitch_yaw_32_two_buses', True, False),
+               ('two buses, threads', 'pitch_yaw_32_two_buses', False, False),
+               ('two, processes, 2 emulators', 'pitch_yaw_32_two_buses', True, True))
+    for _ in range(TWO_BUS_ROUNDS):
+        for label, name, processes, split in configs:
+            robot = load_robot(name)
+            with contextlib.ExitStack() as stack:
+                sims = ([stack.enter_context(SimBusProcess(sim_bus_args(robot.on_line(line), 4_000_000)))
+                         for line in robot.bus_lines] if split else
+                        [stack.enter_context(SimBusProcess(sim_bus_args(robot, 4_000_000)))])
+                paths = [p for sim in sims for p in sim.paths]
+                runs.setdefault(label, []).append(
+                    run_free(robot, paths, RUN_S, processes, [sim.process.pid for sim in sims]))
+    rows = {label: tuple(np.median(np.array(r), axis=0)) for label, r in runs.items()}
+    for label, (rate, cpu, emu) in rows.items():
+        print(f'  {label:<28} {rate:>8.1f} cycles/s   driver CPU {cpu:.3f} ms, emulator CPU {emu:.3f} ms '
+              f'per cycle')
+    one = rows['one bus'][0]
+    for label in ('two buses, processes', 'two, processes, 2 emulators'):
+        ratio = rows[label][0] / one
+        print(f'  {label} / one bus: {ratio:.2f}x (aim >= 1.8x)' + ('' if ratio >= 1.8 else
+              '  WARN: below the aim (the CPU per cycle or a loaded machine limits it)'))
+    print(f'  two buses, threads / one bus: {rows["two buses, threads"][0] / one:.2f}x (for comparison: '
+          'both bus threads share one interpreter lock)')
+    if (os.cpu_count() or 1) < 4:
+        print(f'  note: two bus processes and their emulators want 4 idle cores; on {os.cpu_count()} the '
+              'two-bus rows measure the machine more than the driver (see the CPU per cycle)')
 
 
 def run_sdk_baseline(path, baud, fast, rate_hz, seconds):
@@ -172,6 +215,12 @@ def run_sdk_baseline(path, baud, fast, rate_hz, seconds):
 
 def main():
     import os
+    import sys
+    if '--two-buses' in sys.argv[1:]:          # only the two-bus figure
+        print(f'load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores')
+        bench_two_buses()
+        print(f'load average after: {os.getloadavg()[0]:.2f}')
+        return
     from snake_control.dynamixel.driver import DriverConfig
     from snake_control.dynamixel.readings import STATE_BLOCK
     from snake_control.app.sim_bus import sim_bus_args
@@ -221,3 +270,7 @@ def main():
           + ('' if aims['cpu100_ms'] <= AIM_CONTROLLER_CPU_MS else '  WARN above the aim on its own'))
     bench_two_buses()
     print(f'load average after: {os.getloadavg()[0]:.2f}')
+
+
+if __name__ == '__main__':
+    main()

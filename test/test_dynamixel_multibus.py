@@ -1,7 +1,9 @@
-"""A robot on two buses: the emulator serving two ptys (one plant), MultiBusDriver through the real SDK.
+"""A robot on two buses: the emulator serving two ptys (one plant), the multi-bus driver (a process per
+bus, and the thread-per-bus option) through the real SDK.
 
 Each bus is checked at start, its Bus Watchdog armed and its torque turned off at every exit; the
-buses publish one joint_states with every joint; a fault on one bus stops the other too.
+buses publish one joint_states with every joint; a fault on one bus stops the other too; a bus process
+that dies is a fault for all, and a parent that dies leaves every servo's torque off.
 """
 import time
 
@@ -11,6 +13,7 @@ import pytest
 from snake_control.app.sim_bus import sim_bus_args
 from snake_control.dynamixel.driver import DriverConfig, StartupError
 from snake_control.dynamixel.multibus import MultiBusDriver, make_driver
+from snake_control.dynamixel.procbus import ProcessMultiBusDriver
 from snake_control.dynamixel.safety import SafetyInputs, decide
 from snake_control.dynamixel.simproc import SimBusProcess
 from snake_control.robot import load_robot
@@ -74,10 +77,11 @@ def test_one_process_serves_each_bus_on_its_own_pty_at_its_baud(robot):
         assert 'no servo 9' in s.command('silent 9 1')['error']
 
 
-def test_two_buses_run_as_one_driver_and_every_exit_turns_torque_off_on_both(robot):
+@pytest.mark.parametrize('processes', [True, False])
+def test_two_buses_run_as_one_driver_and_every_exit_turns_torque_off_on_both(robot, processes):
     with sim(robot) as s:
-        d = make_driver(robot, config=config(), ports=s.paths)
-        assert isinstance(d, MultiBusDriver)
+        d = make_driver(robot, config=config(), ports=s.paths, processes=processes)
+        assert isinstance(d, ProcessMultiBusDriver if processes else MultiBusDriver)
         got = []
         d.on_state = got.append
         d.start()
@@ -97,10 +101,13 @@ def test_two_buses_run_as_one_driver_and_every_exit_turns_torque_off_on_both(rob
             # The servos themselves are there: each bus's goal registers through its offsets.
             ticks = {k: s.state()['servos'][k]['goal'] for k in '1234'}
             assert abs(ticks['2'] - (2048 + round((-(-0.2) + 0.3) / (2 * np.pi / 4096)))) <= 2, ticks
-            # One merged reading per cycle: as many as either bus's cycles, give or take the phase.
+            # One merged reading per cycle: as many as either bus's cycles, give or take the phase (the
+            # merging thread of this process may wake a little after the buses' processes have read).
             n0, c0 = len(got), d.drivers[1].counters.cycles
             assert wait_for(lambda: d.drivers[1].counters.cycles - c0 >= 25)
-            assert abs((len(got) - n0) - (d.drivers[1].counters.cycles - c0)) <= 3
+            c1 = d.drivers[1].counters.cycles
+            assert wait_for(lambda: len(got) - n0 >= (c1 - c0) - 3), (len(got) - n0, c1 - c0)
+            assert len(got) - n0 <= (d.drivers[1].counters.cycles - c0) + 3
             assert not d.set_command(['j1', 'nope'], [0.0, 0.0])        # refused whole, on no bus
         finally:
             assert d.stop()
@@ -108,9 +115,10 @@ def test_two_buses_run_as_one_driver_and_every_exit_turns_torque_off_on_both(rob
         assert d.torque_off_unconfirmed == []
 
 
-def test_a_fault_on_one_bus_holds_the_other(robot):
+@pytest.mark.parametrize('processes', [True, False])
+def test_a_fault_on_one_bus_holds_the_other(robot, processes):
     with sim(robot) as s:
-        d = make_driver(robot, config=config(), ports=s.paths)
+        d = make_driver(robot, config=config(), ports=s.paths, processes=processes)
         d.start()
         try:
             q = np.zeros(4)
@@ -164,3 +172,114 @@ def test_peer_fault_in_the_pure_decision():
     assert np.allclose(d.goal_rad, [0.1, 0.2])
     d = decide(SafetyInputs(**{**base, 'stale_cycles': np.array([0, 3])}, peer_policy='torque_off'))
     assert d.mode == 'torque_off' and d.fault_policy == 'hold'      # its own fault is what peers follow
+
+
+def test_a_bus_process_that_dies_is_a_fault_for_every_bus_and_its_torque_goes_off_from_the_parent(robot):
+    import os
+    import signal
+    with sim(robot) as s:
+        d = make_driver(robot, config=config(), ports=s.paths)
+        d.start()
+        try:
+            assert d.set_command(robot.joint_names, np.zeros(4))
+            assert wait_for(lambda: d.mode == 'running')
+            os.kill(d.drivers[1].process.pid, signal.SIGKILL)      # no torque off of its own
+            # The other bus follows into torque off; the parent turns the dead bus's torque off itself.
+            assert wait_for(lambda: d.drivers[0].mode == 'torque_off'), (d.drivers[0].mode, d.reasons)
+            assert any('bus process ended' in r for r in d.drivers[0].reasons), d.drivers[0].reasons
+            assert wait_for(lambda: not any(s.state()['servos'][k]['torque'] for k in '1234')), s.state()
+            assert d.mode == 'fatal' and 'bus process ended' in d.diagnostics().fatal_error
+        finally:
+            assert d.stop()
+        assert d.torque_off_unconfirmed == []
+
+
+def test_live_config_changes_reach_every_bus_process(robot):
+    with sim(robot) as s:
+        d = make_driver(robot, config=config(), ports=s.paths)
+        d.start()
+        try:
+            assert d.set_command(robot.joint_names, np.zeros(4))
+            assert wait_for(lambda: d.mode == 'running')
+            d.config.estop_policy = 'torque_off'        # as the driver node's parameter callback does
+            time.sleep(0.1)                              # the change is on its way down both pipes
+            d.set_estop(True)
+            # Each bus applies its own estop policy: both cut torque only if both heard the change.
+            assert wait_for(lambda: [b.mode for b in d.drivers] == ['torque_off', 'torque_off']), d.reasons
+            assert wait_for(lambda: not any(s.state()['servos'][k]['torque'] for k in '1234'))
+        finally:
+            assert d.stop()
+
+
+PARENT = """
+import sys, time
+import numpy as np
+from snake_control.dynamixel.driver import DriverConfig
+from snake_control.dynamixel.multibus import make_driver
+from snake_control.robot import load_robot
+robot = load_robot(sys.argv[1])
+d = make_driver(robot, config=DriverConfig(rate_hz=50, margin_ms=8.0), ports=sys.argv[2:])
+d.start()
+d.set_command(robot.joint_names, np.zeros(robot.n_joints))
+print('started', flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize('sig', ['SIGTERM', 'SIGKILL'])
+def test_a_parent_killed_without_its_own_stop_leaves_every_servo_torque_off(robot, sig, tmp_path):
+    """The bus processes see their control pipe close and turn their servos' torque off (confirmed, in
+    their log), whatever ended the parent."""
+    import signal
+    import subprocess
+    import sys
+    with sim(robot) as s:
+        proc = subprocess.Popen([sys.executable, '-c', PARENT, str(robot.source), *s.paths],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == 'started', proc.stderr.read()
+            assert all(s.state()['servos'][k]['torque'] for k in '1234')
+            proc.send_signal(getattr(signal, sig))
+            assert wait_for(lambda: not any(s.state()['servos'][k]['torque'] for k in '1234'), 10.0)
+            proc.wait(timeout=10)
+            err = proc.stderr.read()
+            assert err.count('torque off confirmed on all 2 servos') == 2, err[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize('sig', ['SIGTERM', 'SIGINT'])
+def test_driver_node_on_two_buses_confirms_torque_off_on_every_servo_when_signalled(robot, sig):
+    """The driver node's signal handler stops both bus processes and reports their torque off as one;
+    the bus processes ignore a SIGINT sent to the whole group and wait for the node's stop."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    with sim(robot) as s:
+        proc = subprocess.Popen([sys.executable, '-m', 'snake_control.nodes.driver_node', '--ros-args',
+                                 '-p', f'robot:={robot.source}', '-p', f'ports:={",".join(s.paths)}'],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            assert wait_for(lambda: all(v['torque'] for v in s.state()['servos'].values())
+                            or proc.poll() is not None, 60.0)
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            # The bus processes do not run the node's module again (spawn would, as __mp_main__): no rclpy.
+            kids = subprocess.run(['pgrep', '-P', str(proc.pid)], capture_output=True, text=True).stdout.split()
+            maps = [open(f'/proc/{k}/maps').read() for k in kids]
+            assert len([m for m in maps if 'dynamixel_sdk' in m or 'numpy' in m]) == 2, len(maps)
+            assert not any('rclpy' in m for m in maps)
+            os.killpg(proc.pid, getattr(signal, sig))        # as a terminal's Ctrl-C or a session's end
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        lines = [ln for ln in out.splitlines() if ln.startswith('driver_node:')]
+        assert proc.returncode == 0 and lines[-1] == 'driver_node: torque off confirmed on every servo', out[-3000:]
+        assert out.count('torque off confirmed on all 2 servos') == 2, out[-3000:]
+        assert not any(v['torque'] for v in s.state()['servos'].values())

@@ -1,7 +1,8 @@
 """A robot whose chain is split over several adapters: one Driver per bus, run in parallel, as one.
 
-``make_driver(robot, port, baud, config, ports)`` returns a Driver for a one-bus robot and a
-MultiBusDriver for a robot YAML with ``buses:``; both have the same API (start, stop, set_command,
+``make_driver(robot, port, baud, config, ports)`` returns a Driver for a one-bus robot and, for a robot
+YAML with ``buses:``, procbus.ProcessMultiBusDriver (a process per bus) or, with ``processes=False``, this
+module's MultiBusDriver (a thread per bus); all have the same API (start, stop, set_command,
 set_estop, reset, state, diagnostics, on_state, thread_setup).
 
 Each bus has its own Driver (its own ServoBus and bus thread, so the buses' wire times overlap): each
@@ -31,8 +32,10 @@ _MODE_RANK = ('fatal', 'disconnected', 'torque_off', 'hold', 'running', 'stopped
 
 
 def make_driver(robot, port: str | None = None, baud: int | None = None, config: DriverConfig | None = None,
-                ports: list[str] | None = None):
-    """The driver for a robot: Driver for one bus line, MultiBusDriver for several. ``port`` overrides
+                ports: list[str] | None = None, processes: bool = True):
+    """The driver for a robot: Driver for one bus line; for several, procbus.ProcessMultiBusDriver (a
+    process per bus, the default) or MultiBusDriver (a thread per bus, ``processes=False``: one process,
+    but the buses share one interpreter lock, which caps two buses near 1.2x one). ``port`` overrides
     a one-bus robot's port; ``ports`` (one per bus, the YAML's order) any robot's; ``baud`` every bus's.
     ValueError naming the parameter when they do not fit the robot."""
     lines = robot.bus_lines
@@ -42,6 +45,9 @@ def make_driver(robot, port: str | None = None, baud: int | None = None, config:
         return Driver(robot, (ports[0] if ports else None) or port, baud, config)
     if port:
         raise ValueError(f'port: robot {robot.name} has {len(lines)} buses; give each its port with ports')
+    if processes:
+        from snake_control.dynamixel.procbus import ProcessMultiBusDriver
+        return ProcessMultiBusDriver(robot, ports, baud, config)
     return MultiBusDriver(robot, ports, baud, config)
 
 

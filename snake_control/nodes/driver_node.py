@@ -19,6 +19,7 @@ stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, auto_reb
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import sys
 import threading
@@ -113,7 +114,8 @@ class DriverNode(Node):
             self.driver = make_driver(self.robot, g('port') or None, g('baud') or None, config, ports)
         except ValueError as exc:
             raise StartupError(f'parameter {exc}') from None
-        self.driver.thread_setup = lambda: apply_to_current_thread(priority, cpus)
+        # A partial, not a lambda: with a process per bus it is pickled into each bus process.
+        self.driver.thread_setup = functools.partial(apply_to_current_thread, priority, frozenset(cpus))
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
         self._state_msg = JointState()
