@@ -88,6 +88,7 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
+from snake_control.estimation.imu import AttitudeFilter
 from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
                                               resting_down, support_plane, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
@@ -135,6 +136,11 @@ class EstimatorState:
     @property
     def pose_se2(self) -> np.ndarray:
         return np.array([self.pose[0, 3], self.pose[1, 3], np.arctan2(self.pose[1, 0], self.pose[0, 0])])
+
+
+def _rot_z(angle_rad: float) -> np.ndarray:
+    c, s = math.cos(angle_rad), math.sin(angle_rad)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
 def _pose_matrix(pose) -> np.ndarray:
@@ -238,6 +244,14 @@ class Estimator:
         self._p3 = np.zeros((6, 6))
         self._geom = None
         self._plane_down = None     # ground-plane down in the last chassis frame (support_plane)
+        # IMU (update_imu): the attitude filter of the IMU link; it outlives reset() of the pose
+        # only through reanchor(), which keeps it (its bias was learnt while still).
+        self.imu = AttitudeFilter()
+        self._imu_t = None
+        self._imu_used = False
+        self._shape_still = None    # joints still at the last update (None: no joint update yet)
+        self._filtered = False      # this update's attitude came from the filter
+        self.imu_gaps = 0
 
     def rebase_time(self, t_s: float) -> None:
         """Move the last accepted stamp to t_s (s): the sender's time base jumped (a clock stepped back),
@@ -253,8 +267,10 @@ class Estimator:
             return
         pose, p2, p3 = self.pose.copy(), self._p2.copy(), self._p3.copy()
         skipped, updates = self.skipped, self.updates
+        imu, imu_t, imu_used = self.imu, self._imu_t, self._imu_used
         self.reset(pose=pose)
         self._p2, self._p3, self.skipped, self.updates = p2, p3, skipped, updates
+        self.imu, self._imu_t, self._imu_used = imu, imu_t, imu_used
 
     @property
     def state(self) -> EstimatorState:
@@ -279,6 +295,52 @@ class Estimator:
         return self._t is not None
 
     # --- update -------------------------------------------------------------------------------------
+
+    # The body counts as still (the gyro reads its bias) while no joint moves faster than this and the
+    # gyro reads less than STILL_GYRO_RAD_S; an IMU gap longer than IMU_GAP_S is not integrated.
+    STILL_JOINT_RAD_S = 0.02
+    STILL_GYRO_RAD_S = 0.05
+    IMU_GAP_S = 0.5
+
+    def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
+        """Advance the IMU link's attitude to time t_s (s) with a gyro reading (rad/s) and optionally an
+        accelerometer one (specific force, m/s^2), both (3,) in the IMU link's frame (imu_link).
+
+        From then on a pitch-yaw robot takes its orientation from this attitude (snake_control.estimation
+        .imu: roll and pitch from gravity and the gyro, yaw from the gyro), and its contacts give only
+        the translation. The gyro bias is learnt while the body is still: its joints still at the last
+        update (before any joint update: the gyro and accelerometer alone look still). Planar robots
+        ignore it. Returns the attitude (3, 3), IMU link -> odom. Older stamps are ignored.
+        """
+        gyro = np.asarray(gyro_rad_s, dtype=float)
+        if gyro.shape != (3,) or not np.all(np.isfinite(gyro)):
+            raise ValueError(f'gyro_rad_s must be (3,) finite angular rates (rad/s), got {gyro}')
+        t_s = float(t_s)
+        if self._imu_t is None or t_s - self._imu_t > self.IMU_GAP_S:
+            if self._imu_t is not None:
+                self.imu_gaps += 1
+            self._imu_t = t_s
+            if accel_m_s2 is not None:
+                # Only sets the level at the first reading; it never integrates across a gap.
+                self.imu.update(1e-9, np.zeros(3), accel_m_s2)
+            self._imu_used = True
+            return self.imu.rotation
+        if not t_s > self._imu_t:
+            return self.imu.rotation
+        turning = gyro - self.imu.bias
+        quiet = math.sqrt(float(turning @ turning)) < self.STILL_GYRO_RAD_S
+        if self._shape_still is None:
+            still = quiet and accel_m_s2 is not None and self._accel_is_gravity(accel_m_s2)
+        else:
+            still = quiet and self._shape_still
+        self.imu.update(t_s - self._imu_t, gyro, accel_m_s2, still=still)
+        self._imu_t = t_s
+        self._imu_used = True
+        return self.imu.rotation
+
+    @staticmethod
+    def _accel_is_gravity(accel_m_s2) -> bool:
+        return abs(float(np.linalg.norm(accel_m_s2)) - 9.80665) < 0.1
 
     def update(self, t_s: float, positions_rad, velocities_rad_s=None, imu_orientation_xyzw=None,
                imu_rate_rad_s=None) -> EstimatorState:
@@ -307,9 +369,14 @@ class Estimator:
         if self._t is not None and not t_s > self._t:
             self.skipped += 1
             return self._state
+        if self._t is not None:
+            self._shape_still = float(np.max(np.abs(q - self._q))) < self.STILL_JOINT_RAD_S * (t_s - self._t)
         if self.planar:
             state = self._update_planar(t_s, q, v)
         else:
+            self._filtered = quat is None and self._imu_used and self.imu.initialised
+            if self._filtered:
+                quat = quaternion_from_matrix(self.imu.rotation)
             state = self._update_3d(t_s, q, v, quat, rate)
         self._t, self._q, self._v = t_s, q, v
         self.updates += 1
@@ -450,11 +517,18 @@ class Estimator:
                 cz, sz = np.cos(-yaw), np.sin(-yaw)
                 r_wt = np.array([[cz, -sz, 0.0], [sz, cz, 0.0], [0.0, 0.0, 1.0]]) @ r_tilt
                 r_wc = r_wt @ geom['r_tc']
+            if r_imu is not None and self._filtered:
+                # The filter's yaw is where its gyro started: odom starts with the chassis heading along x.
+                xc = r_wc[:, 0]
+                r_wc = _rot_z(-math.atan2(xc[1], xc[0])) @ r_wc
             if self.initial_pose is not None:
                 self._gc = self.initial_pose @ se3_inverse(self._body_offset(geom))
             else:
                 heights = geom['q'] @ r_wc[2]
                 self._gc = se3_matrix(r_wc, np.array([0.0, 0.0, self.radius - heights.min()]))
+            if self._filtered:
+                # From here the filter carries the chassis attitude: start it at the pose taken.
+                self.imu.rotation = self._gc[:3, :3] @ geom['rot'][self.imu_link]
             self._geom = geom
             contacts = self.selector.update((geom['q'] @ self._gc[:3, :3].T)[:, 2])
             return self._state_3d(t_s, np.zeros(6), np.zeros((6, 6)), np.zeros(n_links), 0, 6, False,
@@ -465,7 +539,7 @@ class Estimator:
         r_wc = self._gc[:3, :3]
         down = r_wc.T @ -_UP
         if r_imu is not None:
-            down = (r_imu @ g0['rot'][self.imu_link].T).T @ -_UP
+            down = (r_imu @ geom['rot'][self.imu_link].T).T @ -_UP
         plane = None
         if self.flat_ground and self.ground_plane and r_imu is None:
             # The ground is the face of the hull of module centres nearest to the predicted down: it fixes
@@ -493,7 +567,12 @@ class Estimator:
                 heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
         contacts = self.selector.update(heights)
         rot_inc = None
-        if rate is not None:
+        if r_imu is not None:
+            # A known attitude (IMU link in odom): the chassis turned by R_wc0^T R_wc1, exactly; the
+            # contacts are left only the translation.
+            r_wc1 = r_imu @ geom['rot'][self.imu_link].T
+            rot_inc = so3_log(self._gc[:3, :3].T @ r_wc1)
+        elif rate is not None:
             # Gyro: chassis rotation = IMU link rotation minus the link's rotation relative to the chassis.
             rel = geom['rot'][self.imu_link] @ g0['rot'][self.imu_link].T
             rot_inc = geom['rot'][self.imu_link] @ (rate * dt) - so3_log(rel)
