@@ -204,3 +204,37 @@ def test_heading_drift_with_the_imu_is_under_a_degree_per_metre(gait):
     print(V.format_table([off, on]))
     assert on.distance_m > 1.0
     assert on.heading_error_deg_per_m < 1.0
+
+
+# --- in the graph: the world's IMU on `imu` ------------------------------------------------------------
+
+@pytest.mark.ros
+def test_the_emulated_bus_publishes_the_world_imu_on_imu():
+    """`--physics mujoco` (the graph's world) publishes the IMU of its head at 100 Hz, stamped with the
+    ROS clock like joint_states, without an orientation; at rest it reads gravity up."""
+    pytest.importorskip('rclpy')
+    from sensor_msgs.msg import Imu
+
+    from rosutil import RosHarness, wait_until
+    from snake_control.app.sim_bus import sim_bus_args
+    from snake_control.dynamixel.simproc import SimBusProcess
+    from snake_control.nodes.qos import SENSOR_QOS
+
+    ros = RosHarness()
+    try:
+        got = ros.record(Imu, 'imu', SENSOR_QOS)
+        with SimBusProcess(sim_bus_args('kinematic_snake_3', 1000000, 'mujoco')):
+            assert wait_until(lambda: len(got) >= 120, timeout_s=30.0), f'{len(got)} imu messages'
+            now = ros.probe.get_clock().now().nanoseconds * 1e-9
+        msgs = [m for _, m in got]
+        stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in msgs])
+        assert abs(stamps[-1] - now) < 1.0                      # the ROS clock, as joint_states are
+        rate = (len(stamps) - 21) / (stamps[-1] - stamps[20])
+        assert 50.0 < rate < 150.0, rate                        # 100 Hz of simulated time, about real time
+        last = msgs[-1]
+        assert last.header.frame_id == 'link_2' and last.orientation_covariance[0] == -1.0
+        accel = np.array([last.linear_acceleration.x, last.linear_acceleration.y, last.linear_acceleration.z])
+        assert np.linalg.norm(accel) == pytest.approx(G, abs=0.3)
+        assert last.angular_velocity_covariance[0] > 0.0
+    finally:
+        ros.close()
