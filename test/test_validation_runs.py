@@ -1,6 +1,6 @@
 """The estimator against MuJoCo ground truth: the harness, and bounds that catch a broken estimator.
 
-The bounds here are looser than the issue's aims (planar 3 % and 2 deg/m, pitch-yaw 15 %; `snake
+The bounds here are looser than the issue's aims (planar 3 % and 2 deg/m, pitch-yaw 10 %; `snake
 validate` prints those) but far tighter than what a sign error or a missing contact term gives (100 %
 and more), and every run must actually move the robot.
 """

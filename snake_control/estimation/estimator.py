@@ -330,7 +330,7 @@ class Estimator:
         ignore it. Returns the attitude (3, 3), IMU link -> odom. Older stamps are ignored.
         """
         gyro = np.asarray(gyro_rad_s, dtype=float)
-        if gyro.shape != (3,) or not np.all(np.isfinite(gyro)):
+        if gyro.shape != (3,) or not math.isfinite(float(gyro.sum())):
             raise ValueError(f'gyro_rad_s must be (3,) finite angular rates (rad/s), got {gyro}')
         t_s = float(t_s)
         if self._imu_t is None or t_s - self._imu_t > self.IMU_GAP_S:
@@ -344,8 +344,8 @@ class Estimator:
             return self.imu.rotation
         if not t_s > self._imu_t:
             return self.imu.rotation
-        turning = gyro - self.imu.bias
-        quiet = math.sqrt(float(turning @ turning)) < self.STILL_GYRO_RAD_S
+        b = self.imu.bias
+        quiet = math.hypot(gyro[0] - b[0], gyro[1] - b[1], gyro[2] - b[2]) < self.STILL_GYRO_RAD_S
         if self._shape_still is None:
             still = quiet and accel_m_s2 is not None and self._accel_is_gravity(accel_m_s2)
         else:
@@ -392,9 +392,7 @@ class Estimator:
             state = self._update_planar(t_s, q, v)
         else:
             self._filtered = quat is None and self._imu_used and self.imu.initialised
-            if self._filtered:
-                quat = quaternion_from_matrix(self.imu.rotation)
-            state = self._update_3d(t_s, q, v, quat, rate)
+            state = self._update_3d(t_s, q, v, quat, rate, self.imu.rotation if self._filtered else None)
         self._t, self._q, self._v = t_s, q, v
         self.updates += 1
         self._state = state
@@ -512,9 +510,10 @@ class Estimator:
         k = self.body_link
         return se3_matrix(geom['rot'][k], geom['q'][k])
 
-    def _update_3d(self, t_s, q, v, quat, rate) -> EstimatorState:
+    def _update_3d(self, t_s, q, v, quat, rate, r_imu=None) -> EstimatorState:
         n_links = self.robot.n_links
-        r_imu = None if quat is None else matrix_from_quaternion(quat)
+        if quat is not None:
+            r_imu = matrix_from_quaternion(quat)
         if self._t is None:
             up_tail = None
             if r_imu is not None:

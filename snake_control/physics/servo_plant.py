@@ -141,7 +141,11 @@ class MujocoPlant(Plant):
             self.world.set_goals(self._setpoint)
             self.world.step(steps)
             if self.on_imu is not None and self.world.time_s >= self._imu_next_s - 1e-9:
-                self._imu_next_s = self.world.time_s + IMU_PERIOD_S
+                # Keep the 100 Hz cadence when ticks do not divide the period (a tick that fell behind by a
+                # whole period restarts it instead of bursting).
+                self._imu_next_s += IMU_PERIOD_S
+                if self._imu_next_s <= self.world.time_s:
+                    self._imu_next_s = self.world.time_s + IMU_PERIOD_S
                 self.on_imu(self.world.time_s, *self.world.imu_reading())
             if (self._truth_file is not None or self._links_file is not None) and \
                     self.world.time_s >= self._truth_next_s - 1e-9:
