@@ -3,7 +3,7 @@ MuJoCo, measured against the truth.
 
 The blend turns a flat body into a 3D tread in 1.5 s. Without the IMU the ground-plane attitude is lost
 on the way (the hull of module centres is a biased floor while the body rests on the ends of tilted
-modules: the roll error reaches 90 degrees, the heading 20-30), which is the ~70 degree jump the issue
+modules: the roll error reaches 90 degrees, the heading 35), which is the ~70 degree jump the issue
 reported from the graph. With the IMU the attitude comes from gravity and the gyro, and the contacts
 only give the translation.
 """
