@@ -77,7 +77,8 @@ def test_the_bias_is_the_mean_of_the_still_readings():
     for r in readings:
         f.update(0.01, r, [0.0, 0.0, G], still=True)
     np.testing.assert_allclose(f.bias, readings.mean(axis=0), atol=1e-12)
-    np.testing.assert_allclose(f.rotation, np.eye(3), atol=1e-12)       # still: nothing integrated
+    # Still, the rate less the (learning) bias integrates to a hair: the readings' spread about their mean.
+    assert np.linalg.norm(so3_log(f.rotation)) < 5e-4
 
 
 def test_accelerometer_trust_and_the_level_start():
@@ -183,6 +184,27 @@ def test_the_imu_holds_the_heading_that_a_miscalibrated_joint_loses(serpentine):
     assert abs(off.heading_error_deg) > 10.0
     assert on.heading_error_deg_per_m < 1.0
     assert on.position_error_pct < off.position_error_pct / 3
+
+
+def test_lost_imu_messages_do_not_throw_the_estimate(serpentine):
+    """40 % of the IMU readings lost (as in the loaded graph): each joint update carries the last attitude
+    on at the last rate to its own stamp, so the estimate stays with the one that got every reading."""
+    rec, case = serpentine
+    truth = V.true_body_poses(rec.robot, rec.link_poses)
+    keep = np.random.default_rng(1).random(len(rec.times_s)) > 0.4
+
+    def final_error_m(mask):
+        est = Estimator(rec.robot, initial_pose=truth[0], imu_link=rec.imu_link, **V.case_estimator_options(case))
+        for k, (gyro, accel) in enumerate(zip(rec.still_gyro_rad_s, rec.still_accel_m_s2)):
+            est.update_imu((k - len(rec.still_gyro_rad_s)) * 0.01, gyro, accel)
+        for k, t in enumerate(rec.times_s):
+            if mask[k]:
+                est.update_imu(t, rec.gyro_rad_s[k], rec.accel_m_s2[k])
+            est.update(t, rec.positions_rad[k])
+        return float(np.linalg.norm(est.pose[:2, 3] - truth[-1, :2, 3]))
+
+    every, lossy = final_error_m(np.ones_like(keep)), final_error_m(keep)
+    assert lossy < every + 0.05, (every, lossy)      # 3.9 cm against 1.5 cm over 2.7 m (0.5 m held)
 
 
 def test_without_imu_readings_the_estimate_is_unchanged(serpentine):

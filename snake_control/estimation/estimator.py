@@ -100,7 +100,7 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
-from snake_control.estimation.imu import AttitudeFilter
+from snake_control.estimation.imu import AttitudeFilter, _rodrigues
 from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
                                               resting_down, support_plane, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
@@ -266,7 +266,9 @@ class Estimator:
         self.imu = AttitudeFilter()
         self._imu_t = None
         self._imu_used = False
+        self._imu_rate = np.zeros(3)   # the last gyro reading less the bias (rad/s)
         self._shape_still = None    # joints still at the last update (None: no joint update yet)
+        self._still_since = None    # stamp since which the joints have not moved
         self._filtered = False      # this update's attitude came from the filter
         self.imu_gaps = 0
 
@@ -285,9 +287,11 @@ class Estimator:
         pose, p2, p3 = self.pose.copy(), self._p2.copy(), self._p3.copy()
         skipped, updates = self.skipped, self.updates
         imu, imu_t, imu_used = self.imu, self._imu_t, self._imu_used
+        gaps = self.imu_gaps
         self.reset(pose=pose)
         self._p2, self._p3, self.skipped, self.updates = p2, p3, skipped, updates
         self.imu, self._imu_t, self._imu_used = imu, imu_t, imu_used
+        self.imu_gaps = gaps
 
     @property
     def state(self) -> EstimatorState:
@@ -313,11 +317,14 @@ class Estimator:
 
     # --- update -------------------------------------------------------------------------------------
 
-    # The body counts as still (the gyro reads its bias) while no joint moves faster than this and the
-    # gyro reads less than STILL_GYRO_RAD_S; an IMU gap longer than IMU_GAP_S is not integrated.
+    # The body counts as still (the gyro reads its bias) once no joint has moved faster than
+    # STILL_JOINT_RAD_S for STILL_MIN_S and the gyro reads less than STILL_GYRO_RAD_S; an IMU gap longer
+    # than IMU_GAP_S is not integrated.
     STILL_JOINT_RAD_S = 0.02
+    STILL_MIN_S = 0.5
     STILL_GYRO_RAD_S = 0.05
     IMU_GAP_S = 0.5
+    IMU_EXTRAPOLATE_S = 0.1     # the attitude is carried at most this far from the last IMU reading
 
     def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
         """Advance the IMU link's attitude to time t_s (s) with a gyro reading (rad/s) and optionally an
@@ -352,6 +359,7 @@ class Estimator:
             still = quiet and self._shape_still
         self.imu.update(t_s - self._imu_t, gyro, accel_m_s2, still=still)
         self._imu_t = t_s
+        self._imu_rate = gyro - self.imu.bias
         self._imu_used = True
         return self.imu.rotation
 
@@ -387,12 +395,25 @@ class Estimator:
             self.skipped += 1
             return self._state
         if self._t is not None:
-            self._shape_still = float(np.max(np.abs(q - self._q))) < self.STILL_JOINT_RAD_S * (t_s - self._t)
+            if float(np.max(np.abs(q - self._q))) < self.STILL_JOINT_RAD_S * (t_s - self._t):
+                self._still_since = t_s if self._still_since is None else self._still_since
+            else:
+                self._still_since = None
+            # Still for STILL_MIN_S, not for one message: a driver holding its last reading (stale servo
+            # reads) repeats one joint vector for a few cycles while the robot moves on.
+            self._shape_still = self._still_since is not None and t_s - self._still_since >= self.STILL_MIN_S
         if self.planar:
             state = self._update_planar(t_s, q, v)
         else:
             self._filtered = quat is None and self._imu_used and self.imu.initialised
-            state = self._update_3d(t_s, q, v, quat, rate, self.imu.rotation if self._filtered else None)
+            r_imu = None
+            if self._filtered:
+                # The attitude at the joints' stamp: the IMU's last, carried on at its last rate (its
+                # readings come apart from joint_states, some lost; 10-20 ms at a head's 1 rad/s is a degree,
+                # and a degree of rotation handed to the contacts moves the estimate sideways).
+                ahead = min(max(t_s - self._imu_t, -self.IMU_EXTRAPOLATE_S), self.IMU_EXTRAPOLATE_S)
+                r_imu = self.imu.rotation @ _rodrigues(*(self._imu_rate * ahead))
+            state = self._update_3d(t_s, q, v, quat, rate, r_imu)
         self._t, self._q, self._v = t_s, q, v
         self.updates += 1
         self._state = state

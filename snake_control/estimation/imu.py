@@ -82,7 +82,8 @@ def attitude_step(rotation, bias_rad_s, gyro_rad_s, accel_m_s2, dt_s: float, k_p
     rotation (3, 3) IMU -> odom; bias_rad_s, gyro_rad_s (3,) IMU frame; accel_m_s2 (3,) or None (no
     accelerometer: gyro only); dt_s > 0; k_p (1/s) and k_i (1/s^2) the gains; still_gain in (0, 1]: the
     body is known not to turn, so the gyro reads its bias: b moves that fraction of the way to the
-    reading and no rotation is integrated (0: moving).
+    reading (0: moving). The rate less the bias is integrated either way, so a stillness misjudged
+    loses no rotation.
     """
     if not dt_s > 0.0:
         raise ValueError(f'dt_s must be positive, got {dt_s}')
@@ -100,8 +101,9 @@ def attitude_step(rotation, bias_rad_s, gyro_rad_s, accel_m_s2, dt_s: float, k_p
             ux, uy, uz = float(r[2, 0]), float(r[2, 1]), float(r[2, 2])
             ex, ey, ez = k * (fy * uz - fz * uy), k * (fz * ux - fx * uz), k * (fx * uy - fy * ux)
     if still_gain > 0.0:
+        # Still: the reading is the bias (and what is left of it integrates to nothing).
         bx, by, bz = bx + (wx - bx) * still_gain, by + (wy - by) * still_gain, bz + (wz - bz) * still_gain
-        tx, ty, tz = k_p * ex, k_p * ey, k_p * ez
+        tx, ty, tz = wx - bx + k_p * ex, wy - by + k_p * ey, wz - bz + k_p * ez
     else:
         bx, by, bz = bx - k_i * ex * dt_s, by - k_i * ey * dt_s, bz - k_i * ez * dt_s
         tx, ty, tz = wx - bx + k_p * ex, wy - by + k_p * ey, wz - bz + k_p * ez
