@@ -1,5 +1,8 @@
 """Estimator cost per joint_states message: pitch_yaw_32 (3D contacts) and wheeled_8 (planar connection).
 
+Rows: the defaults; with an IMU reading per message (imu=True: the attitude filter's update_imu plus the
+update it orients); without the Coulomb contact weights (coulomb_iterations=0); other options.
+
 Prints median and p99 in microseconds of Estimator.update (the whole per-message work of estimator_node
 apart from message conversion), measured in one run on whatever else the machine is doing, against the
 aim of AIM_US per message for 32 joints (WARN when missed), and the same with the compiled kernels
@@ -29,17 +32,26 @@ def _shapes(robot, n_msgs, rate_hz):
     return t, np.where(yaw[None, :], 0.5 * np.sin(wave), 0.3 * np.sin(wave + np.pi / 2))
 
 
-def measure(name, n_msgs=3000, warmup=200, rate_hz=100.0, **options):
+def measure(name, n_msgs=3000, warmup=200, rate_hz=100.0, imu=False, **options):
+    """(median wall us, p99 wall us, median CPU us) per joint_states message; with imu, each message
+    also brings one IMU reading (Estimator.update_imu: the attitude filter), timed with it."""
     robot = load_robot(name)
     est = Estimator(robot, **options)
     t, q = _shapes(robot, n_msgs + warmup, rate_hz)
+    rng = np.random.default_rng(0)
+    gyro = 0.3 * rng.standard_normal((n_msgs + warmup, 3))
+    accel = np.array([0.0, 0.0, 9.81]) + 0.3 * rng.standard_normal((n_msgs + warmup, 3))
     for k in range(warmup):
+        if imu:
+            est.update_imu(t[k], gyro[k], accel[k])
         est.update(t[k], q[k])
     wall = np.empty(n_msgs)
     cpu = np.empty(n_msgs)
     clock, cpu_clock = time.perf_counter_ns, time.process_time_ns
     for k in range(n_msgs):
         start, start_cpu = clock(), cpu_clock()
+        if imu:
+            est.update_imu(t[warmup + k], gyro[warmup + k], accel[warmup + k])
         est.update(t[warmup + k], q[warmup + k])
         cpu[k] = cpu_clock() - start_cpu
         wall[k] = clock() - start
@@ -61,7 +73,8 @@ def main():
     print(f'{"robot / options":40s} {"median us":>10s} {"p99 us":>10s} {"median CPU us":>14s}')
     compiled = contact.compiled() is not None
     headline = None
-    for name, options in [('pitch_yaw_32', {}), ('pitch_yaw_32', {'axial_weight': 0.2}),
+    for name, options in [('pitch_yaw_32', {}), ('pitch_yaw_32', {'imu': True}),
+                          ('pitch_yaw_32', {'coulomb_iterations': 0}), ('pitch_yaw_32', {'axial_weight': 0.2}),
                           ('pitch_yaw_32', {'ground_plane': False}),
                           ('pitch_yaw_32', {'flat_ground': False}),
                           ('wheeled_8', {}), ('wheeled_8', {'body_frame': 'chassis'})]:

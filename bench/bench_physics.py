@@ -79,12 +79,15 @@ def main():
         return
     from snake_control.validation import runs as V
 
-    print('\nEstimator against MuJoCo ground truth, 20 s per run after a 3 s warm-up:')
+    print('\nEstimator against MuJoCo ground truth, 20 s per run after a 3 s warm-up, pitch-yaw runs '
+          "without and with the world's IMU (same motion):")
     results = []
     start = time.perf_counter()
     for case in V.CASES:
-        results.append(V.run_case(case))
+        results.extend(V.run_case_imu(case))
     print(V.format_table(results))
+    for line in V.warnings(results):
+        print(line)
     print(f'({time.perf_counter() - start:.1f} s wall for {len(results)} runs)')
 
 

@@ -8,6 +8,8 @@ The node list comes from snake_control.app.graph.build_graph (the same list `sna
 process); this file only turns it into launch_ros Nodes. Run `ros2 launch snake_control gait.launch.py
 --show-args` for every argument.
 """
+import os
+
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
@@ -53,6 +55,8 @@ def launch_setup(context, *args, **kwargs):
         from snake_control.dynamixel.simproc import SimBusProcess
         from snake_control.robot import load_robot
         baud = graph_args.baud or load_robot(graph_args.robot).bus.baud
+        from snake_control.nodes.sim_imu import NAMESPACE_ENV
+        os.environ[NAMESPACE_ENV] = graph_args.namespace     # the world's IMU publishes into the graph's
         sim = SimBusProcess(sim_bus_args(graph_args.robot, baud, graph_args.physics))
         port = ','.join(sim.paths)      # one device per bus
     for spec in build_graph(graph_args, port=port):

@@ -82,7 +82,7 @@ def test_sim_bus_failure_is_reported():
 def test_sim_bus_physics_names_are_checked():
     from snake_control.app.sim_bus import sim_bus_args
     args = sim_bus_args('kinematic_snake_3', None, 'mujoco')
-    assert args[args.index('--physics') + 1] == 'snake_control.physics.servo_plant:mujoco_plant'
+    assert args[args.index('--physics') + 1] == 'snake_control.nodes.sim_imu:mujoco_plant'
     assert args[args.index('--ids') + 1] == '1,2'
     with pytest.raises(ValueError, match="--physics 'warp' unknown"):
         sim_bus_args('kinematic_snake_3', None, 'warp')

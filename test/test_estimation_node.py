@@ -1,4 +1,5 @@
 """estimator_node with real rclpy pub/sub: JointState in, Odometry and /diagnostics out."""
+import math
 import time
 
 import numpy as np
@@ -150,6 +151,66 @@ def test_imu_orientation_reaches_the_estimate(ros):
         # A straight body on an IMU at the tail turned 0.7 rad: the chassis is turned the same way.
         np.testing.assert_allclose(matrix_from_quaternion(np.array([o.x, o.y, o.z, o.w])), turn, atol=1e-9)
         assert odoms[-1].child_frame_id == 'virtual_chassis'
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        peer.destroy_node()
+
+
+def test_a_raw_imu_turns_the_estimate_by_its_gyro(ros):
+    """An Imu without orientation (the MuJoCo world's): its gyro turns the estimate of a still body."""
+    from sensor_msgs.msg import Imu
+
+    robot = load_robot('pitch_yaw_32')
+    node = EstimatorNode(context=ros, parameter_overrides=[
+        Parameter('robot', value='pitch_yaw_32'), Parameter('use_imu', value=True),
+        Parameter('imu_link', value=32), Parameter('update_rate_hz', value=0.0)])
+    peer = rclpy.create_node('estimator_raw_imu_peer', context=ros)
+    odoms = []
+    peer.create_subscription(Odometry, 'odom', odoms.append, QoSProfile(depth=50))
+    js_pub = peer.create_publisher(JointState, 'joint_states', QoSProfile(depth=10))
+    imu_pub = peer.create_publisher(Imu, 'imu', QoSProfile(depth=10))
+    executor = SingleThreadedExecutor(context=ros)
+    executor.add_node(node)
+    executor.add_node(peer)
+
+    def send_imu(t):
+        imu = Imu()
+        imu.header.stamp.sec, imu.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9))
+        imu.orientation_covariance[0] = -1.0          # raw: no orientation
+        imu.angular_velocity.z = 0.5
+        imu.linear_acceleration.z = 9.80665
+        count = node.imu_received
+        for _ in range(3):
+            imu_pub.publish(imu)
+            if _spin_until(executor, lambda: node.imu_received > count, timeout_s=2.0):
+                return
+        raise AssertionError(f'imu at {t} not received')
+
+    def send_joints(t):
+        msg = JointState()
+        msg.header.stamp.sec = t
+        msg.name = list(robot.joint_names)
+        msg.position = [0.0] * robot.n_joints
+        count = len(odoms)
+        for _ in range(3):
+            js_pub.publish(msg)
+            if _spin_until(executor, lambda: len(odoms) > count, timeout_s=2.0):
+                return
+        raise AssertionError(f'no odom for joint_states at {t}')
+
+    try:
+        assert _spin_until(executor, lambda: js_pub.get_subscription_count() > 0 and
+                           imu_pub.get_subscription_count() > 0 and peer.count_publishers('odom') > 0)
+        send_imu(9.99)
+        send_joints(10)
+        for k in range(1, 21):
+            send_imu(10.0 + 0.05 * k)
+        send_joints(11)
+        o = odoms[-1].pose.pose.orientation
+        yaw = 2.0 * math.atan2(o.z, o.w)
+        assert yaw == pytest.approx(0.5, abs=0.02)          # 0.5 rad/s for 1 s
+        assert node.imu_received >= 21
     finally:
         executor.shutdown()
         node.destroy_node()

@@ -33,8 +33,11 @@ def configured(robot, servo_angles=None, world=None):
 def test_mujoco_physics_factory_named_at_the_edge():
     from snake_control.app.sim_bus import physics_reference
     from snake_control.dynamixel.simbus import plant_factory
+    from snake_control.nodes import sim_imu
     robot = load_robot('kinematic_snake_3')
-    assert plant_factory(physics_reference('mujoco')) is mujoco_plant
+    # The graph's MuJoCo plant: this one, with its IMU published (nodes/sim_imu, tested with real DDS in
+    # test_estimation_imu.py).
+    assert plant_factory(physics_reference('mujoco')) is sim_imu.mujoco_plant
     plant = mujoco_plant(robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
     assert isinstance(plant, MujocoPlant)
     with pytest.raises(ValueError, match='--robot'):
@@ -239,3 +242,16 @@ def test_ground_truth_pose_csv(tmp_path, monkeypatch):
     c, s = np.cos(heading), np.sin(heading)
     np.testing.assert_allclose(matrix_from_quaternion(poses[-1, 3:]), [[c, -s, 0], [s, c, 0], [0, 0, 1]],
                                atol=1e-8)
+
+
+def test_the_plant_hands_on_an_imu_reading_every_10_ms_of_simulated_time():
+    robot = load_robot('kinematic_snake_3')
+    readings = []
+    plant = configured(robot)
+    plant.on_imu = lambda t, gyro, accel: readings.append((t, gyro, accel))
+    for _ in range(50):
+        plant.step(0.004, {}, {})                     # 0.2 s in 4 ms ticks
+    times = np.array([r[0] for r in readings])
+    assert len(readings) == pytest.approx(20, abs=1)
+    assert np.all(np.abs(np.diff(times) - 0.01) <= 0.002 + 1e-9)        # whole 2 ms timesteps
+    assert np.linalg.norm(readings[-1][2]) == pytest.approx(9.81, abs=0.3)

@@ -257,9 +257,13 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                     from snake_control.physics.servo_plant import TRUTH_LINKS_ENV
                     truth_links = Path(tmp) / 'truth_links.csv'
                     os.environ[TRUTH_LINKS_ENV] = str(truth_links)
+                from snake_control.nodes.sim_imu import NAMESPACE_ENV
+                # The world's IMU publishes into the graph's namespace (snake_control.nodes.sim_imu).
+                os.environ[NAMESPACE_ENV] = args.namespace
                 try:
                     sim = SimBusProcess(sim_bus_args(args.robot, baud, args.physics))
                 finally:
+                    os.environ.pop(NAMESPACE_ENV, None)
                     if truth_links is not None:
                         os.environ.pop(TRUTH_LINKS_ENV, None)
                 log(f'emulated bus on {", ".join(sim.paths)} at {baud} bit/s' +

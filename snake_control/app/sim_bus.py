@@ -8,8 +8,9 @@ plant, which lives in the physics package above the Dynamixel one.
 """
 from __future__ import annotations
 
-# Plants offered by name; a value is the emulator's --physics reference (MODULE:FACTORY).
-PHYSICS = {'motor': 'motor', 'mujoco': 'snake_control.physics.servo_plant:mujoco_plant'}
+# Plants offered by name; a value is the emulator's --physics reference (MODULE:FACTORY). The MuJoCo
+# plant's factory in nodes/ also publishes the world's IMU on `imu` (snake_control.nodes.sim_imu).
+PHYSICS = {'motor': 'motor', 'mujoco': 'snake_control.nodes.sim_imu:mujoco_plant'}
 
 
 def physics_reference(name: str) -> str:

@@ -394,10 +394,90 @@ def _contact_rows(q0, rot0, q1, rot1, idx, down, radius_m, axial_weight, half_le
     return rows, b
 
 
+def _coulomb_weights(a, r, iterations: int, static: float) -> np.ndarray:
+    """Contact weights (m,) for stacked rows a (3m, k) and rhs r (3m,): iteratively reweighted least
+    squares toward min sum_c |slip_c| (see contact_step): each pass solves the weighted normal
+    equations (a hair of ridge keeps a rank-deficient set solvable) and weights each contact by
+    static / max(|slip_c|, static), 1 for a contact that sticks. The numpy reference of
+    kernels.coulomb_weights_kernel."""
+    m, k = a.shape[0] // 3, a.shape[1]
+    w = np.ones(m)
+    for _ in range(iterations):
+        wr = np.repeat(w, 3)
+        aw = a * wr[:, None]
+        normal = aw.T @ a
+        normal[np.diag_indices(k)] += 1e-9 * np.trace(normal) + 1e-300
+        x = np.linalg.solve(normal, aw.T @ r)
+        e = (a @ x - r).reshape(m, 3)
+        w = static / np.maximum(np.sqrt(np.einsum('ca,ca->c', e, e)), static)
+    return w
+
+
+def _solve_contact_rows(a, rhs, down, rotation_increment, tilt_increment, hold, scale, singular_threshold,
+                        coulomb_iterations: int = 0, static_slip_m: float = 1e-4):
+    """The weighted least squares of contact_step for stacked rows a (3m, 6) and rhs (3m,): all six
+    unknowns, the translation given a known rotation, or translation and yaw given the tilt; with
+    coulomb_iterations, each contact's rows weighted first (_coulomb_weights).
+    Returns (displacement (6,), normal_inverse (6, 6), rank, sigma_min, singular, rank_needed)."""
+    if rotation_increment is None and tilt_increment is not None:
+        # x = (dv, tilt + yaw down): a 4-unknown least squares for y = (dv, yaw about down).
+        tilt = np.asarray(tilt_increment, dtype=float)
+        a4 = np.empty((a.shape[0], 4))
+        a4[:, :3] = a[:, :3]
+        a4[:, 3] = a[:, 3:] @ down
+        r4 = rhs - a[:, 3:] @ tilt
+        if coulomb_iterations:
+            a4, r4 = _coulomb_weighted(a4, r4, coulomb_iterations, static_slip_m)
+        normal4 = a4.T @ a4
+        reg, ninv4, rank, smin, singular = regularised_normal_solve(normal4, scale[:4], singular_threshold)
+        hold4 = None if hold is None else np.array([hold[0], hold[1], hold[2], hold[3:] @ down])
+        y = reg.solve(a4.T @ r4, hold4)
+        disp = np.empty(6)
+        disp[:3] = y[:3]
+        disp[3:] = tilt + y[3] * down
+        t = np.zeros((6, 4))
+        t[_DIAG3] = 1.0
+        t[3:, 3] = down
+        ninv = t @ ninv4 @ t.T
+        needed = 4
+    elif rotation_increment is not None:
+        dw = np.asarray(rotation_increment, dtype=float)
+        av = a[:, :3]
+        r3 = rhs - a[:, 3:] @ dw
+        if coulomb_iterations:
+            av, r3 = _coulomb_weighted(np.ascontiguousarray(av), r3, coulomb_iterations, static_slip_m)
+        reg, ninv3, rank, smin, singular = regularised_normal_solve(av.T @ av, scale[:3], singular_threshold)
+        dv = reg.solve(av.T @ r3, None if hold is None else hold[:3])
+        disp = np.concatenate([dv, dw])
+        ninv = np.zeros((6, 6))
+        ninv[:3, :3] = ninv3
+        needed = 3
+    else:
+        if coulomb_iterations:
+            a, rhs = _coulomb_weighted(a, rhs, coulomb_iterations, static_slip_m)
+        reg, ninv, rank, smin, singular = regularised_normal_solve(a.T @ a, scale, singular_threshold)
+        disp = reg.solve(a.T @ rhs, hold)
+        needed = 6
+    return disp, ninv, rank, smin, singular, needed
+
+
+def _coulomb_weighted(a, r, iterations, static):
+    """Rows a and rhs r scaled by the square roots of their contacts' Coulomb weights."""
+    kern = compiled()
+    if kern is not None:
+        w = np.empty(a.shape[0] // 3)
+        kern.coulomb_weights_kernel(np.ascontiguousarray(a), np.ascontiguousarray(r), iterations, static, w)
+    else:
+        w = _coulomb_weights(a, r, iterations, static)
+    sw = np.repeat(np.sqrt(w), 3)
+    return a * sw[:, None], r * sw
+
+
 def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=None,
                  axial_weight: float = 1.0, rotation_increment=None, length_scale_m: float = 1.0,
                  singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD, hold=None,
-                 half_length_m: float = 0.0, tilt_increment=None) -> ContactStep:
+                 half_length_m: float = 0.0, tilt_increment=None, coulomb_iterations: int = 0,
+                 static_slip_m: float = 1e-4) -> ContactStep:
     """Chassis displacement over one step from the no-slip contact constraints (mid-point rule).
 
     Parameters: q0, q1 (N, 3) module centres (m) and rot0, rot1 (N, 3, 3) module rotations, each in its
@@ -417,6 +497,13 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
     known (from the ground plane seen at both ends of the step, see support_plane): only the rotation
     about ``down`` (yaw) and the translation are then solved from the contacts. A tread of contacts
     in a line (sidewinding) cannot fix the roll about that line; the ground plane can.
+    coulomb_iterations: re-solve this many times with each contact weighted by 1 / max(|its slip|,
+    static_slip_m) (iteratively reweighted least squares). Least squares minimises the sum of squared
+    slip velocities, the power a viscous floor would take; these weights turn it into the sum of slip
+    speeds, the power Coulomb friction dissipates, whose minimum is the quasi-static motion of a body on
+    a dry floor (equal normal loads assumed). A contact that slips then weighs less than one that holds,
+    in proportion: the estimate follows the contacts that stick. static_slip_m (m per step): slips under
+    this count as sticking.
     """
     q0, q1 = np.asarray(q0, float), np.asarray(q1, float)
     down = np.asarray(down, dtype=float)
@@ -446,37 +533,9 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
                                 None if weights is None else sw)
     a = rows.reshape(3 * m, 6)
     rhs = b.reshape(3 * m)
-    if rotation_increment is None and tilt_increment is not None:
-        # x = (dv, tilt + yaw down): a 4-unknown least squares for y = (dv, yaw about down).
-        tilt = np.asarray(tilt_increment, dtype=float)
-        a4 = np.empty((3 * m, 4))
-        a4[:, :3] = a[:, :3]
-        a4[:, 3] = a[:, 3:] @ down
-        normal4 = a4.T @ a4
-        reg, ninv4, rank, smin, singular = regularised_normal_solve(normal4, scale[:4], singular_threshold)
-        hold4 = None if hold is None else np.array([hold[0], hold[1], hold[2], hold[3:] @ down])
-        y = reg.solve(a4.T @ (rhs - a[:, 3:] @ tilt), hold4)
-        disp = np.empty(6)
-        disp[:3] = y[:3]
-        disp[3:] = tilt + y[3] * down
-        t = np.zeros((6, 4))
-        t[_DIAG3] = 1.0
-        t[3:, 3] = down
-        ninv = t @ ninv4 @ t.T
-        needed = 4
-    elif rotation_increment is not None:
-        dw = np.asarray(rotation_increment, dtype=float)
-        av = a[:, :3]
-        reg, ninv3, rank, smin, singular = regularised_normal_solve(av.T @ av, scale[:3], singular_threshold)
-        dv = reg.solve(av.T @ (rhs - a[:, 3:] @ dw), None if hold is None else hold[:3])
-        disp = np.concatenate([dv, dw])
-        ninv = np.zeros((6, 6))
-        ninv[:3, :3] = ninv3
-        needed = 3
-    else:
-        reg, ninv, rank, smin, singular = regularised_normal_solve(a.T @ a, scale, singular_threshold)
-        disp = reg.solve(a.T @ rhs, hold)
-        needed = 6
+    disp, ninv, rank, smin, singular, needed = _solve_contact_rows(
+        a, rhs, down, rotation_increment, tilt_increment, hold, scale, singular_threshold,
+        int(coulomb_iterations), float(static_slip_m))
     # Slip as weighted for the fit (axial slip counts only as much as axial_weight allows): the rows' misfit.
     resid = np.zeros((q0.shape[0], 3))
     resid[idx] = (a @ disp - rhs).reshape(m, 3)

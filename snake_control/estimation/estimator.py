@@ -15,7 +15,8 @@ API
 ---
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=None,
-singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True)``
+singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True,
+coulomb_iterations=3, static_slip_m_s=0.01)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -50,9 +51,20 @@ singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, g
 - contact_ends (pitch-yaw): a module tilted along gravity touches the ground with its lower end (and is
   selected by that end's height); off, every contact is below its module's centre. Gaits that lift and
   lower modules need it: their modules pitch about the end on the ground.
+- coulomb_iterations, static_slip_m_s (pitch-yaw): contacts weighted by their slip, so the estimate
+  follows the ones that stick (contact.contact_step: reweighted least squares toward the least power
+  dissipated by dry friction, the quasi-static motion of a body on a Coulomb floor; slips under
+  static_slip_m_s count as sticking); 0 iterations is plain least squares (a viscous floor). In MuJoCo
+  it takes serpentine from 3 % to 0.4 % of distance and serpenoid sidewinding from 140 % to 109 %.
 - singular_threshold: normalised singular value of the no-slip constraints below which a direction of
   the twist counts as unobservable (near the singular set); along it the previous twist is held, decaying
   with time constant hold_time_s (s), and the covariance is raised (``singular`` is set).
+
+``estimator.update_imu(t_s, gyro_rad_s, accel_m_s2=None)`` (pitch-yaw robots) takes a raw IMU reading
+of the imu_link's gyro (rad/s) and accelerometer (m/s^2) at its own time: the attitude filter of
+``snake_control.estimation.imu`` (gravity for roll and pitch, the gyro for yaw, the gyro's bias learnt
+while the joints are still) then gives every later update its orientation, and the contacts only the
+translation. Without IMU readings nothing changes.
 
 ``estimator.update(t_s, positions_rad, velocities_rad_s=None, imu_orientation_xyzw=None,
 imu_rate_rad_s=None) -> EstimatorState`` takes joint angles in the robot's joint order (use
@@ -88,6 +100,7 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
+from snake_control.estimation.imu import AttitudeFilter, _rodrigues
 from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
                                               resting_down, support_plane, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
@@ -137,6 +150,11 @@ class EstimatorState:
         return np.array([self.pose[0, 3], self.pose[1, 3], np.arctan2(self.pose[1, 0], self.pose[0, 0])])
 
 
+def _rot_z(angle_rad: float) -> np.ndarray:
+    c, s = math.cos(angle_rad), math.sin(angle_rad)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
 def _pose_matrix(pose) -> np.ndarray:
     p = np.asarray(pose, dtype=float)
     if p.shape == (3,):
@@ -164,7 +182,7 @@ class Estimator:
                  contact_enter_m: float | None = None, contact_exit_m: float | None = None,
                  axial_weight: float | None = None, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
                  hold_time_s: float = 1.0, flat_ground: bool = True, contact_ends: bool = True,
-                 ground_plane: bool = True):
+                 ground_plane: bool = True, coulomb_iterations: int = 3, static_slip_m_s: float = 0.01):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -203,6 +221,11 @@ class Estimator:
         self.hold_time = float(hold_time_s)
         self.flat_ground = bool(flat_ground)
         self.ground_plane = bool(ground_plane)
+        if int(coulomb_iterations) < 0 or not static_slip_m_s > 0:
+            raise ValueError(f'coulomb_iterations must be >= 0 and static_slip_m_s positive, got '
+                             f'{coulomb_iterations} and {static_slip_m_s}')
+        self.coulomb_iterations = int(coulomb_iterations)
+        self.static_slip_m_s = float(static_slip_m_s)
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
         self.selector = ContactSelector(enter, exit_)
@@ -238,6 +261,16 @@ class Estimator:
         self._p3 = np.zeros((6, 6))
         self._geom = None
         self._plane_down = None     # ground-plane down in the last chassis frame (support_plane)
+        # IMU (update_imu): the attitude filter of the IMU link; it outlives reset() of the pose
+        # only through reanchor(), which keeps it (its bias was learnt while still).
+        self.imu = AttitudeFilter()
+        self._imu_t = None
+        self._imu_used = False
+        self._imu_rate = np.zeros(3)   # the last gyro reading less the bias (rad/s)
+        self._shape_still = None    # joints still at the last update (None: no joint update yet)
+        self._still_since = None    # stamp since which the joints have not moved
+        self._filtered = False      # this update's attitude came from the filter
+        self.imu_gaps = 0
 
     def rebase_time(self, t_s: float) -> None:
         """Move the last accepted stamp to t_s (s): the sender's time base jumped (a clock stepped back),
@@ -253,8 +286,12 @@ class Estimator:
             return
         pose, p2, p3 = self.pose.copy(), self._p2.copy(), self._p3.copy()
         skipped, updates = self.skipped, self.updates
+        imu, imu_t, imu_used = self.imu, self._imu_t, self._imu_used
+        gaps = self.imu_gaps
         self.reset(pose=pose)
         self._p2, self._p3, self.skipped, self.updates = p2, p3, skipped, updates
+        self.imu, self._imu_t, self._imu_used = imu, imu_t, imu_used
+        self.imu_gaps = gaps
 
     @property
     def state(self) -> EstimatorState:
@@ -279,6 +316,56 @@ class Estimator:
         return self._t is not None
 
     # --- update -------------------------------------------------------------------------------------
+
+    # The body counts as still (the gyro reads its bias) once no joint has moved faster than
+    # STILL_JOINT_RAD_S for STILL_MIN_S and the gyro reads less than STILL_GYRO_RAD_S; an IMU gap longer
+    # than IMU_GAP_S is not integrated.
+    STILL_JOINT_RAD_S = 0.02
+    STILL_MIN_S = 0.5
+    STILL_GYRO_RAD_S = 0.05
+    IMU_GAP_S = 0.5
+    IMU_EXTRAPOLATE_S = 0.1     # the attitude is carried at most this far from the last IMU reading
+
+    def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
+        """Advance the IMU link's attitude to time t_s (s) with a gyro reading (rad/s) and optionally an
+        accelerometer one (specific force, m/s^2), both (3,) in the IMU link's frame (imu_link).
+
+        From then on a pitch-yaw robot takes its orientation from this attitude (snake_control.estimation
+        .imu: roll and pitch from gravity and the gyro, yaw from the gyro), and its contacts give only
+        the translation. The gyro bias is learnt while the body is still: its joints still at the last
+        update (before any joint update: the gyro and accelerometer alone look still). Planar robots
+        ignore it. Returns the attitude (3, 3), IMU link -> odom. Older stamps are ignored.
+        """
+        gyro = np.asarray(gyro_rad_s, dtype=float)
+        if gyro.shape != (3,) or not math.isfinite(float(gyro.sum())):
+            raise ValueError(f'gyro_rad_s must be (3,) finite angular rates (rad/s), got {gyro}')
+        t_s = float(t_s)
+        if self._imu_t is None or t_s - self._imu_t > self.IMU_GAP_S:
+            if self._imu_t is not None:
+                self.imu_gaps += 1
+            self._imu_t = t_s
+            if accel_m_s2 is not None:
+                # Only sets the level at the first reading; it never integrates across a gap.
+                self.imu.update(1e-9, np.zeros(3), accel_m_s2)
+            self._imu_used = True
+            return self.imu.rotation
+        if not t_s > self._imu_t:
+            return self.imu.rotation
+        b = self.imu.bias
+        quiet = math.hypot(gyro[0] - b[0], gyro[1] - b[1], gyro[2] - b[2]) < self.STILL_GYRO_RAD_S
+        if self._shape_still is None:
+            still = quiet and accel_m_s2 is not None and self._accel_is_gravity(accel_m_s2)
+        else:
+            still = quiet and self._shape_still
+        self.imu.update(t_s - self._imu_t, gyro, accel_m_s2, still=still)
+        self._imu_t = t_s
+        self._imu_rate = gyro - self.imu.bias
+        self._imu_used = True
+        return self.imu.rotation
+
+    @staticmethod
+    def _accel_is_gravity(accel_m_s2) -> bool:
+        return abs(float(np.linalg.norm(accel_m_s2)) - 9.80665) < 0.1
 
     def update(self, t_s: float, positions_rad, velocities_rad_s=None, imu_orientation_xyzw=None,
                imu_rate_rad_s=None) -> EstimatorState:
@@ -307,10 +394,26 @@ class Estimator:
         if self._t is not None and not t_s > self._t:
             self.skipped += 1
             return self._state
+        if self._t is not None:
+            if float(np.max(np.abs(q - self._q))) < self.STILL_JOINT_RAD_S * (t_s - self._t):
+                self._still_since = t_s if self._still_since is None else self._still_since
+            else:
+                self._still_since = None
+            # Still for STILL_MIN_S, not for one message: a driver holding its last reading (stale servo
+            # reads) repeats one joint vector for a few cycles while the robot moves on.
+            self._shape_still = self._still_since is not None and t_s - self._still_since >= self.STILL_MIN_S
         if self.planar:
             state = self._update_planar(t_s, q, v)
         else:
-            state = self._update_3d(t_s, q, v, quat, rate)
+            self._filtered = quat is None and self._imu_used and self.imu.initialised
+            r_imu = None
+            if self._filtered:
+                # The attitude at the joints' stamp: the IMU's last, carried on at its last rate (its
+                # readings come apart from joint_states, some lost; 10-20 ms at a head's 1 rad/s is a degree,
+                # and a degree of rotation handed to the contacts moves the estimate sideways).
+                ahead = min(max(t_s - self._imu_t, -self.IMU_EXTRAPOLATE_S), self.IMU_EXTRAPOLATE_S)
+                r_imu = self.imu.rotation @ _rodrigues(*(self._imu_rate * ahead))
+            state = self._update_3d(t_s, q, v, quat, rate, r_imu)
         self._t, self._q, self._v = t_s, q, v
         self.updates += 1
         self._state = state
@@ -428,9 +531,10 @@ class Estimator:
         k = self.body_link
         return se3_matrix(geom['rot'][k], geom['q'][k])
 
-    def _update_3d(self, t_s, q, v, quat, rate) -> EstimatorState:
+    def _update_3d(self, t_s, q, v, quat, rate, r_imu=None) -> EstimatorState:
         n_links = self.robot.n_links
-        r_imu = None if quat is None else matrix_from_quaternion(quat)
+        if quat is not None:
+            r_imu = matrix_from_quaternion(quat)
         if self._t is None:
             up_tail = None
             if r_imu is not None:
@@ -450,11 +554,18 @@ class Estimator:
                 cz, sz = np.cos(-yaw), np.sin(-yaw)
                 r_wt = np.array([[cz, -sz, 0.0], [sz, cz, 0.0], [0.0, 0.0, 1.0]]) @ r_tilt
                 r_wc = r_wt @ geom['r_tc']
+            if r_imu is not None and self._filtered:
+                # The filter's yaw is where its gyro started: odom starts with the chassis heading along x.
+                xc = r_wc[:, 0]
+                r_wc = _rot_z(-math.atan2(xc[1], xc[0])) @ r_wc
             if self.initial_pose is not None:
                 self._gc = self.initial_pose @ se3_inverse(self._body_offset(geom))
             else:
                 heights = geom['q'] @ r_wc[2]
                 self._gc = se3_matrix(r_wc, np.array([0.0, 0.0, self.radius - heights.min()]))
+            if self._filtered:
+                # From here the filter carries the chassis attitude: start it at the pose taken.
+                self.imu.rotation = self._gc[:3, :3] @ geom['rot'][self.imu_link]
             self._geom = geom
             contacts = self.selector.update((geom['q'] @ self._gc[:3, :3].T)[:, 2])
             return self._state_3d(t_s, np.zeros(6), np.zeros((6, 6)), np.zeros(n_links), 0, 6, False,
@@ -465,7 +576,7 @@ class Estimator:
         r_wc = self._gc[:3, :3]
         down = r_wc.T @ -_UP
         if r_imu is not None:
-            down = (r_imu @ g0['rot'][self.imu_link].T).T @ -_UP
+            down = (r_imu @ geom['rot'][self.imu_link].T).T @ -_UP
         plane = None
         if self.flat_ground and self.ground_plane and r_imu is None:
             # The ground is the face of the hull of module centres nearest to the predicted down: it fixes
@@ -493,14 +604,19 @@ class Estimator:
                 heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
         contacts = self.selector.update(heights)
         rot_inc = None
-        if rate is not None:
+        if r_imu is not None:
+            # A known attitude (IMU link in odom): the chassis turned by R_wc0^T R_wc1, exactly; the
+            # contacts are left only the translation.
+            r_wc1 = r_imu @ geom['rot'][self.imu_link].T
+            rot_inc = so3_log(self._gc[:3, :3].T @ r_wc1)
+        elif rate is not None:
             # Gyro: chassis rotation = IMU link rotation minus the link's rotation relative to the chassis.
             rel = geom['rot'][self.imu_link] @ g0['rot'][self.imu_link].T
             rot_inc = geom['rot'][self.imu_link] @ (rate * dt) - so3_log(rel)
         step = contact_step(g0['q'], g0['rot'], geom['q'], geom['rot'], down, self.radius, contacts,
                             self.weights, self.axial_weight, rot_inc, self.length_scale,
                             self.singular_threshold, self._held_twist(q - self._q, dt) * dt,
-                            self.half_length, tilt)
+                            self.half_length, tilt, self.coulomb_iterations, self.static_slip_m_s * dt)
         self._xi_last = step.displacement / dt
         slip = np.sqrt(np.einsum('ka,ka->k', step.residual, step.residual)) / dt
         n_contacts = int(np.count_nonzero(contacts))

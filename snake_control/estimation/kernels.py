@@ -3,7 +3,7 @@
 The estimator handles one joint_states message at a time: a few hundred numpy calls on arrays of 33
 modules, so the fixed cost of each call, not arithmetic, sets its speed. These loops do the same
 arithmetic as the numpy functions of ``snake_control.estimation.contact`` (``chain_poses``, the rows of
-``contact_step``, ``support_plane``) in one call each. Results agree with the numpy path to rounding
+``contact_step``, ``support_plane``, the Coulomb contact weights) in one call each. Results agree with the numpy path to rounding
 (test/test_estimation_kernels.py); without numba (``AVAILABLE`` false) the numpy path runs instead.
 
 Signatures are explicit, so compilation happens at import and is cached on disk (``cache=True``): the
@@ -300,6 +300,42 @@ def _rest_on_plane(gc, down_c, centres, mask, radius, out):
         out[2, 3] = radius + depth
 
 
+def _coulomb_weights(a, r, iterations, static, w):
+    """Contact weights w (m,) of contact._coulomb_weights for stacked rows a (3m, k), rhs r (3m,), in place."""
+    n_rows, k = a.shape
+    m = n_rows // 3
+    for c in range(m):
+        w[c] = 1.0
+    normal = np.empty((k, k))
+    b = np.empty(k)
+    for _ in range(iterations):
+        for i in range(k):
+            b[i] = 0.0
+            for j in range(k):
+                normal[i, j] = 0.0
+        for row in range(n_rows):
+            wc = w[row // 3]
+            for i in range(k):
+                ai = wc * a[row, i]
+                b[i] += ai * r[row]
+                for j in range(k):
+                    normal[i, j] += ai * a[row, j]
+        trace = 0.0
+        for i in range(k):
+            trace += normal[i, i]
+        for i in range(k):
+            normal[i, i] += 1e-9 * trace + 1e-300
+        x = np.linalg.solve(normal, b)
+        for c in range(m):
+            s2 = 0.0
+            for row in range(3 * c, 3 * c + 3):
+                e = -r[row]
+                for j in range(k):
+                    e += a[row, j] * x[j]
+                s2 += e * e
+            w[c] = static / max(math.sqrt(s2), static)
+
+
 if AVAILABLE:
     _f8_1, _f8_2, _f8_3 = 'float64[::1]', 'float64[:, ::1]', 'float64[:, :, ::1]'
     chain_poses_kernel = njit(f'void({_f8_1}, {_f8_2}, {_f8_1}, {_f8_3}, {_f8_2})', cache=True)(_chain_poses)
@@ -313,6 +349,8 @@ if AVAILABLE:
     se3_step_kernel = njit(f'void({_f8_2}, {_f8_1}, {_f8_2}, {_f8_2}, {_f8_2}, {_f8_2})', cache=True)(_se3_step)
     rest_on_plane_kernel = njit(f'void({_f8_2}, {_f8_1}, {_f8_2}, boolean[::1], float64, {_f8_2})',
                                 cache=True)(_rest_on_plane)
+    coulomb_weights_kernel = njit(f'void({_f8_2}, {_f8_1}, int64, float64, {_f8_1})',
+                                  cache=True)(_coulomb_weights)
 else:
     chain_poses_kernel = to_frame_kernel = contact_rows_kernel = support_plane_kernel = None
-    heights_kernel = se3_step_kernel = rest_on_plane_kernel = None
+    heights_kernel = se3_step_kernel = rest_on_plane_kernel = coulomb_weights_kernel = None

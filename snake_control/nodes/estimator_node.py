@@ -3,7 +3,10 @@
 A thin rclpy shell around snake_control.estimation.estimator.Estimator (all the mathematics lives there).
 
 Subscribes: joint_states (sensor_msgs/JointState, best effort: accepts reliable and best-effort
-publishers), imu (sensor_msgs/Imu, only with use_imu:=true).
+publishers), imu (sensor_msgs/Imu, only with use_imu:=true). An Imu without orientation
+(orientation_covariance[0] = -1) is a raw IMU: its gyro and accelerometer go to the estimator's attitude
+filter (Estimator.update_imu) at their own stamps; one with an orientation gives it (and its rate) to the
+next joint_states update.
 Publishes: odom (nav_msgs/Odometry, frame odom_frame -> base frame, with covariance), /diagnostics
 (diagnostic_msgs/DiagnosticArray: slip residual, rank, singularity, message counts), and the odom -> base
 transform on /tf where tf2_msgs is installed (odom -> link_0, so the URDF tree hangs under it).
@@ -134,6 +137,7 @@ class EstimatorNode(Node):
         self.add_on_set_parameters_callback(self._on_parameters)
 
         self.received = 0
+        self.imu_received = 0
         self.rejected = 0
         self.last_error = ''
         self.last_publish = -math.inf
@@ -196,10 +200,24 @@ class EstimatorNode(Node):
     def _on_imu(self, msg: Imu):
         q = msg.orientation
         quat = np.array([q.x, q.y, q.z, q.w])
-        # sensor_msgs/Imu: covariance[0] == -1 means "no orientation estimate".
+        # sensor_msgs/Imu: covariance[0] == -1 means "no orientation estimate" (or no rate, no acceleration).
         orientation = None if msg.orientation_covariance[0] == -1.0 or np.linalg.norm(quat) < 0.5 else quat
         w = msg.angular_velocity
         rate = None if msg.angular_velocity_covariance[0] == -1.0 else np.array([w.x, w.y, w.z])
+        self.imu_received += 1
+        if orientation is None and rate is not None:
+            # A raw IMU (gyro and accelerometer, like the MuJoCo world's): the estimator's attitude filter
+            # integrates every reading at its own stamp; joint_states then take the attitude from it.
+            a = msg.linear_acceleration
+            accel = None if msg.linear_acceleration_covariance[0] == -1.0 else np.array([a.x, a.y, a.z])
+            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            try:
+                self.estimator.update_imu(stamp if stamp > 0.0 else self.get_clock().now().nanoseconds * 1e-9,
+                                          rate, accel)
+            except ValueError as exc:
+                self.get_logger().warning(f'imu rejected: {exc}', throttle_duration_sec=5.0)
+            self._imu = (None, None)
+            return
         self._imu = (orientation, rate)
 
     def _on_joint_states(self, msg: JointState):
@@ -307,6 +325,8 @@ class EstimatorNode(Node):
             'singular': str(bool(state.singular)).lower(),
             'contacts': str(int(np.count_nonzero(state.contacts))),
             'received': str(self.received),
+            'imu_received': str(self.imu_received),
+            'imu_gaps': str(self.estimator.imu_gaps),
             'decimated': str(self.decimated),
             'rejected': str(self.rejected),
             'stale_stamps': str(self.estimator.skipped),

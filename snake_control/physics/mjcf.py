@@ -49,6 +49,11 @@ class PhysicsOptions:
     keeps it faster than real time on two cores.
     armature_kg_m2: the servo rotor's inertia reflected through its gearbox (about 8e-8 kg m^2 x 353.5^2
     for an XM430-W350). gravity_m_s2: set 0 to check kinematics without loads.
+    imu_link: the link carrying the IMU (gyro and accelerometer at its centre, its axes), negative from
+    the head (-1: the head, where a real snake carries its camera and IMU). The readings
+    (SnakeWorld.imu_reading) get white noise of the given standard deviation per reading and a constant
+    bias per axis: the defaults are a consumer MEMS part before calibration (a gyro bias of a few
+    tenths of a degree per second, 0.3 deg/s on z); the noise is drawn from imu_seed.
     """
 
     timestep_s: float = 0.002
@@ -60,6 +65,12 @@ class PhysicsOptions:
     gravity_m_s2: float = 9.81
     cone: str = 'pyramidal'
     impratio: float = 1.0
+    imu_link: int = -1
+    imu_gyro_noise_rad_s: float = 0.002
+    imu_gyro_bias_rad_s: tuple = (0.004, -0.003, 0.005)
+    imu_accel_noise_m_s2: float = 0.03
+    imu_accel_bias_m_s2: tuple = (0.05, -0.04, 0.03)
+    imu_seed: int = 0
 
     def validate(self) -> 'PhysicsOptions':
         for name in ('timestep_s', 'floor_friction', 'axial_friction', 'lateral_friction', 'position_p_gain',
@@ -74,6 +85,15 @@ class PhysicsOptions:
             raise ValueError(f"PhysicsOptions.cone must be 'pyramidal' or 'elliptic', got {self.cone!r}")
         if not (math.isfinite(self.impratio) and self.impratio >= 1.0):
             raise ValueError(f'PhysicsOptions.impratio must be >= 1, got {self.impratio!r}')
+        for name in ('imu_gyro_noise_rad_s', 'imu_accel_noise_m_s2'):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f'PhysicsOptions.{name} must be a finite number >= 0, got {value!r}')
+        for name in ('imu_gyro_bias_rad_s', 'imu_accel_bias_m_s2'):
+            value = getattr(self, name)
+            if len(value) != 3 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
+                raise ValueError(f'PhysicsOptions.{name} must be three finite numbers (x, y, z), '
+                                 f'got {value!r}')
         if not (math.isfinite(self.gravity_m_s2) and self.gravity_m_s2 >= 0):
             raise ValueError(f'PhysicsOptions.gravity_m_s2 must be >= 0, got {self.gravity_m_s2!r}')
         return self
@@ -103,6 +123,20 @@ def servo_gains(robot: Robot, options: PhysicsOptions | None = None) -> tuple[fl
     ticks_per_rad = TICKS_PER_TURN / (2.0 * math.pi)
     kp = servo.stall_torque_nm * (options.position_p_gain / 128.0) * ticks_per_rad / PWM_LIMIT
     return kp, servo.stall_torque_nm / servo.no_load_speed_rad_s
+
+
+IMU_SITE, IMU_GYRO, IMU_ACCEL = 'imu', 'imu_gyro', 'imu_accel'
+
+
+def imu_link_index(robot: Robot, options: PhysicsOptions | None = None) -> int:
+    """The link (0 = tail .. n_links - 1 = head) that carries the IMU: options.imu_link, negative
+    counting from the head (-1, the default, is the head)."""
+    k = (options or PhysicsOptions()).imu_link
+    index = k + robot.n_links if k < 0 else k
+    if not 0 <= index < robot.n_links:
+        raise ValueError(f'PhysicsOptions.imu_link {k} is not a link of {robot.name} '
+                         f'(0..{robot.n_links - 1}, or -1..-{robot.n_links} from the head)')
+    return index
 
 
 def link_name(k: int) -> str:
@@ -179,6 +213,7 @@ def build_mjcf(robot: Robot | str, options: PhysicsOptions | None = None) -> str
 
     height = robot.wheels.radius_m if planar else radius
     parent = world
+    imu_link = imu_link_index(robot, options)
     for k in range(n + 1):
         pos = (0.0, 0.0, height) if k == 0 else (length, 0.0, 0.0)  # centre to centre along x
         body = ET.SubElement(parent, 'body', name=link_name(k), pos=_f(*pos))
@@ -209,6 +244,9 @@ def build_mjcf(robot: Robot | str, options: PhysicsOptions | None = None) -> str
                           fromto=_f(-length / 2, 0, 0, length / 2, 0, 0),
                           rgba='.85 .45 .1 1' if k % 2 else '.2 .2 .25 1')
         ET.SubElement(body, 'site', name=f'{link_name(k)}_centre', size='0.005')
+        if k == imu_link:
+            # The IMU sits at the link centre, axes along the link frame (x toward the head).
+            ET.SubElement(body, 'site', name=IMU_SITE, size='0.004')
         parent = body
 
     if not planar:
@@ -217,6 +255,11 @@ def build_mjcf(robot: Robot | str, options: PhysicsOptions | None = None) -> str
             # Capsule-plane contacts put the first tangent along the capsule axis.
             ET.SubElement(contact, 'pair', geom1=link_name(k), geom2='floor', condim='3',
                           friction=_f(options.axial_friction, options.lateral_friction, 0.005, 1e-4, 1e-4))
+
+    sensors = ET.SubElement(root, 'sensor')
+    # Noise-free here: snake_control.physics.world.SnakeWorld adds the configured noise and bias.
+    ET.SubElement(sensors, 'gyro', name=IMU_GYRO, site=IMU_SITE)
+    ET.SubElement(sensors, 'accelerometer', name=IMU_ACCEL, site=IMU_SITE)
 
     actuators = ET.SubElement(root, 'actuator')
     for joint in robot.joints:

@@ -40,6 +40,7 @@ from snake_control.robot import Robot, load_robot
 
 MAX_CATCH_UP_S = 0.1
 TRUTH_PERIOD_S = 0.02
+IMU_PERIOD_S = 0.01          # the world's IMU is read every 10 ms of simulated time (100 Hz)
 TRUTH_ENV = 'SNAKE_PHYSICS_TRUTH'
 TRUTH_LINKS_ENV = 'SNAKE_PHYSICS_TRUTH_LINKS'
 
@@ -49,13 +50,14 @@ class MujocoPlant(Plant):
 
     Parameters: robot (Robot or name); ids: the servo IDs the bus emulates (each must be a joint of the
     robot; default all); world: an existing SnakeWorld of that robot (default a new one); truth_csv: a
-    path to write the ground-truth body pose to (see the module docstring), or None.
+    path to write the ground-truth body pose to (see the module docstring), or None; on_imu: called with
+    (simulated time s, gyro rad/s, accelerometer m/s^2) every IMU_PERIOD_S of simulated time, or None.
     """
 
     threaded = True          # mj_step releases the interpreter lock: the emulator steps it in its own thread
 
     def __init__(self, robot: Robot | str, ids=None, world: SnakeWorld | None = None, truth_csv=None,
-                 truth_links_csv=None):
+                 truth_links_csv=None, on_imu=None):
         self.robot = load_robot(robot) if isinstance(robot, str) else robot
         self.world = world or SnakeWorld(self.robot)
         by_id = {j.servo_id: k for k, j in enumerate(self.robot.joints)}
@@ -90,6 +92,10 @@ class MujocoPlant(Plant):
         self._tracker = None
         self._links_path = truth_links_csv
         self._links_file = None
+        # on_imu(sim_time_s, gyro_rad_s, accel_m_s2): the world's IMU reading every IMU_PERIOD_S of
+        # simulated time (SnakeWorld.imu_reading), for whatever carries it on (a ROS publisher).
+        self.on_imu = on_imu
+        self._imu_next_s = 0.0
 
     # --- Plant interface ---------------------------------------------------------------------------
 
@@ -112,6 +118,7 @@ class MujocoPlant(Plant):
             self.world.reset(self._initial)
             self._setpoint[:] = self._initial
             self._setpoint_vel[:] = 0.0
+            self._imu_next_s = 0.0
             self._started = True
             self._open_truth()
         on = self._on.copy()
@@ -133,6 +140,13 @@ class MujocoPlant(Plant):
             self._profile(target, steps * self.world.timestep_s, on)
             self.world.set_goals(self._setpoint)
             self.world.step(steps)
+            if self.on_imu is not None and self.world.time_s >= self._imu_next_s - 1e-9:
+                # Keep the 100 Hz cadence when ticks do not divide the period (a tick that fell behind by a
+                # whole period restarts it instead of bursting).
+                self._imu_next_s += IMU_PERIOD_S
+                if self._imu_next_s <= self.world.time_s:
+                    self._imu_next_s = self.world.time_s + IMU_PERIOD_S
+                self.on_imu(self.world.time_s, *self.world.imu_reading())
             if (self._truth_file is not None or self._links_file is not None) and \
                     self.world.time_s >= self._truth_next_s - 1e-9:
                 self._write_truth()

@@ -22,8 +22,9 @@ import mujoco
 import numpy as np
 
 from snake_control.kinematics.chain import chain_frames
-from snake_control.physics.mjcf import (PhysicsOptions, actuator_name, build_mjcf, link_name,
-                                        resting_height_m)
+from snake_control.kinematics.lie import so3_log
+from snake_control.physics.mjcf import (IMU_ACCEL, IMU_GYRO, PhysicsOptions, actuator_name, build_mjcf,
+                                        imu_link_index, link_name, resting_height_m)
 from snake_control.robot import Robot, load_robot
 
 
@@ -57,6 +58,12 @@ class SnakeWorld:
         base = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, 'base')
         self._base_q = m.jnt_qposadr[base]
         self._lower, self._upper = self.robot.lower_rad, self.robot.upper_rad
+        self.imu_link = imu_link_index(self.robot, self.options)
+        gyro = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, IMU_GYRO)
+        accel = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, IMU_ACCEL)
+        self._gyro_adr = int(m.sensor_adr[gyro])
+        self._accel_adr = int(m.sensor_adr[accel])
+        self._imu_rng = np.random.default_rng(self.options.imu_seed)
         self.reset()
 
     # --- state ---------------------------------------------------------------------------------
@@ -131,6 +138,9 @@ class SnakeWorld:
         q[self._qadr] = angles
         self.data.ctrl[self._act] = angles
         mujoco.mj_forward(self.model, self.data)
+        self._imu_rot = self._imu_link_rotation()
+        self._imu_accel = np.zeros(3)
+        self._imu_count = 0
 
     def random_angles(self, seed: int, spread_rad: float = 0.3) -> np.ndarray:
         """(n_joints,) joint angles drawn uniformly within +-spread_rad of zero (and the limits) from seed.
@@ -162,7 +172,13 @@ class SnakeWorld:
         """Advance the physics by n timesteps."""
         if n < 1:
             raise ValueError(f'n must be a positive number of steps, got {n}')
-        mujoco.mj_step(self.model, self.data, nstep=int(n))
+        # One step at a time, so the accelerometer reading is the mean over every physics step, as an
+        # IMU filters between the samples it outputs (a sampled accelerometer would alias the gait).
+        model, data, sensors, accel = self.model, self.data, self.data.sensordata, self._accel_adr
+        for _ in range(int(n)):
+            mujoco.mj_step(model, data)
+            self._imu_accel += sensors[accel:accel + 3]
+        self._imu_count += int(n)
 
     def run(self, duration_s: float) -> None:
         """Advance by duration_s of simulated time (rounded to whole timesteps), goals held."""
@@ -171,6 +187,40 @@ class SnakeWorld:
             self.step(steps)
 
     # --- measurements --------------------------------------------------------------------------
+
+    def imu_reading(self) -> tuple[np.ndarray, np.ndarray]:
+        """(gyro rad/s, accelerometer m/s^2), each (3,) in the IMU link's frame, over the physics steps
+        since the last reading, with the configured bias and noise (PhysicsOptions.imu_*).
+
+        The gyro is a delta-angle IMU's: the rotation the link turned since the last reading over the
+        time, log(R_last^T R_now) / dt. Integrated, it gives back the world's own link pose. (MuJoCo's
+        gyro sensor does not: the world integrates each joint on its own, and that product departs from
+        the body's angular velocity by the joints' commutator, about 1 degree of yaw in 10 s of rolling.)
+
+        The accelerometer gives specific force: at rest on flat ground it reads +g along the link's up
+        axis. mj_step computes sensors at the start of each step, so the average lags by one timestep.
+        """
+        rot = self._imu_link_rotation()
+        if self._imu_count:
+            mean = np.concatenate([so3_log(self._imu_rot.T @ rot) / (self._imu_count * self.timestep_s),
+                                   self._imu_accel / self._imu_count])
+        else:
+            # No step since the last reading (just reset): the sensors at the present state.
+            mujoco.mj_forward(self.model, self.data)
+            mujoco.mj_rnePostConstraint(self.model, self.data)
+            s = self.data.sensordata
+            mean = np.concatenate([s[self._gyro_adr:self._gyro_adr + 3], s[self._accel_adr:self._accel_adr + 3]])
+        self._imu_rot = rot
+        self._imu_accel = np.zeros(3)
+        self._imu_count = 0
+        o = self.options
+        gyro = mean[:3] + np.asarray(o.imu_gyro_bias_rad_s) + o.imu_gyro_noise_rad_s * self._imu_rng.standard_normal(3)
+        accel = mean[3:] + np.asarray(o.imu_accel_bias_m_s2) + o.imu_accel_noise_m_s2 * self._imu_rng.standard_normal(3)
+        return gyro, accel
+
+    def _imu_link_rotation(self) -> np.ndarray:
+        # xmat as the last step left it (its start): the gyro lags by one timestep, like the accelerometer.
+        return self.data.xmat[self._bodies[self.imu_link]].reshape(3, 3).copy()
 
     def joint_positions_rad(self) -> np.ndarray:
         """(n_joints,) joint angles, YAML order."""

@@ -1,0 +1,87 @@
+"""Gait switches (issue 14 item 4): the heading through a blend from serpentine into AEH-sidewinding in
+MuJoCo, measured against the truth.
+
+The blend turns a flat body into a 3D tread in 1.5 s. Without the IMU the ground-plane attitude is lost
+on the way (the hull of module centres is a biased floor while the body rests on the ends of tilted
+modules: the roll error reaches 90 degrees, the heading 35), which is the ~70 degree jump the issue
+reported from the graph. With the IMU the attitude comes from gravity and the gyro, and the contacts
+only give the translation.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from snake_control.estimation.estimator import Estimator
+from snake_control.gaits.scheduler import GaitScheduler
+from snake_control.kinematics.lie import so3_log
+from snake_control.physics import SnakeWorld
+from snake_control.physics.mjcf import matching_axial_weight
+from snake_control.robot import load_robot
+from snake_control.validation import runs as V
+
+SWITCH_S = 4.0          # into the recording (after the 3 s warm-up of serpentine)
+
+
+def _switching_goals(robot, first, first_command, second, second_command, switch_at_s):
+    """goal_fn(t) of the scheduler the gait node runs, selecting `second` at switch_at_s (a blend)."""
+    scheduler = GaitScheduler(robot, first, {}, initial_positions_rad=np.zeros(robot.n_joints))
+    scheduler.set_command(*first_command)
+    state = {'t': 0.0, 'q': scheduler.step(1e-9).positions_rad, 'switched': False}
+
+    def goal(t):
+        if not state['switched'] and t >= switch_at_s:
+            scheduler.select(second)
+            scheduler.set_command(*second_command)
+            state['switched'] = True
+        if t > state['t']:
+            state['t'], state['q'] = t, scheduler.step(t - state['t']).positions_rad
+        return state['q']
+
+    return goal
+
+
+@pytest.fixture(scope='module')
+def blend():
+    robot = load_robot('pitch_yaw_32')
+    goal = _switching_goals(robot, 'serpentine', (0.25, 0.0, 0.0), 'aeh_sidewinding', (0.0, 0.15, 0.0),
+                            V.WARMUP_S + SWITCH_S)
+    return V.simulate(SnakeWorld(robot), goal, 10.0, warmup_s=V.WARMUP_S)
+
+
+def heading_errors_deg(rec, imu: bool) -> np.ndarray:
+    """(T,) the estimate's heading error about the vertical (deg): the z part of the rotation error
+    log(R_est R_true^T) of the virtual chassis, defined however the chassis is tilted."""
+    truth = V.true_body_poses(rec.robot, rec.link_poses)
+    est = Estimator(rec.robot, initial_pose=truth[0], axial_weight=matching_axial_weight(), imu_link=rec.imu_link)
+    if imu:
+        for k, (gyro, accel) in enumerate(zip(rec.still_gyro_rad_s, rec.still_accel_m_s2)):
+            est.update_imu((k - len(rec.still_gyro_rad_s)) * 0.01, gyro, accel)
+    out = np.empty(len(rec.times_s))
+    for k, t in enumerate(rec.times_s):
+        if imu:
+            est.update_imu(t, rec.gyro_rad_s[k], rec.accel_m_s2[k])
+        pose = est.update(t, rec.positions_rad[k]).pose
+        out[k] = math.degrees(so3_log(pose[:3, :3] @ truth[k, :3, :3].T)[2])
+    return out
+
+
+@pytest.mark.slow
+def test_no_heading_jump_through_a_blend_with_the_imu(blend):
+    err = heading_errors_deg(blend, imu=True)
+    during = (blend.times_s > SWITCH_S - 0.5) & (blend.times_s < SWITCH_S + 2.5)
+    print(f'with the IMU: max |heading error| {np.abs(err).max():.2f} deg, through the blend '
+          f'{np.abs(err[during]).max():.2f}, largest step {np.abs(np.diff(err)).max():.2f}')
+    assert np.abs(err).max() < 1.0
+    assert np.abs(np.diff(err)).max() < 0.5
+    # The blend did happen: the body's shape changed from flat to a tread (modules lifted off the floor).
+    assert blend.contacts[blend.times_s < SWITCH_S].mean() > 0.9 > blend.contacts[-100:].mean()
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason='without an IMU the ground-plane attitude is lost in the blend '
+                                       '(issue 14 item 4, left open)')
+def test_no_heading_jump_through_a_blend_without_the_imu(blend):
+    err = heading_errors_deg(blend, imu=False)
+    print(f'without the IMU: max |heading error| {np.abs(err).max():.2f} deg')
+    assert np.abs(err).max() < 5.0
