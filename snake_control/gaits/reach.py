@@ -19,7 +19,7 @@ Example:
     >>> from snake_control.robot import load_robot
     >>> m = cmd_vel_meaning(load_robot('pitch_yaw_32'), 'turn_in_place')
     >>> m.follows, round(m.max_speed, 2), m.speed_unit
-    (('angular.z',), 0.36, 'rad/s')
+    (('angular.z',), 0.31, 'rad/s')
 """
 from __future__ import annotations
 

@@ -8,8 +8,9 @@ Measured (achieved_motion, pure numpy) from the recorded link poses:
 - the window: whole gait cycles where the run holds one or more (the gait's phase at the end equals its
   phase at the start, modulo 2 pi, so the body wave's wiggle cancels), else the whole run;
 - yaw rate = (theta_end - theta_start) / T; the centroid's displacement d over the window, stretched from
-  the chord to the arc of the turn (factor (dtheta/2) / sin(dtheta/2)) and split along the x (forward)
-  and y (left) of the window's mean heading: forward and lateral speed = those / T;
+  the chord to the length of the path (the turn times the centroid's mean distance from the centre of
+  the turn, as the stride model measures a cycle) and split along the x (forward) and y (left) of the
+  window's mean heading: forward and lateral speed = those / T;
 - heading drift (deg/m) = |dtheta| / |d|, judged when no turn is commanded; translation per radian
   (m/rad) = |d| / |dtheta|, judged for turning on the spot.
 
@@ -22,9 +23,9 @@ pyramidal one propels bodies that Coulomb friction would not, docs/physics.md).
 
 Example:
     >>> from snake_control.robot import load_robot
-    >>> r = run_command(load_robot('wheeled_8'), 'wheeled_undulation', (0.1, 0.0, 0.0), duration_s=6.0)
-    >>> abs(r.achieved.forward_m_s - 0.1) < 0.01, misses(r) == []
-    (True, True)
+    >>> r = run_command(load_robot('wheeled_8'), 'wheeled_undulation', (0.15, 0.0, 0.0), duration_s=6.0)
+    >>> r.achieved.cycles, abs(r.achieved.forward_m_s - 0.15) < 0.015, misses(r) == []   # one 5.5 s cycle
+    (1, True, True)
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from snake_control.teleop.command_filter import CommandLimits
 from snake_control.validation import runs as V
 
 PI = math.pi
+_STRAIGHT_RAD = 0.05    # a window turning less is measured along its chord (no centre to speak of)
 
 
 @dataclass(frozen=True)
@@ -131,8 +133,19 @@ def achieved_motion(times_s: np.ndarray, link_poses: np.ndarray, phases_rad: np.
         raise ValueError('the run must last longer than one sample')
     turn = float(heading[i1] - heading[i0])
     d = centroid[i1] - centroid[i0]
-    half = 0.5 * turn
-    stretch = half / math.sin(half) if abs(half) > 1e-6 else 1.0      # chord -> arc of the turn
+    chord = float(np.linalg.norm(d))
+    stretch = 1.0
+    if abs(turn) > _STRAIGHT_RAD and chord > 0:
+        # The path's length is the turn times the centroid's mean distance from the turn's centre, the
+        # fixed point z of the window's rigid motion (R z + t = z): the centroid at one phase can sit
+        # inside or outside its mean path by the wave's wiggle, so the chord alone would make left and
+        # right turns differ (the stride model uses the same mean distance, gaits/stride.py).
+        c, s_ = math.cos(turn), math.sin(turn)
+        rot = np.array([[c, -s_], [s_, c]])
+        t = centroid[i1] - rot @ centroid[i0]
+        z = np.linalg.solve(np.eye(2) - rot, t)
+        radius = float(np.mean(np.linalg.norm(centroid[i0:i1 + 1] - z, axis=1)))
+        stretch = radius * abs(turn) / chord
     # The mean body axis over the window: over whole cycles the wave's swing of the axis cancels (the
     # axis at one phase can point well off the direction of travel), and a steady turn averages to its
     # middle.
@@ -242,7 +255,8 @@ def acceptance_commands(robot: Robot, gait: str) -> list[tuple]:
     and a right turn at the higher speed (turn_in_place: two rates left, the higher one right).
 
     Speeds: the higher is 0.6 of the gait's joint-velocity reach (gaits.reach), at most the gait node's
-    default clamp (0.15 m/s forward, 0.1 m/s sideways, 0.8 rad/s); the lower half of it. Turns: at the
+    default clamp (0.15 m/s forward, 0.1 m/s sideways, 0.8 rad/s); the lower 0.6 of it (a gait cycle
+    short enough to measure whole in a bounded run). Turns: at the
     higher speed v, angular.z = v x kappa, kappa half the path curvature the stride model reaches on
     passive wheels, else one turn radius of a body length (1 / body length), a turn a user would ask for.
     """
@@ -251,7 +265,7 @@ def acceptance_commands(robot: Robot, gait: str) -> list[tuple]:
         return []
     clamp = {'linear.x': 0.15, 'linear.y': 0.1, 'angular.z': 0.8}[m.drive]
     hi = float(f'{min(0.6 * m.max_speed, clamp):.2g}')
-    lo = float(f'{0.5 * hi:.2g}')
+    lo = float(f'{0.6 * hi:.2g}')
     slot = ('linear.x', 'linear.y', 'angular.z').index(m.drive)
 
     def cmd(v, wz=0.0):
