@@ -5,8 +5,9 @@ cmd_vel acceptance table) uses the elliptic one, the Coulomb cone (docs/physics.
 cycle (6 to 8 s: shortened to keep the bench short) at the acceptance table's higher speed after a 3 s
 warm-up, through the gait
 controller, on each cone; printed: forward, left (m/s) and yaw rate (rad/s) on each, the largest
-difference against the acceptance tolerance (10 % of the command for speed, 0.05 m/rad for turning on
-the spot, 15 % or 0.03 rad/s for yaw), and the wall time of each run. WARN where the cones disagree beyond the tolerance.
+difference against the acceptance tolerance (10 % of the command for speed, 0.05 m/rad for turning
+on the spot, 15 % or 0.03 rad/s for yaw), and the wall time of each run. WARN where the cones
+disagree beyond the tolerance.
 """
 import time
 

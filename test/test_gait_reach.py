@@ -99,6 +99,13 @@ def test_the_turning_offset_is_held_inside_the_joint_limits():
     assert 'the joint limits clamp the shape' in m.outside_text()
 
 
+def test_gait_list_states_cmd_vel(capsys):
+    assert main(['gait', '--list']) == 0
+    text = capsys.readouterr().out
+    assert 'cmd_vel: follows linear.y; ignores linear.x, angular.z' in text          # rolling
+    assert 'cmd_vel: follows linear.x, angular.z; ignores linear.y' in text          # serpentine
+
+
 def test_gait_list_with_a_robot_states_cmd_vel(capsys):
     assert main(['gait', '--list', '--robot', 'wheeled_8']) == 0
     text = capsys.readouterr().out

@@ -127,6 +127,11 @@ def list_text(robot=None) -> str:
             row = rows[name]
             lines.append(f'    cmd_vel on {robot.name}: follows {row.follows}; reach {row.reach}')
             lines.append(f'    beyond the reach: {row.outside}')
+        elif robot is None and spec.drive:
+            follows = [drive] + (['angular.z'] if spec.turn_param and spec.drive != 'turn' else [])
+            ignored = [a for a in ('linear.x', 'linear.y', 'angular.z') if a not in follows]
+            lines.append(f'    cmd_vel: follows {", ".join(follows)}; ignores {", ".join(ignored)}; its reach on a '
+                         'robot: snake gait --list --robot R')
         for p in spec.params:
             default = p.describe_default()
             if robot is not None and callable(p.default):
