@@ -328,6 +328,10 @@ def format_rows(results: list[CommandResult], accept: Acceptance = ACCEPTANCE) -
                          f'{"":>6} {"":>3} {"":>9}  {verdict}')
             continue
         a = r.achieved
+        if a.cycles == 0:
+            # Ends at different phases of the wave: the body axis swings with it, so drift and yaw rate
+            # carry the swing (speeds less so).
+            verdict += ' (less than one gait cycle measured)'
         got = f'{a.forward_m_s:+.3f}, {a.lateral_m_s:+.3f}, {a.yaw_rate_rad_s:+.3f}'
         drive = c[0] or c[1]
         speed = (a.forward_m_s if c[0] else a.lateral_m_s)
