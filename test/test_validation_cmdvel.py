@@ -169,3 +169,19 @@ def test_validate_refuses_bad_input_naming_it(tmp_path, capsys):
     assert '--speed must be a finite number' in capsys.readouterr().err
     assert cli.main(['validate', '--gait', 'lateral_undulation', '--speed', '0.1']) == 2
     assert '--robot is needed' in capsys.readouterr().err
+
+
+def test_the_bench_table_covers_every_robot_and_gait_and_keeps_its_budget(monkeypatch, capsys):
+    from bench import bench_cmdvel as B
+    robots = [load_robot('wheeled_8'), load_robot('pitch_yaw_32')]
+    planned = B.plan(robots)
+    gaits = {(r.name, g) for _, r, g, _ in planned}
+    assert gaits == {(r.name, g) for r in robots for g in C.locomotion_gaits(r)}
+    assert [p for p, *_ in planned] == sorted(p for p, *_ in planned)        # first pass first
+    first = [c for p, r, g, c in planned if p == 0 and g == 'serpentine']
+    assert first == [(0.15, 0.0, 0.0), (0.15, 0.0, 0.065)]                   # higher speed, left turn
+    monkeypatch.setattr(B, 'BUDGET_S', 0.0)           # no time at all: every row listed, none run
+    B.main()
+    out = capsys.readouterr().out
+    assert 'WARN not run: over the 0 s budget' in out
+    assert '0 of 79 rows within the acceptance (0 runs' in out
