@@ -26,6 +26,7 @@ COMMANDS = {
     'odometry': 'odometry',
     'connection-plot': 'connection_plot',
     'validate': 'validate',
+    'calibrate': 'calibrate',
     'bringup': 'bringup',
     'render': 'render',
 }

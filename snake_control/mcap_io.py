@@ -102,6 +102,24 @@ def offered_qos_profiles(reliability: str = 'reliable', durability: str = 'volat
     return yaml.safe_dump([profile], sort_keys=False)
 
 
+# rosbag2's MCAP reader (rosbag2_storage_mcap's read_metadata, then rosbag2_storage's qos.cpp) decodes a
+# channel's offered_qos_profiles by the bag's metadata version: policies as rmw integers up to version 8, as
+# names ('reliable', 'transient_local') from version 9, Jazzy's. A file holding a metadata record named
+# 'rosbag2' without 'serialized_metadata' is read as version 8, as the files of Humble's MCAP plugin were;
+# a file without that record gets the reader's own version, so a Jazzy reader would read our integers as
+# 'unknown' policies. Integers plus this record are what both Humble and Jazzy read alike (names would
+# fail on Humble), so every file written here starts with it.
+ROSBAG2_METADATA_NAME = 'rosbag2'
+ROS_DISTRO = 'jazzy'            # the rclpy wheels the package pins
+
+
+def start_ros2_file(writer, library: str) -> None:
+    """Start an mcap.writer.Writer as a ROS 2 file that rosbag2 reads: the ros2 profile, then the
+    'rosbag2' metadata record (see above)."""
+    writer.start(profile='ros2', library=library)
+    writer.add_metadata(ROSBAG2_METADATA_NAME, {'ROS_DISTRO': ROS_DISTRO})
+
+
 # ---------------------------------------------------------------------------------------------- schemas
 
 def _share_dirs(package: str) -> list[Path]:
@@ -177,7 +195,7 @@ class RawWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, 'wb')
         self._writer = Writer(self._file, compression=CompressionType.ZSTD)
-        self._writer.start(profile='ros2', library=library)
+        start_ros2_file(self._writer, library)
         self._schemas: dict[str, int] = {}
         self._channels: dict[str, int] = {}
         self.counts: dict[str, int] = {}
@@ -277,7 +295,7 @@ def add_messages(path: str | Path, topic: str, datatype: str, definition: str, m
         reader = make_reader(f_in)
         header = reader.get_header()
         writer = Writer(f_out, compression=CompressionType.ZSTD)
-        writer.start(profile=header.profile or 'ros2', library=header.library or 'snake_control')
+        start_ros2_file(writer, header.library or 'snake_control')
         schemas, channels, counts = {}, {}, {}
 
         def channel_for(schema, channel):
@@ -326,7 +344,7 @@ def merge_recordings(parts: list[tuple[str, Path]], out_path: str | Path) -> dic
     counts: dict[str, int] = {}
     with open(out_path, 'wb') as f_out:
         writer = Writer(f_out, compression=CompressionType.ZSTD)
-        writer.start(profile='ros2', library='snake_control demo')
+        start_ros2_file(writer, 'snake_control demo')
         schemas, channels = {}, {}
         for robot, path in parts:
             prefix = f'/{robot}'

@@ -46,8 +46,9 @@ def shipped_dir(kind: str) -> Path:
 
 
 def shipped_names(kind: str) -> list[str]:
-    """Names (file stems) of the YAML files shipped in config/<kind>."""
-    return sorted(p.stem for p in shipped_dir(kind).glob('*.yaml'))
+    """Names (file stems) of the YAML files shipped in config/<kind>; a robot's gait calibration
+    (<robot>.calibration.yaml, beside it) is not one of them."""
+    return sorted(p.stem for p in shipped_dir(kind).glob('*.yaml') if not p.name.endswith('.calibration.yaml'))
 
 
 def resolve_shipped(kind: str, name_or_path: str | Path) -> Path:

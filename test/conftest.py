@@ -9,6 +9,9 @@ if 'ROS_DOMAIN_ID' not in os.environ or os.environ.get('SNAKE_TEST_RANDOM_DOMAIN
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 os.environ.setdefault('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp')
 os.environ.setdefault('MPLBACKEND', 'Agg')
+# Offscreen GL as `snake render` and `snake demo` choose it, before any test imports mujoco (which picks
+# its backend once, at import).
+os.environ.setdefault('MUJOCO_GL', 'egl')
 
 # CI runs hypothesis derandomized, so a red CI is reproducible and never a dice roll; developers'
 # runs explore new examples each time.

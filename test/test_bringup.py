@@ -99,8 +99,8 @@ def test_ctrl_c_turns_torque_off_before_the_bus_stops():
     import time
 
     proc = subprocess.Popen([sys.executable, '-m', 'snake_control.cli', 'bringup', '--robot', 'kinematic_snake_3',
-                             '--bus', 'sim'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                             '--bus', 'sim'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = []
     try:
         deadline = time.monotonic() + 60
@@ -137,7 +137,7 @@ def test_bringup_starts_one_emulated_bus_per_bus_of_the_robot(tmp_path):
     path = tmp_path / 'wheeled_8_two_buses.yaml'
     path.write_text(yaml.safe_dump(data))
     proc = subprocess.run([sys.executable, '-m', 'snake_control.cli', 'bringup', '--robot', str(path), '--bus', 'sim',
-                           '--duration', '4'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           '--duration', '4'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=120)
     text = proc.stdout
     assert proc.returncode == 0, text[-3000:]

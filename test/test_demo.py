@@ -104,6 +104,12 @@ def test_quick_demo_end_to_end(tmp_path):
     assert topics.get('/wheeled_8/odom', 0) > 20
     assert '/wheeled_8/diagnostics' in topics and '/diagnostics' not in topics
     assert not (tmp_path / 'demo_parts').exists()
+    # The session's video: the recorded joint_states replayed in MuJoCo, moving, at twice real time.
+    import imageio.v3 as iio
+    assert summ.video == str(tmp_path / 'demo_wheeled_8.mp4')
+    frames = iio.imread(summ.video, index=None).astype(float)
+    assert len(frames) > 0.8 * 8.0 / 2.0 * 15.0                   # > 8 s of joint_states at x2, 15 fps
+    assert frames[-1].std() > 10.0 and np.abs(frames[-1] - frames[0]).mean() > 2.0
 
 
 def test_truth_jumps_drop_isolated_and_lasting_jumps_only():

@@ -320,3 +320,51 @@ def test_start_pose_needs_steady_plausible_samples():
     sp.reset()
     assert 'outside' in sp.offer(np.full(3, 1.5), 0.05)[1]
     assert 'finite' in sp.offer(np.full(3, np.nan), 0.06)[1]
+
+
+def test_closed_loop_trims_from_odom_and_switches_off():
+    """A fake estimator publishes odom of a body doing 60 % of the speed the gait node's calibration
+    predicts: the node's loop raises the drive gain (gait/state trim_speed_gain); closed_loop false
+    (ros2 param set) switches it off and drops the trim."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from nav_msgs.msg import Odometry
+    from rclpy.parameter import Parameter
+
+    from rosutil import RosHarness, wait_until
+    from snake_control.nodes.gait_node import GaitNode
+
+    h = RosHarness()
+    node = h.add(GaitNode(context=h.context, parameter_overrides=[
+        Parameter('robot', value='pitch_yaw_32'), Parameter('start_from_joint_states', value=False),
+        Parameter('state_rate_hz', value=20.0), Parameter('closed_loop_time_constant_cycles', value=0.5)]))
+    try:
+        states = h.record(DiagnosticStatus, 'gait/state')
+        cmd, _, _ = _publishers(h)
+        odom = h.publisher(Odometry, 'odom')
+        h.wait_for_subscribers(cmd)
+        h.wait_for_subscribers(odom)
+        assert wait_until(lambda: states)
+        st = _state(states)
+        assert st['mapping'] == 'calibration' and st['closed_loop'] == 'waiting'
+        x, last = 0.0, time.monotonic()
+
+        def drive():
+            nonlocal x, last
+            now = time.monotonic()
+            cmd.publish(twist(0.15))
+            modelled = float(_state(states).get('modelled_speed_m_s', 0.0))
+            x += 0.6 * modelled * (now - last)
+            last = now
+            msg = Odometry()
+            msg.pose.pose.position.x = x
+            msg.pose.pose.orientation.w = 1.0
+            odom.publish(msg)
+            return float(_state(states)['trim_speed_gain']) > 1.15
+
+        assert wait_until(drive, timeout_s=30.0, period_s=0.02), _state(states)
+        assert _state(states)['closed_loop'] in ('tracking', 'at limit')
+        node.set_parameters([Parameter('closed_loop', value=False)])
+        assert wait_until(lambda: _state(states)['closed_loop'] == 'off'
+                          and float(_state(states)['trim_speed_gain']) == 1.0)
+    finally:
+        h.close()

@@ -26,7 +26,7 @@ def settle(scheduler, seconds=12.0, dt=0.01):
 @pytest.mark.parametrize('gait', ['serpentine', 'sidewinding', 'turn_in_place'])
 def test_a_command_beyond_the_reach_is_capped_at_the_stated_top_speed(gait):
     robot = load_robot('pitch_yaw_32')
-    m = reach.cmd_vel_meaning(robot, gait)
+    m = reach.cmd_vel_meaning(robot, gait, calibration=None)       # the stride parameter's mapping
     scheduler = GaitScheduler(robot, gait)
     slot = ('linear.x', 'linear.y', 'angular.z').index(m.drive)
     command = [0.0, 0.0, 0.0]
@@ -48,11 +48,31 @@ def test_a_command_beyond_the_reach_is_capped_at_the_stated_top_speed(gait):
 
 def test_a_command_within_the_reach_is_followed_at_its_rate():
     robot = load_robot('pitch_yaw_32')
-    m = reach.cmd_vel_meaning(robot, 'serpentine')
+    m = reach.cmd_vel_meaning(robot, 'serpentine', calibration=None)
     scheduler = GaitScheduler(robot, 'serpentine')
     scheduler.set_command(0.5 * m.max_speed, 0.0, 0.0)
     state = settle(scheduler)
     assert state.phase_rate_rad_s == pytest.approx(0.5 * m.max_phase_rate_rad_s, rel=1e-6)
+
+
+def test_a_calibrated_gait_states_the_calibration_s_reach():
+    from snake_control.gaits.calibration import find_calibration
+    robot = load_robot('pitch_yaw_32')
+    calibration = find_calibration(robot)
+    m = reach.cmd_vel_meaning(robot, 'serpentine')                  # the file the gait node loads
+    assert m.mapping == 'calibration' and m.modelled and m.follows == ('linear.x', 'angular.z')
+    lo, hi = m.curvature_range_rad_m
+    assert lo < 0 < hi
+    scheduler = GaitScheduler(robot, 'serpentine', calibration=calibration)
+    scheduler.set_command(0.9 * m.max_speed, 0.0, 0.0)
+    scheduler.step(0.01)
+    assert scheduler.state().reachable
+    scheduler.set_command(1.2 * m.max_speed, 0.0, 0.0)
+    scheduler.step(0.01)
+    assert not scheduler.state().reachable
+    scheduler.set_command(0.1, 0.0, 1.2 * hi * 0.1)                 # tighter than the measured turns
+    scheduler.step(0.01)
+    assert not scheduler.state().reachable
 
 
 def test_passive_wheels_turn_up_to_the_stated_curvature_and_no_further():

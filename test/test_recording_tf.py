@@ -123,6 +123,12 @@ def test_recorder_writes_tf_from_the_message_definition_and_qos_metadata(tmp_pat
     assert yaml.safe_load(channels['/snake/robot_description'].metadata['offered_qos_profiles'])[0][
         'durability'] == 1      # transient local: replayed latched
     assert summary.schemas[channels['/tf'].schema_id].name == 'tf2_msgs/msg/TFMessage'
+    # As rosbag2 decodes them (test_rosbag2_qos): every channel replays with a known policy, the URDF latched.
+    from test_rosbag2_qos import rosbag2_read_qos
+    qos = rosbag2_read_qos(out)
+    assert qos['/snake/robot_description'][0]['durability'] == 'transient_local'
+    assert all(p['reliability'] in ('reliable', 'best_effort') and p['durability'] in ('volatile', 'transient_local')
+               for profiles in qos.values() for p in profiles), qos
     tf = read_tf(out)
     links = [(p, c) for _, _, p, c, _ in tf if c != 'link_0']
     assert len(links) >= 5 * robot.n_joints

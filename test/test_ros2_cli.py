@@ -94,7 +94,9 @@ def gait_state(ws: Path, ns: str = 'snake') -> dict:
 
 def driver_heard_estop(ws: Path, ns: str = 'snake') -> bool:
     """Whether the driver's bus status on /diagnostics names the e-stop as a reason (it holds or is off)."""
-    out = run(ws, 'ros2 topic echo --once /diagnostics diagnostic_msgs/msg/DiagnosticArray', timeout_s=30).stdout
+    # The estimator publishes /diagnostics too: take the first message that carries the driver's bus.
+    out = run(ws, 'ros2 topic echo --once --filter "any(s.name.startswith(\'driver_node: bus\') for s in m.status)" '
+                  '/diagnostics diagnostic_msgs/msg/DiagnosticArray', timeout_s=30).stdout
     at = out.find('driver_node: bus')
     return at >= 0 and 'estop' in out[at:at + 400]
 
@@ -148,7 +150,7 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
         assert 'Setting parameter failed' in infeasible.stdout + infeasible.stderr, infeasible.stdout
 
         # The README's e-stop: `ros2 topic pub` offers a volatile publisher; the gait node must hear it.
-        out = run(ws, 'ros2 topic pub -t 5 -r 10 -w 2 /snake/estop std_msgs/Bool "data: true"', timeout_s=30)
+        out = run(ws, 'ros2 topic pub -t 20 -r 10 -w 2 /snake/estop std_msgs/Bool "data: true"', timeout_s=30)
         assert out.returncode == 0, out.stdout + out.stderr
         poll(lambda: gait_state(ws).get('estop') == 'true', what='estop from ros2 topic pub')
         poll(lambda: driver_heard_estop(ws), what='the driver holding for the estop from ros2 topic pub')

@@ -91,8 +91,12 @@ def test_acceptance_commands_stay_within_the_reach_and_the_node_clamp():
     assert [c[0] for c in commands] == [0.09, 0.15, 0.15, 0.15]
     assert commands[2][2] == -commands[3][2] > 0
     assert commands[2][2] / 0.15 <= m.curvature_max_rad_m
-    spin = C.acceptance_commands(load_robot('pitch_yaw_32'), 'turn_in_place')
-    assert [c[2] for c in spin] == [0.11, 0.18, -0.18] and all(c[:2] == (0, 0) for c in spin)
+    robot = load_robot('pitch_yaw_32')
+    spin = C.acceptance_commands(robot, 'turn_in_place')
+    top = C.cmd_vel_meaning(robot, 'turn_in_place').max_speed            # rad/s, from the calibration
+    hi = spin[1][2]
+    assert hi == pytest.approx(0.6 * top, rel=0.05) and spin[0][2] == pytest.approx(0.6 * hi, rel=0.05)
+    assert spin[2][2] == -hi and all(c[:2] == (0, 0) for c in spin)
 
 
 @pytest.fixture(scope='module')
@@ -179,7 +183,8 @@ def test_the_bench_table_covers_every_robot_and_gait_and_keeps_its_budget(monkey
     assert gaits == {(r.name, g) for r in robots for g in C.locomotion_gaits(r)}
     assert [p for p, *_ in planned] == sorted(p for p, *_ in planned)        # first pass first
     first = [c for p, r, g, c in planned if p == 0 and g == 'serpentine']
-    assert first == [(0.15, 0.0, 0.0), (0.15, 0.0, 0.065)]                   # higher speed, left turn
+    higher, left = C.acceptance_commands(robots[1], 'serpentine')[1:3]
+    assert first == [higher, left] and higher[0] == 0.15 and left[2] > 0    # higher speed, left turn
     monkeypatch.setattr(B, 'BUDGET_S', 0.0)           # no time at all: every row listed, none run
     B.main()
     out = capsys.readouterr().out

@@ -7,7 +7,8 @@ are instantiated here and spun by one events executor (snake_control.nodes.runne
 packages (robot_state_publisher, joy_node, rviz2) are left out; the URDF is published on
 robot_description (transient-local) so RViz or Foxglove on another machine can show the model. With
 bus='sim' the emulated servo bus runs as a child process too and the driver opens its pseudo-terminal.
-A scripted teleop session replaces the gamepad; a recorder writes every topic to MCAP.
+A scripted teleop session or the keyboard (snake_control.teleop.keyboard) replaces the gamepad; a
+recorder writes every topic to MCAP.
 
 Per-node parameters go in through a generated parameters file and the namespace through a `__ns`
 remapping, both global arguments of the rclpy context: this works for every node class, whatever its
@@ -89,6 +90,9 @@ class BringupResult:
     stop_reason: str = ''
     message_counts: dict = field(default_factory=dict)
     joy_sent: int = 0
+    odom_distance_m: float = 0.0                   # length of the estimated path (sampled, see BringupNode)
+    gaits: list = field(default_factory=list)      # the target gaits in the order they were chosen
+    keyboard: object = None                        # KeyboardCounts when the keyboard was the gamepad
     final_odom_xy_yaw: tuple | None = None
     torque_off: bool | None = None
     record_path: str | None = None
@@ -191,8 +195,12 @@ class DriverProcess:
 def run_bringup(args: GraphArgs, script: str | None = None, record: str | None = None,
                 duration_s: float | None = None, log=print, status_period_s: float = 2.0,
                 stop_event: threading.Event | None = None, on_ready=None, before_stop=None,
-                executor_kind: str = 'events', driver_in_process: bool = False) -> BringupResult:
+                executor_kind: str = 'events', driver_in_process: bool = False,
+                keyboard=None) -> BringupResult:
     """Run the graph until duration_s (or the script's end), SIGINT/SIGTERM/SIGHUP or stop_event.
+
+    keyboard: a snake_control.teleop.keyboard.KeyboardPad to publish as the gamepad (its keys are fed by
+    the caller, snake_control.app.keyboard.KeyboardTerminal); not together with script.
 
     on_ready(run) is called once every node exists and the driver publishes joint_states, and
     before_stop(run) when the run ends, before anything is shut down (tests and benchmarks hook in
@@ -210,6 +218,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     if executor_kind not in EXECUTORS:
         raise ValueError(f'executor_kind: expected one of {EXECUTORS}, got {executor_kind!r}')
     args = args.validated()
+    if script and keyboard is not None:
+        raise ValueError('a scripted session and the keyboard cannot both be the gamepad')
     loaded_script = None
     if script:
         from snake_control.teleop.script import load_script
@@ -313,6 +323,10 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 from snake_control.nodes.script_player import ScriptPlayer
                 nodes['script_player'] = ScriptPlayer(script=loaded_script, context=context)
                 executor.add_node(nodes['script_player'])
+            if keyboard is not None:
+                from snake_control.nodes.keyboard_player import KeyboardPlayer
+                nodes['keyboard_player'] = KeyboardPlayer(keyboard, context=context)
+                executor.add_node(nodes['keyboard_player'])
             spin = threading.Thread(target=spin_until, args=(executor, context, stop), daemon=True)
             spin.start()
             _wait_for_driver(bringup, driver_proc, stop)
@@ -347,6 +361,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             if before_stop is not None:
                 before_stop(run)
             result.final_odom_xy_yaw = bringup.odom_xy_yaw
+            result.odom_distance_m = bringup.odom_distance_m
+            result.gaits = list(bringup.gaits_chosen)
             result.driver_diagnostics = d = bringup.driver_diagnostics()
             if result.duration_s > 0:
                 result.joint_states_rate_hz = (bringup.joint_states - states_at_start) / result.duration_s
@@ -366,7 +382,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 # No callback runs from here on, so none can touch a node being destroyed.
                 executor.shutdown(timeout_sec=5)
             # Stop the producers of motion first, the driver (torque off) last, then the bus.
-            for name in ('script_player', 'teleop_node', 'gait_node', 'estimator_node', 'link_tf_node',
+            for name in ('script_player', 'keyboard_player', 'teleop_node', 'gait_node', 'estimator_node', 'link_tf_node',
                          'bringup', 'driver_node'):
                 if name in nodes:
                     try:
@@ -402,6 +418,13 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             f'joint_states {result.joint_states_rate_hz or 0:.1f} Hz; {c.get("cycles", 0)} cycles, '
             f'{c.get("overruns", 0)} overruns, {c.get("read_failures", 0)} failed reads, '
             f'{c.get("stale_hold_cycles", 0)} stale holds')
+    if result.final_odom_xy_yaw is not None:
+        x, y, yaw = result.final_odom_xy_yaw
+        log(f'odometry: {result.odom_distance_m:.2f} m travelled; at x {x:+.3f} m, y {y:+.3f} m, '
+            f'yaw {math.degrees(yaw):+.1f} deg' + (f'; gaits: {" -> ".join(result.gaits)}' if result.gaits else ''))
+    if keyboard is not None:
+        result.keyboard = keyboard.finish(time.monotonic())
+        log(result.keyboard.line())
     for line in result.warnings:
         log(line)
     log(f'stopped ({result.stop_reason}) after {result.duration_s:.1f} s' +

@@ -28,6 +28,9 @@ import numpy as np
 DEMO_ROBOTS = ('pitch_yaw_32', 'wheeled_8')
 QUICK_ROBOT, QUICK_DURATION_S = 'wheeled_8', 10.0
 DEMO_BAUD = 4_000_000
+# Each session's video (out/demo_<robot>.mp4): the recorded joint_states replayed through MuJoCo at twice
+# real time, so the two videos together take about half a minute to watch and about as long to render.
+VIDEO = {'speed': 2.0, 'fps': 15.0, 'size': (288, 384)}
 # Path length is summed over samples this far apart: the body frame's small per-cycle wiggle is not travel.
 PATH_SAMPLE_S = 0.25
 # No gait moves the body this fast: a larger step between ground-truth samples is a glitch, not travel.
@@ -139,6 +142,7 @@ class RobotSummary:
     gait_switches: list = field(default_factory=list)
     torque_off: bool | None = None
     picture: str = ''
+    video: str = ''
     message_counts: dict = field(default_factory=dict)
 
     def lines(self) -> list[str]:
@@ -492,6 +496,31 @@ def plot_robot(robot, s, ex, true_t, true_rel, est_rel, summ: RobotSummary, path
     return path
 
 
+# ---------------------------------------------------------------------------------------------- video
+
+def render_session(robot: str, mcap_path: Path, video_path: Path, log=print) -> str:
+    """The session's joint_states replayed through MuJoCo to video_path (snake_control.app.render), with
+    the estimated and true paths on the floor; '' with one line when this machine has no offscreen GL.
+
+    MUJOCO_GL must be chosen before mujoco is first imported (snake_control.app.render.set_gl_backend)."""
+    from snake_control.app.render import NoGL, render_trajectory
+    from snake_control.estimation.trajectory_io import read_joint_trajectory
+    from snake_control.robot import load_robot
+
+    rb = load_robot(robot)
+    traj = read_joint_trajectory(mcap_path, rb.joint_names, f'/{robot}/joint_states')
+    started = time.monotonic()
+    try:
+        out = render_trajectory(rb, traj.t_s, traj.positions_rad, video_path, fps=VIDEO['fps'],
+                                size=VIDEO['size'], speed=VIDEO['speed'])
+    except NoGL as exc:
+        log(f'no video: {exc}')
+        return ''
+    log(f'wrote {video_path}: {out["frames"]} frames, the session at x{VIDEO["speed"]:g} '
+        f'(rendered in {time.monotonic() - started:.0f} s)')
+    return str(video_path)
+
+
 # ---------------------------------------------------------------------------------------------- the demo
 
 def run_demo(out_dir: str | Path = 'out', quick: bool = False, docs_dir: str | Path | None = None,
@@ -517,6 +546,8 @@ def run_demo(out_dir: str | Path = 'out', quick: bool = False, docs_dir: str | P
         summaries.append(summ)
         parts.append((robot, mcap_path))
         log(f'{tag} wrote {summ.picture}')
+        summ.video = render_session(robot, mcap_path, out / f'demo_{robot}.mp4',
+                                    log=lambda line, tag=tag: log(f'{tag} {line}'))
     counts = merge_recordings(parts, out / 'demo.mcap')
     shutil.rmtree(out / 'demo_parts', ignore_errors=True)
     log(f'wrote {out / "demo.mcap"}: {sum(counts.values())} messages on {len(counts)} topics '

@@ -8,7 +8,8 @@ DESCRIPTION = '''Drive pitch_yaw_32 (serpentine, a left turn, sidewinding, rolli
 4 Mbit/s coupled to MuJoCo, gait, estimator, and teleop fed by config/scripts/demo_<robot>.yaml.
 Writes OUT/demo.mcap (both sessions, one namespace per robot: /pitch_yaw_32/..., /wheeled_8/...; each
 session's /diagnostics is stored as /<robot>/diagnostics), OUT/demo_<robot>.png (true and estimated
-paths, joint-angle heatmap with gait switches, loop timing) and OUT/models.png (the robot models), and
+paths, joint-angle heatmap with gait switches, loop timing), OUT/demo_<robot>.mp4 (the session replayed
+through MuJoCo at twice real time, paths on the floor) and OUT/models.png (the robot models), and
 prints a summary: distance, estimator error, loop rate against the bus limit, commanded against achieved
 speed, faults. It writes nothing outside OUT; --update-docs refreshes the README's pictures in docs/.'''
 
@@ -64,6 +65,8 @@ def draw_models(out_dir):
 def run(args) -> int:
     import sys
 
+    from snake_control.app.render import set_gl_backend
+    set_gl_backend()            # the session videos: before anything imports mujoco
     from snake_control.app.demo import run_demo
     from snake_control.paths import share_dir
 

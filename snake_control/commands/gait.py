@@ -1,5 +1,6 @@
 """snake gait: joint trajectories of a gait, with its fit error against its backbone curve."""
 
+import math
 from dataclasses import dataclass
 
 from snake_control.commands import options
@@ -85,9 +86,16 @@ def cmd_vel_rows(robot, fraction: float = TORQUE_FRACTION) -> list[CmdVelRow]:
     from snake_control.dynamics.gait_check import max_speed_within_torque
     from snake_control.gaits import reach
 
+    from snake_control.gaits import catalog
+
     rows = []
     for m in reach.meanings(robot):
-        speed, peak = max_speed_within_torque(robot, m.gait, m.max_speed, fraction=fraction)
+        # The torque check runs the gait through its stride parameter: check it at the same phase rate
+        # cap and scale the reach by the share of the cap that passes.
+        spec = catalog.gait_spec(m.gait)
+        param_top = abs(catalog.resolve_params(spec, robot)['stride']) * m.max_phase_rate_rad_s / (2 * math.pi)
+        passed, _ = max_speed_within_torque(robot, m.gait, param_top, fraction=fraction)
+        speed = m.max_speed * passed / param_top if param_top > 0 else m.max_speed
         text = m.reach_text()
         outside = m.outside_text()
         if speed < m.max_speed - 1e-9:

@@ -2,9 +2,13 @@
 torque check on parameter changes (pure Python on numpy; snake_control/nodes/gait_node.py is its shell).
 
     c = GaitController(robot, 'serpentine', period_s=0.01, limits=CommandLimits(...), cmd_timeout_s=0.5,
-                       torque_estimator=gait_check.torque_estimator(robot))
+                       torque_estimator=gait_check.torque_estimator(robot),
+                       calibration='auto',          # or a gaits.calibration.Calibration, or None
+                       trim=TrimSettings(), closed_loop=True,
+                       closed_loop_skip=('sidewinding',))   # gaits the loop leaves alone
     c.start(q_measured_rad)          # or c.start(None): from the gait's own shape
     c.offer_command(0.05, 0.0, 0.0, now_s)
+    c.offer_odometry(now_s, x_m, y_m, heading_rad)   # the estimator's pose: the closed loop's input
     out = c.tick(now_s)              # Output: positions_rad, velocities_rad_s (publish them) or None
     c.engage_estop(); c.hold()       # hold the last commanded pose with zero velocity
     c.release_estop()                # the scheduler restarts, at rest, from the held pose
@@ -16,6 +20,11 @@ parameters and its own cache, so a control tick may run meanwhile (the check tak
 tick must not wait for it).
 
 Times are monotonic seconds chosen by the caller, so tests drive the controller on a fake clock.
+
+cmd_vel reaches the scheduler through the closed loop (gaits/trim.py: a drive gain and a yaw-rate trim
+from the odometry's cycle averages), which is reset on a gait switch, a parameter change of the running
+gait, and the e-stop. The scheduler maps it with the robot's calibration when the gait has one
+(gaits/calibration.py; 'auto' loads <robot>.calibration.yaml beside the robot YAML if it exists).
 """
 from __future__ import annotations
 
@@ -26,8 +35,10 @@ from typing import Callable
 import numpy as np
 
 from snake_control.gaits import catalog
+from snake_control.gaits.calibration import Calibration, find_calibration
 from snake_control.gaits.feasibility import saturated_joints
 from snake_control.gaits.scheduler import GaitScheduler, GaitState
+from snake_control.gaits.trim import CANNOT_REACH, TrimLoop, TrimSettings, TrimState
 from snake_control.teleop.command_filter import CommandFilter, CommandLimits
 
 MAX_DT_PERIODS = 3.0   # a late tick advances the gait by at most this many periods
@@ -75,6 +86,7 @@ class Status:
     command: tuple[float, float, float]     # forward m/s, sideways m/s, turn rad/s after the filter
     estopped: bool
     rejected: int                           # rejected cmd_vel and gait selections so far
+    trim: TrimState | None = None           # the closed loop (gaits/trim.py)
 
     def summary(self) -> tuple[int, str, list[tuple[str, object]]]:
         """(level OK/WARN/ERROR, one-line message, [(key, value)]) for diagnostic_msgs."""
@@ -85,6 +97,12 @@ class Status:
         elif g.saturated:
             level = WARN
             message = f'{g.active_gait}: {len(g.saturated)} joints at their limits (worst {worst:.3f} rad)'
+        elif not g.reachable or (self.trim is not None and self.trim.status == CANNOT_REACH):
+            level = WARN
+            message = f'{g.target_gait}: cannot reach the command'
+            if g.modelled is not None:
+                message += (f' (it reaches {g.modelled.speed_m_s:.3g} m/s, '
+                            f'{g.modelled.yaw_rate_rad_s:.3g} rad/s)')
         else:
             level = OK
             message = g.active_gait + (f' -> {g.target_gait}' if g.target_gait != g.active_gait else '')
@@ -97,6 +115,15 @@ class Status:
                   ('rejected_commands', self.rejected)]
         values += [(f'{g.target_gait}.{k}', float(v)) for k, v in g.params.items()]
         values.append(('rate_limited_joints', ','.join(g.rate_limited)))
+        values += [('mapping', g.mapping), ('reachable', str(g.reachable).lower())]
+        if g.modelled is not None:
+            values += [('modelled_speed_m_s', g.modelled.speed_m_s),
+                       ('modelled_turn_rad_s', g.modelled.yaw_rate_rad_s)]
+        t = self.trim
+        if t is not None:
+            values += [('closed_loop', t.status), ('trim_speed_gain', t.speed_gain),
+                       ('trim_turn_rad_s', t.turn_trim_rad_s), ('measured_drive', t.measured_drive),
+                       ('measured_turn_rad_s', t.measured_turn_rad_s)]
         return level, message, values
 
 
@@ -110,7 +137,9 @@ class GaitController:
 
     def __init__(self, robot, gait: str | None = None, *, period_s: float, limits: CommandLimits,
                  cmd_timeout_s: float, overrides: dict | None = None, torque_fraction: float = 0.0,
-                 torque_estimator: TorqueEstimator | None = None):
+                 torque_estimator: TorqueEstimator | None = None, calibration: Calibration | str | None = 'auto',
+                 trim: TrimSettings | None = None, closed_loop: bool = True,
+                 closed_loop_skip: tuple = ()):
         self.robot = robot
         self.gait_names = list(catalog.gaits_for(robot))
         gait = default_gait(robot) if gait is None else gait
@@ -133,6 +162,13 @@ class GaitController:
         self.rejected_selects = 0
         self.lower = np.asarray(robot.lower_rad, dtype=float)
         self.upper = np.asarray(robot.upper_rad, dtype=float)
+        if isinstance(calibration, str):
+            if calibration != 'auto':
+                raise ValueError(f"calibration must be 'auto', a Calibration or None, got {calibration!r}")
+            calibration = find_calibration(robot)       # ConfigError when the file is bad
+        self.calibration: Calibration | None = calibration
+        self.trim = TrimLoop(trim, closed_loop)
+        self.closed_loop_skip = frozenset(closed_loop_skip)
 
     # -- start -------------------------------------------------------------------------------------
     @property
@@ -144,14 +180,19 @@ class GaitController:
         own shape)."""
         self.scheduler = GaitScheduler(self.robot, gait=self.initial_gait,
                                        params=self.overrides[self.initial_gait] or None,
-                                       initial_positions_rad=positions_rad)
+                                       initial_positions_rad=positions_rad, calibration=self.calibration)
         self.last_tick_s = None
+        self.trim.reset()
 
     # -- inputs ------------------------------------------------------------------------------------
     def offer_command(self, forward_m_s: float, sideways_m_s: float, turn_rad_s: float,
                       now_s: float) -> str | None:
         """A cmd_vel; returns a reason when rejected."""
         return self.commands.offer(forward_m_s, sideways_m_s, turn_rad_s, now_s)
+
+    def offer_odometry(self, now_s: float, x_m: float, y_m: float, heading_rad: float) -> None:
+        """The estimator's body pose on the floor (m, rad) at monotonic now_s: the closed loop's input."""
+        self.trim.observe(now_s, x_m, y_m, heading_rad)
 
     def set_command_limits(self, limits: CommandLimits, cmd_timeout_s: float) -> None:
         self.commands.limits = limits
@@ -169,11 +210,14 @@ class GaitController:
         if self.scheduler is None:
             self.initial_gait = name
             return None
+        before = self.scheduler.state().target_gait
         try:
             self.scheduler.select(name, self.overrides[name] or None)
         except ValueError as exc:
             self.rejected_selects += 1
             return str(exc)
+        if name != before:
+            self.trim.reset()       # another gait: what was learnt for the old one does not apply
         return None
 
     # -- the e-stop --------------------------------------------------------------------------------
@@ -184,6 +228,7 @@ class GaitController:
             return False
         self.estopped = True
         self.commands.hold_zero()
+        self.trim.reset()
         self.hold_positions = None if self.last_output is None else self.last_output.copy()
         return True
 
@@ -218,7 +263,11 @@ class GaitController:
         dt = self.period_s if self.last_tick_s is None else now_s - self.last_tick_s
         dt = min(max(dt, 0.0), MAX_DT_PERIODS * self.period_s)   # a stalled caller never makes it leap
         self.last_tick_s = now_s
-        self.scheduler.set_command(*self.commands.update(now_s))
+        command = tuple(self.commands.update(now_s))
+        drive, rate, reachable, steady, turns, name = self.scheduler.loop_inputs()
+        skip = name in self.closed_loop_skip
+        self.trim.update(now_s, drive, command, rate, reachable, steady, turns, skip)
+        self.scheduler.set_command(*self.trim.command(None if skip else drive, command))
         tick = self.scheduler.step(dt)
         positions = np.asarray(tick.positions_rad, dtype=float)
         velocities = np.asarray(tick.velocities_rad_s, dtype=float)
@@ -236,7 +285,8 @@ class GaitController:
     def status(self) -> Status | None:
         if self.scheduler is None:
             return None
-        return Status(self.scheduler.state(), tuple(self.commands.current), self.estopped, self.rejected)
+        return Status(self.scheduler.state(), tuple(self.commands.current), self.estopped, self.rejected,
+                      self.trim.state())
 
     # -- gait parameters ---------------------------------------------------------------------------
     def param_refusal(self, gait: str, name: str, value) -> str | None:
@@ -270,6 +320,7 @@ class GaitController:
         phase-matched switch; any other gait uses it when next selected."""
         if self.scheduler is not None and self.scheduler.state().target_gait == gait:
             self.scheduler.set_params({name: float(value)})
+            self.trim.reset()
         self.overrides[gait] = {**self.overrides[gait], name: float(value)}
 
     def torque_refusal(self, gait: str, candidate: dict) -> str | None:

@@ -2,7 +2,8 @@
 
 API (everything else is private):
 
-    s = GaitScheduler(robot, gait=None, params=None, initial_positions_rad=None, transition_s=1.5)
+    s = GaitScheduler(robot, gait=None, params=None, initial_positions_rad=None, transition_s=1.5,
+                      calibration=None)   # a gaits.calibration.Calibration: measured strides
     s.gait_names()                    gaits that fit this robot (catalog.gaits_for)
     s.select(name, params=None)       switch smoothly to a gait (ValueError: unknown / unfit gait, bad param)
     s.set_params({'B1': 4.0})         change the target gait's parameters through the same smooth switch
@@ -26,6 +27,11 @@ How it stays smooth:
   component that drives the gait (catalog.GaitSpec.drive). The rate ramps toward its target with a
   bounded phase acceleration and is capped so the gait's own joint velocities stay under 80 % of the
   joint limits (from a sampled bound of |dq/dphase|). Stop ramps the rate to zero: the shape is held.
+- Mapping cmd_vel to the phase rate and turning offset, per gait (GaitState.mapping): a
+  calibration measured for the gait with these parameters (gaits/calibration.py, 'calibration'),
+  else for forward gaits on passive wheels the no-slip connection (gaits/stride.py, 'no-slip
+  model'), else the gait's stride parameter ('stride parameter'). GaitState.reachable says whether
+  the gait can do the command in force.
 - Turning. angular.z sets an offset on the gait's turning parameter (turn_gain * angular.z, capped at
   turn_max: A1 for serpentine, beta_yaw, taper, turn_offset), ramped at turn_max per 0.5 s.
 - Switching. select() pushes a new layer whose phase is matched (the phase, among 48 samples, whose
@@ -112,12 +118,14 @@ class GaitState:
     saturated: dict
     rate_limited: tuple
     t_s: float
+    mapping: str = 'stride parameter'   # 'calibration', 'no-slip model', 'stride parameter' or 'none'
+    reachable: bool = True        # False: the command is beyond the gait's phase rate or turning range
 
 
 class _Layer:
     """A gait shape with its own phase, phase rate and turning offset."""
 
-    def __init__(self, shape: catalog.GaitShape, robot, phase: float):
+    def __init__(self, shape: catalog.GaitShape, robot, phase: float, calibration=None):
         self.shape = shape
         self.spec = shape.spec
         self.phase = float(phase)
@@ -129,9 +137,17 @@ class _Layer:
             acc_caps = 0.5 * robot.acceleration_limit_rad_s2 / bound
         self.max_rate = float(np.min(caps)) if np.any(bound > 0) else 0.0
         self.max_rate_acc = float(np.min(acc_caps)) if np.any(bound > 0) else 0.0
-        # Passive wheels: the no-slip connection gives the stride and the turn per cycle exactly.
-        self.model = stride.stride_model(shape) if stride.uses_model(self.spec, robot) else None
+        # A measured calibration first (it may also override the wheels' model); passive wheels: the
+        # no-slip connection gives the stride and the turn per cycle exactly.
+        self.model = calibration.for_gait(self.spec.name, shape.params) if calibration is not None else None
+        if self.model is not None:
+            self.mapping = 'calibration'
+        elif stride.uses_model(self.spec, robot):
+            self.model, self.mapping = stride.stride_model(shape), 'no-slip model'
+        else:
+            self.mapping = 'stride parameter' if self.spec.drive else 'none'
         self.modelled = None        # the last stride.Command of the model
+        self.reachable = True
         # transition bookkeeping (for the blend INTO this layer)
         self.progress = 1.0
         self.duration = 0.0
@@ -140,12 +156,19 @@ class _Layer:
         drive = self.spec.drive
         if drive is None:
             return 0.0
-        if self.model is not None:
-            self.modelled = self.model.command(command[0], command[2], self.max_rate)
-            return self.modelled.phase_rate_rad_s
         value = {'forward': command[0], 'lateral': command[1], 'turn': command[2]}[drive]
+        if self.model is not None:
+            self.modelled = self.model.command(value, command[2], self.max_rate)
+            self.reachable = self.modelled.reachable
+            return self.modelled.phase_rate_rad_s
         rate = 2.0 * math.pi * value / self.shape.params['stride']
-        return min(max(rate, -self.max_rate), self.max_rate)
+        capped = min(max(rate, -self.max_rate), self.max_rate)
+        turn_ok = True
+        if drive != 'turn':
+            turn_ok = abs(command[2]) < 1e-9 if not self.spec.turn_param else \
+                abs(self.spec.turn_gain * command[2]) <= self.spec.turn_max
+        self.reachable = capped == rate and turn_ok
+        return capped
 
     def advance(self, command, hold_turn: bool, dt: float):
         target = self.target_rate(command)
@@ -174,10 +197,11 @@ class GaitScheduler:
     """Phase, speed, turning, smooth gait switching and joint limits for one robot (module docstring)."""
 
     def __init__(self, robot, gait: str | None = None, params: dict | None = None,
-                 initial_positions_rad=None, transition_s: float = 1.5):
+                 initial_positions_rad=None, transition_s: float = 1.5, calibration=None):
         if not (math.isfinite(transition_s) and transition_s > 0):
             raise ValueError(f'transition_s must be positive and finite, got {transition_s}')
         self.robot = robot
+        self.calibration = calibration
         self.n = robot.n_joints
         self._names = tuple(robot.joint_names)
         self.transition_s = float(transition_s)
@@ -220,7 +244,7 @@ class GaitScheduler:
         spec = catalog.gait_spec(name)
         catalog.check_gait_fits(spec, self.robot)
         values = catalog.resolve_params(spec, self.robot, params)
-        return _Layer(catalog.GaitShape(spec, self.robot, values), self.robot, phase)
+        return _Layer(catalog.GaitShape(spec, self.robot, values), self.robot, phase, self.calibration)
 
     def select(self, name: str, params: dict | None = None) -> None:
         """Switch smoothly to gait `name` (with optional parameter overrides), phase-matched.
@@ -370,6 +394,15 @@ class GaitScheduler:
 
     # --- introspection ------------------------------------------------------------------------
 
+    def loop_inputs(self) -> tuple:
+        """What the closed loop (gaits/trim.py) needs each tick, cheaply: (drive of the target gait,
+        its phase rate rad/s, reachable, steady: no switch blending, turns: angular.z steers it, its
+        name)."""
+        top = self._layers[-1]
+        return (top.spec.drive, top.rate, top.reachable, len(self._layers) == 1, bool(top.spec.turn_param),
+                top.spec.name)
+
+
     @property
     def positions_rad(self) -> np.ndarray:
         """(n,) the last commanded joint positions (the starting pose before the first step)."""
@@ -401,4 +434,6 @@ class GaitScheduler:
             saturated=dict(self._saturated),
             rate_limited=tuple(self._rate_limited),
             t_s=self._t,
+            mapping=top.mapping,
+            reachable=bool(top.reachable),
         )

@@ -15,13 +15,19 @@ from std_msgs.msg import String
 from snake_control.nodes.qos import DESCRIPTION_QOS, STATE_QOS
 
 
+ODOM_STEP_M = 0.02
+
+
 class BringupNode(Node):
     NODE_NAME = 'bringup'
 
     def __init__(self, robot: str, driver_node_name: str = 'driver_node', **kwargs):
         super().__init__(kwargs.pop('node_name', self.NODE_NAME), **kwargs)
         self.odom_xy_yaw = None
+        self.odom_distance_m = 0.0
+        self._odom_sample = None        # (x, y) where the last path step ended
         self.gait = {}
+        self.gaits_chosen: list = []    # target gaits in the order they were chosen
         self.joint_states = 0
         self.description_pub = self.create_publisher(String, 'robot_description', DESCRIPTION_QOS)
         try:
@@ -77,10 +83,21 @@ class BringupNode(Node):
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
         yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
         self.odom_xy_yaw = (p.x, p.y, yaw)
+        # Path length in steps of at least ODOM_STEP_M: the base frame's wiggle within a gait cycle is not
+        # travel, and summing every 100 Hz sample would count it.
+        if self._odom_sample is None:
+            self._odom_sample = (p.x, p.y)
+        step = math.hypot(p.x - self._odom_sample[0], p.y - self._odom_sample[1])
+        if step >= ODOM_STEP_M:
+            self.odom_distance_m += step
+            self._odom_sample = (p.x, p.y)
 
     def _on_gait(self, msg: DiagnosticStatus):
         self.gait = {kv.key: kv.value for kv in msg.values}
         self.gait['_message'] = msg.message
+        target = self.gait.get('target_gait')
+        if target and (not self.gaits_chosen or self.gaits_chosen[-1] != target):
+            self.gaits_chosen.append(target)
 
     def _on_joints(self, msg: JointState):
         self.joint_states += 1

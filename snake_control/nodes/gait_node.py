@@ -6,6 +6,8 @@ Subscribes:
                                   parameters; without a fresh one for cmd_timeout_s the speed ramps to 0.
   gait/select (std_msgs/String)   name of the gait to switch to (smooth transition); unknown names are
                                   rejected with a warning.
+  odom (nav_msgs/Odometry)        the estimator's body pose: the closed loop's cycle averages
+                                  (gaits/trim.py) when closed_loop is true.
   estop (std_msgs/Bool, any publisher QoS)  true: hold the current joint positions with zero velocity from
                                   the next tick on (the driver applies its own stop policy too); false:
                                   resume from zero speed.
@@ -17,8 +19,13 @@ Publishes:
                                   phase_rate_rad_s, turn_offset, command_forward_m_s,
                                   command_sideways_m_s, command_turn_rad_s (after clamping and ramping),
                                   estop, saturated_joints (comma-separated names), max_saturation_rad,
-                                  rejected_commands, rate_limited_joints, and the target gait's
-                                  parameters as <gait>.<param>.
+                                  rejected_commands, rate_limited_joints, the target gait's
+                                  parameters as <gait>.<param>, mapping (calibration, no-slip
+                                  model, stride parameter), reachable, modelled_speed_m_s and
+                                  modelled_turn_rad_s (mapped gaits), closed_loop (off, waiting,
+                                  tracking, cannot reach, at limit, no progress), trim_speed_gain,
+                                  trim_turn_rad_s, measured_drive, measured_turn_rad_s. Level WARN
+                                  with 'cannot reach the command' when the gait cannot do it.
 Parameters:
   robot (string, read-only)       robot YAML name or path
   rate_hz (double, read-only)     control rate; 0: the robot YAML's bus.control_rate_hz
@@ -26,6 +33,13 @@ Parameters:
   start_from_joint_states (bool, read-only)  wait for the first joint_states and start from that pose
   cmd_timeout_s, max_forward_m_s, max_sideways_m_s, max_turn_rad_s, accel_* (double)
   state_rate_hz (double, read-only)  rate of gait/state
+  calibration (string, read-only) '' : <robot>.calibration.yaml beside the robot YAML if present;
+                                  'none': no calibration; else a calibration file path
+  closed_loop (bool)              trim the drive speed and yaw rate from odom (gaits/trim.py)
+  closed_loop_skip_gaits (string array, read-only)  gaits the loop leaves alone (default: those whose
+                                  odometry is known to be wrong in MuJoCo: serpenoid and conical
+                                  sidewinding, the rolling gaits, the S-crawler)
+  closed_loop_time_constant_cycles (double, read-only)  the loop's time constant in gait cycles
   <gait>.<param> (double)         every parameter of every gait of this robot, with its range; a change
                                   goes through the scheduler's smooth transition, an invalid value is
                                   rejected with the scheduler's reason.
@@ -42,6 +56,7 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterValueException
@@ -49,8 +64,10 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 
+from snake_control.gaits.calibration import find_calibration, load_calibration
 from snake_control.gaits.controller import ERROR, OK, WARN, GaitController, default_gait
 from snake_control.gaits.feasibility import feasible_ranges
+from snake_control.gaits.trim import TrimSettings, heading_from_quaternion
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
@@ -69,6 +86,12 @@ COMMAND_PARAMETERS = {
 # CommandLimits' fields, in order.
 LIMIT_PARAMETERS = ('max_forward_m_s', 'max_sideways_m_s', 'max_turn_rad_s', 'accel_forward_m_s2',
                     'accel_sideways_m_s2', 'accel_turn_rad_s2')
+# The closed loop trims toward the odometry; where the estimator is known to misread a gait it would
+# trim the wrong way (docs/gaits.md, "Closed loop", measured in MuJoCo): serpenoid sidewinding (it reads
+# 0.6-0.75 of the true speed: the loop drove it to 1.6x), conical sidewinding (0.2 of it), the rolling
+# gaits (rolling read 1.5x the speed and -0.6 rad/s of yaw against +0.1) and the S-crawler (unvalidated).
+CLOSED_LOOP_SKIP = ('sidewinding', 'conical_sidewinding', 'rolling', 'serpenoid_rolling', 'helix_rolling',
+                    's_crawler')
 POSE_TOLERANCE_RAD = 0.05   # a measured start pose may exceed the joint limits by this much (calibration)
 LEVELS = {OK: DiagnosticStatus.OK, WARN: DiagnosticStatus.WARN, ERROR: DiagnosticStatus.ERROR}
 
@@ -113,6 +136,20 @@ class GaitNode(Node):
         self.gait_names = list(catalog.gaits_for(self.robot))
         self.declare_parameter('gait', default_gait(self.robot), ParameterDescriptor(
             description=f'active gait, one of: {", ".join(self.gait_names)}'))
+        self.declare_parameter('calibration', '', ParameterDescriptor(
+            description="calibration file (snake calibrate): '' for <robot>.calibration.yaml beside the "
+                        "robot YAML when it exists, 'none' for none, or a path", **ro))
+        self.declare_parameter('closed_loop', True, ParameterDescriptor(
+            description='trim the gait\'s drive speed and yaw rate from the odometry\'s cycle averages '
+                        '(slow integral loop; gaits/trim.py)'))
+        self.declare_parameter('closed_loop_skip_gaits', list(CLOSED_LOOP_SKIP), ParameterDescriptor(
+            description='gaits the closed loop leaves alone: their odometry is not good enough to trim '
+                        'against (e.g. serpenoid sidewinding: its slipping contacts make the estimator read '
+                        '0.6-0.75 of the true speed; docs/gaits.md)', **ro))
+        self.declare_parameter('closed_loop_time_constant_cycles', TrimSettings.time_constant_cycles,
+                               ParameterDescriptor(
+            description='time constant of the closed loop, in gait cycles',
+            floating_point_range=[FloatingPointRange(from_value=0.5, to_value=100.0)], **ro))
         self.declare_parameter('start_from_joint_states', True, ParameterDescriptor(
             description='wait for the first joint_states and start the gait from that measured pose (so '
                         'nothing jumps); false: start from the gait\'s own shape', **ro))
@@ -147,11 +184,22 @@ class GaitNode(Node):
         # Every decision lives in the controller; the lock serialises it between the executor's
         # callbacks and the tick thread.
         self.lock = threading.Lock()
+        calibration_file = self.get_parameter('calibration').value
+        if calibration_file == 'none':
+            calibration = None
+        elif calibration_file:
+            calibration = load_calibration(calibration_file, self.robot)
+        else:
+            calibration = find_calibration(self.robot)
         self.controller = GaitController(
             self.robot, initial, period_s=self.period_s, limits=self._limits(),
             cmd_timeout_s=float(self.get_parameter('cmd_timeout_s').value), overrides=overrides,
             torque_fraction=float(self.get_parameter('torque_check_fraction').value),
-            torque_estimator=torque_estimator(self.robot))
+            torque_estimator=torque_estimator(self.robot), calibration=calibration,
+            trim=TrimSettings(time_constant_cycles=float(
+                self.get_parameter('closed_loop_time_constant_cycles').value)),
+            closed_loop=bool(self.get_parameter('closed_loop').value),
+            closed_loop_skip=tuple(self.get_parameter('closed_loop_skip_gaits').value))
         if not self.get_parameter('start_from_joint_states').value:
             self._start_scheduler(None)
         self.estop_stamps_ns = []   # when each e-stop reached this node (ROS time, ns): tests compare stamps
@@ -170,6 +218,7 @@ class GaitNode(Node):
         self.create_subscription(Twist, 'cmd_vel', self._on_cmd_vel, COMMAND_QOS)
         self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS)
         self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_SUB_QOS)
+        self.create_subscription(Odometry, 'odom', self._on_odom, STATE_QOS)
         if self.scheduler is None:
             from snake_control.gaits.start_pose import StartPose
             self._start_pose = StartPose(self.lower, self.upper, self.robot.velocity_limit_rad_s,
@@ -266,6 +315,12 @@ class GaitNode(Node):
         if reason:
             self._warn('cmd_vel', f'{reason} ({self.controller.commands.rejected} rejected so far)')
 
+    def _on_odom(self, msg: Odometry):
+        p, q = msg.pose.pose.position, msg.pose.pose.orientation
+        heading = heading_from_quaternion(q.x, q.y, q.z, q.w)
+        with self.lock:
+            self.controller.offer_odometry(time.monotonic(), p.x, p.y, heading)
+
     def _select(self, name) -> str | None:
         with self.lock:
             return self.controller.select(name)
@@ -307,6 +362,9 @@ class GaitNode(Node):
         for p in params:
             if p.name == 'torque_check_fraction':
                 self.controller.torque_fraction = float(p.value)
+            elif p.name == 'closed_loop':
+                with self.lock:
+                    self.controller.trim.set_enabled(bool(p.value))
         if any(p.name in COMMAND_PARAMETERS for p in params):
             timeout = next((p.value for p in params if p.name == 'cmd_timeout_s'),
                            self.get_parameter('cmd_timeout_s').value)

@@ -19,7 +19,8 @@ Acceptance (ACCEPTANCE): speed within +-10 % of the command, yaw rate within +-1
 without a turn command, turning on the spot under 0.05 m per radian.
 
 The runs use validation physics (runs.VALIDATION_PHYSICS: MuJoCo's elliptic friction cone; the
-pyramidal one propels bodies that Coulomb friction would not, docs/physics.md).
+pyramidal one propels bodies that Coulomb friction would not, docs/physics.md), and the gait
+controller open loop with the robot's calibration (controller_goal_fn).
 
 Example:
     >>> from snake_control.robot import load_robot
@@ -202,10 +203,16 @@ _LIMITS = CommandLimits(10.0, 10.0, 10.0, 0.3, 0.3, 2.0)
 def controller_goal_fn(robot: Robot, gait: str, command, params=None, period_s: float | None = None):
     """(goal_fn(t) -> joint goals rad, phase_fn(t) -> the gait's phase rad then): the gait controller, as
     the gait node runs it, started from the straight body and offered `command` at every tick. goal_fn's
-    t (s) must not decrease; phase_fn reads the phases goal_fn went through (interpolated in t)."""
+    t (s) must not decrease; phase_fn reads the phases goal_fn went through (interpolated in t).
+
+    Open loop: cmd_vel is mapped through the robot's calibration where one is shipped beside its YAML
+    (as the gait node loads it), else the no-slip model or the stride parameter; the closed loop is off,
+    because it trims over several gait cycles of odometry and these runs last one
+    (validation/command_runs.py runs it with the estimator).
+    """
     period = period_s or 1.0 / robot.bus.control_rate_hz
     controller = GaitController(robot, gait, period_s=period, limits=_LIMITS, cmd_timeout_s=0.5,
-                                overrides={gait: dict(params or {})})
+                                overrides={gait: dict(params or {})}, closed_loop=False)
     controller.start(np.zeros(robot.n_joints))
     times, phases = [], []
     last = {'q': None}
