@@ -127,10 +127,11 @@ def test_format_table_and_plot(tmp_path):
     assert_picture(path)
 
 
-def test_validate_command_rejects_unknown_runs(capsys):
-    assert cli.main(['validate', '--robot', 'pitch_yaw_32', '--gait', 'lateral_undulation']) == 2
-    assert 'no validation run matches' in capsys.readouterr().err
+def test_validate_command_rejects_bad_options(capsys):
+    # Any robot and gait runs (test_validation_cmdvel); a bad duration is refused before any run.
     assert cli.main(['validate', '--duration', '-1']) == 2
+    assert '--duration must be a positive number' in capsys.readouterr().err
+    assert cli.main(['validate', '--warmup', '-1']) == 2
 
 
 # Looser than the aims, far tighter than a broken estimator: (position % of distance, deg/m, minimum

@@ -1,5 +1,8 @@
 """snake gait: joint trajectories of a gait, with its fit error against its backbone curve."""
 
+import math
+from dataclasses import dataclass
+
 from snake_control.commands import options
 
 HELP = 'run a gait offline: joint trajectories (CSV), a plot, and the fit error against its backbone curve'
@@ -19,7 +22,10 @@ CSV: header t,<joint name>,... ; time in s, joint angles in rad (the robot's con
 
 
 def add_arguments(parser):
-    parser.add_argument('--list', action='store_true', help='list every gait with its parameters and exit')
+    parser.add_argument('--list', action='store_true',
+                        help='list every gait with its parameters and what cmd_vel means to it, and exit; with '
+                             '--robot also each gait\'s reach on that robot (torque checks: about 30 s for '
+                             'pitch_yaw_32)')
     parser.add_argument('--fit-report', action='store_true',
                         help='print the chain-to-curve fit error of every backbone gait on --robot and exit')
     parser.add_argument('--robot', help='shipped robot name or robot YAML path')
@@ -59,10 +65,64 @@ def _parse_sets(items):
     return out
 
 
+TORQUE_FRACTION = 0.8     # the torque check's default fraction of stall (gait_node, snake gait --torques)
+
+
+@dataclass(frozen=True)
+class CmdVelRow:
+    """cmd_vel for one gait on one robot, as `snake gait --list --robot R` and the README print it."""
+
+    robot: str
+    gait: str
+    follows: str
+    reach: str
+    outside: str
+
+
+def cmd_vel_rows(robot, fraction: float = TORQUE_FRACTION) -> list[CmdVelRow]:
+    """Every moving gait's meaning of cmd_vel on robot (gaits.reach), its top speed lowered to where the
+    torque check passes at `fraction` of stall (dynamics.gait_check.max_speed_within_torque; slow: about
+    3 s per gait on pitch_yaw_32)."""
+    from snake_control.dynamics.gait_check import max_speed_within_torque
+    from snake_control.gaits import reach
+
+    from snake_control.gaits import catalog
+
+    rows = []
+    for m in reach.meanings(robot):
+        # The torque check runs the gait through its stride parameter: check it at the same phase rate
+        # cap and scale the reach by the share of the cap that passes.
+        spec = catalog.gait_spec(m.gait)
+        param_top = abs(catalog.resolve_params(spec, robot)['stride']) * m.max_phase_rate_rad_s / (2 * math.pi)
+        passed, _ = max_speed_within_torque(robot, m.gait, param_top, fraction=fraction)
+        speed = m.max_speed * passed / param_top if param_top > 0 else m.max_speed
+        text = m.reach_text()
+        outside = m.outside_text()
+        if speed < m.max_speed - 1e-9:
+            text = text.replace(f'+-{m.max_speed:.3g} {m.speed_unit}',
+                                f'+-{speed:.3g} {m.speed_unit} (torque; joint speed {m.max_speed:.3g})', 1)
+            outside = (f'above {speed:.3g} {m.speed_unit}: more than {fraction:g} of stall torque, not '
+                       f'clamped (the servos fall behind); ' + outside)
+        rows.append(CmdVelRow(robot.name, m.gait, ', '.join(m.follows), text, outside))
+    return rows
+
+
+def cmd_vel_table(robots, fraction: float = TORQUE_FRACTION) -> str:
+    """The README's markdown table of cmd_vel_rows over robots (Robot objects)."""
+    lines = ['| robot | gait | follows | reach | beyond the reach |', '|---|---|---|---|---|']
+    for robot in robots:
+        for r in cmd_vel_rows(robot, fraction):
+            lines.append(f'| {r.robot} | {r.gait} | {r.follows} | {r.reach} | {r.outside} |')
+    return '\n'.join(lines) + '\n'
+
+
 def list_text(robot=None) -> str:
-    """Every gait with its robot kinds, drive, turning and parameters (units, defaults, meaning)."""
+    """Every gait with its robot kinds, cmd_vel meaning, turning and parameters (units, defaults,
+    meaning). With a robot, each gait's reach on it too (cmd_vel_rows: torque checks, a few seconds per
+    gait)."""
     from snake_control.gaits import catalog
     lines = []
+    rows = {} if robot is None else {r.gait: r for r in cmd_vel_rows(robot)}
     for name, spec in catalog.GAITS.items():
         fits = '' if robot is None or robot.kind in spec.kinds else f'  [not for {robot.name}]'
         drive = {'forward': 'linear.x', 'lateral': 'linear.y', 'turn': 'angular.z', None: 'none'}[spec.drive]
@@ -71,6 +131,15 @@ def list_text(robot=None) -> str:
         if spec.turn_param:
             lines.append(f'    turning: {spec.turn_param} += {spec.turn_gain:g} x angular.z, at most '
                          f'{spec.turn_max:g} {spec.param(spec.turn_param).unit}')
+        if name in rows:
+            row = rows[name]
+            lines.append(f'    cmd_vel on {robot.name}: follows {row.follows}; reach {row.reach}')
+            lines.append(f'    beyond the reach: {row.outside}')
+        elif robot is None and spec.drive:
+            follows = [drive] + (['angular.z'] if spec.turn_param and spec.drive != 'turn' else [])
+            ignored = [a for a in ('linear.x', 'linear.y', 'angular.z') if a not in follows]
+            lines.append(f'    cmd_vel: follows {", ".join(follows)}; ignores {", ".join(ignored)}; its reach on a '
+                         'robot: snake gait --list --robot R')
         for p in spec.params:
             default = p.describe_default()
             if robot is not None and callable(p.default):

@@ -53,3 +53,33 @@ def torque_estimator(robot, *, periods: float = 1.0, rate_hz: float = 25.0):
         report = gait_params_torque_report(robot, gait, params, fraction, periods=periods, rate_hz=rate_hz)
         return TorqueEstimate(float(np.max(report.peak_nm)), bool(report.ok), report.message)
     return estimate
+
+
+def max_speed_within_torque(robot, gait: str, max_speed: float, params: dict | None = None,
+                            fraction: float = 0.8, iterations: int = 5) -> tuple[float, float]:
+    """(speed, peak torque / stall at that speed): the highest command of the gait's drive component up
+    to max_speed (m/s, rad/s for turn gaits; gaits.reach.cmd_vel_meaning gives the joint-velocity one)
+    at which the torque check still passes at `fraction` of stall.
+
+    A faster gait needs more torque to move its links, so the reach is the lower of the two limits.
+    Bisection between 0 and max_speed, `iterations` steps (5: within 3 % of max_speed), only when the
+    check fails at max_speed. Speed 0 when the gait fails even at 1/32 of max_speed.
+    """
+    stall = robot.bus.servo.stall_torque_nm
+
+    def peak(speed):
+        report = gait_params_torque_report(robot, gait, params, fraction, speed=speed)
+        return float(np.max(report.peak_nm)) / stall, bool(report.ok)
+
+    top, ok = peak(max_speed)
+    if ok or max_speed <= 0:
+        return float(max_speed), top
+    good, good_peak, bad = 0.0, 0.0, float(max_speed)
+    for _ in range(iterations):
+        mid = 0.5 * (good + bad)
+        p, ok = peak(mid)
+        if ok:
+            good, good_peak = mid, p
+        else:
+            bad = mid
+    return good, good_peak

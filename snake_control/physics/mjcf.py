@@ -45,8 +45,10 @@ class PhysicsOptions:
     axial_friction / lateral_friction: module/floor coefficients along and across each module's axis
     (pitch-yaw robots). position_p_gain: the servo's Position P Gain register value.
     cone / impratio: MuJoCo's friction cone and the friction-to-normal impedance ratio. Pyramidal cones
-    cost a third of elliptic ones for a rolling 32-link snake at the same motion to 1 mm, which is what
-    keeps it faster than real time on two cores.
+    cost a third to a seventh of elliptic ones for a rolling 32-link snake, which is what keeps the
+    running graph faster than real time on two cores; but they propel some gaits where Coulomb friction
+    does not (vertical undulation 54 % faster, an isotropic-friction undulating body forward instead of
+    back), so validation runs on the elliptic cone (docs/physics.md).
     armature_kg_m2: the servo rotor's inertia reflected through its gearbox (about 8e-8 kg m^2 x 353.5^2
     for an XM430-W350). gravity_m_s2: set 0 to check kinematics without loads.
     imu_link: the link carrying the IMU (gyro and accelerometer at its centre, its axes), negative from

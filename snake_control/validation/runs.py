@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from snake_control.estimation.estimator import BodyFrameTracker
-from snake_control.physics.mjcf import matching_axial_weight
+from snake_control.physics.mjcf import PhysicsOptions, matching_axial_weight
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
 
@@ -256,13 +256,21 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, imu='off',
         contact_agreement=float(np.mean(agree)) if robot.kind == 'pitch_yaw' else 1.0)
 
 
+# Validation runs on MuJoCo's elliptic friction cone: the world's default pyramidal cone (kept for the
+# real-time graph) propels an isotropic-friction undulating body forward where Coulomb friction moves it
+# back, and gives vertical undulation 0.6 m where the elliptic cone gives -0.18 m (docs/physics.md,
+# test/test_physics_friction_cone.py). The elliptic cone costs 1.5-3x the wall time.
+VALIDATION_PHYSICS = PhysicsOptions(cone='elliptic')
+
+
 def validate(robot: Robot | str, goal_fn: GoalFn, duration_s: float = 20.0, gait: str = '',
              rate_hz: float | None = None, world: SnakeWorld | None = None, warmup_s: float = 0.0,
              **estimator_options) -> ValidationResult:
-    """Drive a robot with goal_fn in MuJoCo for duration_s (after warmup_s) and score the estimator."""
+    """Drive a robot with goal_fn in MuJoCo (VALIDATION_PHYSICS unless a world is given) for duration_s
+    (after warmup_s) and score the estimator."""
     if isinstance(robot, str):
         robot = load_robot(robot)
-    world = world or SnakeWorld(robot)
+    world = world or SnakeWorld(robot, options=VALIDATION_PHYSICS)
     rec = simulate(world, goal_fn, duration_s, rate_hz or robot.bus.control_rate_hz, warmup_s=warmup_s)
     return evaluate(rec, gait, **estimator_options)
 
@@ -428,7 +436,8 @@ def run_case_imu(case: Case, duration_s: float = 20.0, warmup_s: float = WARMUP_
     """One physics run of a case scored once per IMU mode (see evaluate): the table's rows with and
     without the IMU come from the same motion. Planar robots give one row (they have no IMU fusion)."""
     robot = load_robot(case.robot)
-    rec = simulate(SnakeWorld(robot), gait_goal_fn(robot, case.gait, case.command, case.params), duration_s,
+    rec = simulate(SnakeWorld(robot, options=VALIDATION_PHYSICS),
+                   gait_goal_fn(robot, case.gait, case.command, case.params), duration_s,
                    robot.bus.control_rate_hz, warmup_s=warmup_s)
     modes = ('off',) if robot.kind == 'planar' else tuple(imu)
     options = {**case_estimator_options(case), **estimator_options}

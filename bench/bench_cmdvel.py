@@ -1,0 +1,84 @@
+"""The cmd_vel acceptance table (issue 13): gait x command -> achieved speed and yaw rate, and ratios.
+
+For each shipped robot (pitch_yaw_32_two_buses is pitch_yaw_32 on two adapters, the same mechanics:
+not repeated) and a custom 10-joint wheeled robot, every gait that moves the robot runs through the gait
+controller in MuJoCo (validation physics, the elliptic cone) at two speeds along the field that drives
+it, then a left and a right turn at the higher speed (turn_in_place: two rates left, one right); see
+validation.cmdvel.acceptance_commands. A turn for a gait that does not turn is listed, not run.
+
+Bounded run time, and how: each run is one gait cycle, at least 4 s and at most 9 s of measurement
+after a 2 s warm-up (longer cycles are measured over the part that fits: 0 in the cyc column), and the
+estimator is not scored here (snake validate does). The runs go in two passes, the higher speed and the
+left turn of every gait first, then the lower speed and the right turn, within a wall-clock budget of
+BUDGET_S (300 s; SNAKE_CMDVEL_BUDGET_S overrides it): a run the budget leaves out is listed as such
+with a WARN. At a load average of 7 on two shared cores the first pass (35 runs) fills the budget; the
+whole table (74 runs) took 609 s there.
+WARN on each run outside the acceptance: speed +-10 %, yaw rate +-15 % or +-0.03 rad/s, heading drift
+< 2 deg/m without a turn, turning on the spot < 0.05 m per radian.
+"""
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from snake_control.robot import load_robot
+from snake_control.validation import cmdvel as C
+
+ROBOTS = ('pitch_yaw_32', 'wheeled_8', 'kinematic_snake_3')
+WARMUP_S = 2.0
+LOWEST_S, HIGHEST_S = 4.0, 9.0
+# SNAKE_CMDVEL_BUDGET_S=1200 python -m bench cmdvel: the whole table on a busy machine.
+BUDGET_S = float(os.environ.get('SNAKE_CMDVEL_BUDGET_S', '300'))
+FIRST_PASS = (1, 2)      # indices in acceptance_commands: the higher speed, the left turn
+
+
+def plan(robots):
+    """[(pass, robot, gait, command)] in the order they run."""
+    out = []
+    for robot in robots:
+        for gait in C.locomotion_gaits(robot):
+            for k, command in enumerate(C.acceptance_commands(robot, gait)):
+                out.append((0 if k in FIRST_PASS else 1, robot, gait, command))
+    return sorted(out, key=lambda p: p[0])
+
+
+def run_one(robot, gait, command):
+    follows = C.cmd_vel_meaning(robot, gait).follows
+    if any(v and a not in follows for a, v in zip(('linear.x', 'linear.y', 'angular.z'), command)):
+        return C.CommandResult(robot.name, gait, command, follows, run=False)
+    duration = C.cycle_duration_s(robot, gait, command, lowest_s=LOWEST_S, highest_s=HIGHEST_S)
+    return C.run_command(robot, gait, command, duration_s=duration, warmup_s=WARMUP_S, estimate=False)
+
+
+def main():
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        custom = C.write_wheeled_robot(Path(tmp) / 'wheeled_custom_10.yaml', joints=10, link_length_m=0.12)
+        robots = [load_robot(name) for name in ROBOTS] + [load_robot(custom)]
+    print('cmd_vel acceptance: gait x command -> achieved (x m/s forward, y m/s left, z rad/s), ratios to the '
+          f'command; MuJoCo elliptic cone, through the gait controller, open loop; budget {BUDGET_S:.0f} s')
+    rows, skipped, printed = [], [], False
+    for pass_, robot, gait, command in plan(robots):
+        if time.perf_counter() - start > BUDGET_S:
+            skipped.append((robot.name, gait, command))
+            continue
+        rows.append(run_one(robot, gait, command))
+        table = C.format_rows(rows[-1:])
+        print(table if not printed else table.split('\n', 2)[2], flush=True)      # one header
+        printed = True
+    for name, gait, command in skipped:
+        print(f'{name:<18} {gait:<22} {", ".join(f"{c:+.3g}" for c in command):<26} WARN not run: over the '
+              f'{BUDGET_S:.0f} s budget')
+    met = [r for r in rows if not C.misses(r)]
+    print(f'{len(met)} of {len(rows) + len(skipped)} rows within the acceptance ({sum(r.run for r in rows)} runs, '
+          f'{sum(not r.run for r in rows)} commands a gait does not follow, {len(skipped)} left out by the '
+          f'budget); {time.perf_counter() - start:.0f} s wall')
+    for robot in robots:
+        mine = [r for r in rows if r.robot == robot.name]
+        left = sum(1 for s in skipped if s[0] == robot.name)
+        print(f'  {robot.name:<18} {sum(1 for r in mine if not C.misses(r))} of {len(mine) + left} met'
+              + (f' ({left} left out)' if left else ''))
+
+
+if __name__ == '__main__':
+    main()
