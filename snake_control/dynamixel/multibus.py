@@ -23,12 +23,11 @@ import time
 
 import numpy as np
 
+from snake_control.dynamixel.busgroup import BusGroup
 from snake_control.dynamixel.driver import Driver
 from snake_control.dynamixel.driver_config import DriverConfig, StartupError
 from snake_control.dynamixel.readings import DriverDiagnostics, JointStateSnapshot
 
-# Worst first: the mode a multi-bus driver reports is its worst bus's.
-_MODE_RANK = ('fatal', 'disconnected', 'torque_off', 'hold', 'running', 'stopped')
 
 
 def make_driver(robot, port: str | None = None, baud: int | None = None, config: DriverConfig | None = None,
@@ -51,7 +50,7 @@ def make_driver(robot, port: str | None = None, baud: int | None = None, config:
     return MultiBusDriver(robot, ports, baud, config)
 
 
-class MultiBusDriver:
+class MultiBusDriver(BusGroup):
     """One Driver per bus line of the robot, in parallel, behaving as one (see the module docstring)."""
 
     def __init__(self, robot, ports: list[str] | None = None, baud: int | None = None,
@@ -81,30 +80,6 @@ class MultiBusDriver:
             d.peer_fault = lambda k=k: self._peer_fault(k)
 
     # ---------------------------------------------------------------- what the buses share
-    @property
-    def fast(self) -> bool:
-        return all(d.fast for d in self.drivers)
-
-    @property
-    def warnings(self) -> list[str]:
-        return [w for d in self.drivers for w in d.warnings]
-
-    @property
-    def torque_off_unconfirmed(self) -> list[str]:
-        return [n for d in self.drivers for n in d.torque_off_unconfirmed]
-
-    @property
-    def mode(self) -> str:
-        return min((d.mode for d in self.drivers), key=_MODE_RANK.index)
-
-    @property
-    def reasons(self) -> list[str]:
-        return [f'{d.port}: {r}' for d in self.drivers for r in d.reasons]
-
-    @property
-    def running(self) -> bool:
-        return all(d.running for d in self.drivers)
-
     def _peer_fault(self, k: int) -> tuple[str | None, tuple]:
         """The worst fault of the buses other than k: ('torque_off' | 'hold' | None, reasons)."""
         policy, reasons = None, []
@@ -208,28 +183,10 @@ class MultiBusDriver:
         for d in self.drivers:
             d.reset()
 
-    def state(self) -> JointStateSnapshot | None:
-        with self._lock:
-            return self._snapshot
-
     def diagnostics(self) -> DriverDiagnostics:
         """Every bus's diagnostics as one: the worst mode, reasons and events by port, counters summed,
         the slowest cycle rate and the worst jitter, every servo; cycles are the robot's (every bus's)."""
         parts = [d.diagnostics() for d in self.drivers]
-        counters = {k: sum(p.counters[k] for p in parts) for k in parts[0].counters}
-        counters['cycles'] = min(p.counters['cycles'] for p in parts)     # cycles of the robot, not summed
-        return DriverDiagnostics(
-            mode=self.mode, reasons=self.reasons,
-            fatal_error='; '.join(p.fatal_error for p in parts if p.fatal_error) or None,
-            port=self.port, baud=self.baud, rate_hz_target=self.rate_hz,
-            cycle_rate_hz=min(p.cycle_rate_hz for p in parts),
-            jitter_p99_ms=max(p.jitter_p99_ms for p in parts),
-            read_mode=parts[0].read_mode if len({p.read_mode for p in parts}) == 1 else 'mixed',
-            reply_failure_rate=max(p.reply_failure_rate for p in parts),
-            counters=counters, disconnected_for_s=max(p.disconnected_for_s for p in parts),
-            watchdog_ms=parts[0].watchdog_ms,
-            torque_off_unconfirmed=[n for p in parts for n in p.torque_off_unconfirmed],
-            warnings=[w for p in parts for w in p.warnings],
-            events=[f'{p.port}: {e}' for p in parts for e in p.events][-10:],
-            servos=[s for p in parts for s in p.servos])
+        return self.merged_diagnostics(parts, [p.fatal_error for p in parts if p.fatal_error],
+                                       [n for p in parts for n in p.torque_off_unconfirmed])
 

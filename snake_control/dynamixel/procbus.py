@@ -42,6 +42,7 @@ import types
 
 import numpy as np
 
+from snake_control.dynamixel.busgroup import BusGroup
 from snake_control.dynamixel.driver_config import DriverConfig, StartupError
 from snake_control.dynamixel.readings import DriverDiagnostics, JointStateSnapshot
 
@@ -49,7 +50,6 @@ log = logging.getLogger(__name__)
 
 MODES = ('stopped', 'running', 'hold', 'torque_off', 'disconnected', 'fatal')
 POLICY_CODES = (None, 'hold', 'torque_off')
-_MODE_RANK = ('fatal', 'disconnected', 'torque_off', 'hold', 'running', 'stopped')   # worst first
 TEXT_BYTES = 2048            # each bus's reasons (and fault reasons): enough for 32 servos' stale names
 _HEAD = 6                    # seq, stamp, cycles, mode code, own fault policy code, grid slot
 STATUS_EVERY_S = 0.02        # the child's main thread refreshes mode and reasons this often (a bus loop
@@ -332,7 +332,7 @@ class BusProcess:
                 return None
 
 
-class ProcessMultiBusDriver:
+class ProcessMultiBusDriver(BusGroup):
     """One child process per bus line, behaving as one driver (see the module docstring). Same API as
     Driver and MultiBusDriver: start, stop, set_command, set_estop, reset, state, diagnostics, on_state,
     thread_setup (picklable: it is called in each child's bus thread), config (live: changes reach every
@@ -371,31 +371,6 @@ class ProcessMultiBusDriver:
         self.on_state = None
         self.thread_setup = None
         self.fatal_error: str | None = None
-
-    # ---------------------------------------------------------------- what the buses share
-    @property
-    def fast(self) -> bool:
-        return all(b.fast for b in self.buses)
-
-    @property
-    def warnings(self) -> list[str]:
-        return [w for b in self.buses for w in b.warnings]
-
-    @property
-    def torque_off_unconfirmed(self) -> list[str]:
-        return [n for b in self.buses for n in b.torque_off_unconfirmed]
-
-    @property
-    def mode(self) -> str:
-        return min((b.mode for b in self.buses), key=_MODE_RANK.index)
-
-    @property
-    def reasons(self) -> list[str]:
-        return [f'{b.port}: {r}' for b in self.buses for r in b.reasons]
-
-    @property
-    def running(self) -> bool:
-        return all(b.running for b in self.buses)
 
     # ---------------------------------------------------------------- start and stop
     def start(self) -> None:
@@ -608,10 +583,6 @@ class ProcessMultiBusDriver:
         for b in self.buses:
             b.send('reset')
 
-    def state(self) -> JointStateSnapshot | None:
-        with self._lock:
-            return self._snapshot
-
     def cpu_s(self) -> float:
         """CPU time (s) of this process and every bus process: what the driver costs the machine."""
         total = time.process_time()
@@ -637,20 +608,7 @@ class ProcessMultiBusDriver:
                 _, _, b.torque_off_unconfirmed, b.last_diagnostics, b.cpu_s = reply
                 b.stopped = True
             parts.append(b.last_diagnostics or self._silent_bus_diagnostics(b))
-        counters = {k: sum(p.counters[k] for p in parts) for k in parts[0].counters}
-        counters['cycles'] = min(p.counters['cycles'] for p in parts)
         fatal = [p.fatal_error for p in parts if p.fatal_error] + [f'{b.port}: {b.died}' for b in self.buses
                                                                     if b.died]
-        return DriverDiagnostics(
-            mode=self.mode, reasons=self.reasons, fatal_error='; '.join(fatal) or None,
-            port=self.port, baud=self.baud, rate_hz_target=self.rate_hz,
-            cycle_rate_hz=min(p.cycle_rate_hz for p in parts),
-            jitter_p99_ms=max(p.jitter_p99_ms for p in parts),
-            read_mode=parts[0].read_mode if len({p.read_mode for p in parts}) == 1 else 'mixed',
-            reply_failure_rate=max(p.reply_failure_rate for p in parts),
-            counters=counters, disconnected_for_s=max(p.disconnected_for_s for p in parts),
-            watchdog_ms=parts[0].watchdog_ms,
-            torque_off_unconfirmed=self.torque_off_unconfirmed or
-            [n for p in parts for n in p.torque_off_unconfirmed],
-            warnings=self.warnings, events=[f'{p.port}: {e}' for p in parts for e in p.events][-10:],
-            servos=[s for p in parts for s in p.servos])
+        return self.merged_diagnostics(parts, fatal, self.torque_off_unconfirmed
+                                       or [n for p in parts for n in p.torque_off_unconfirmed])
