@@ -22,8 +22,8 @@ The runs use validation physics (runs.VALIDATION_PHYSICS: MuJoCo's elliptic fric
 pyramidal one propels bodies that Coulomb friction would not, docs/physics.md), and the gait
 controller open loop with the robot's calibration (controller_goal_fn); run_command also runs it
 closed loop, fed odometry by the state estimator on the measured joint angles (as in the node graph,
-in one thread on simulated time) or by the true body pose, in the physics a calibration was measured
-in when given (`snake calibrate` uses the default PhysicsOptions).
+in one thread on simulated time) or by the true body pose. options=PhysicsOptions() runs on the floor
+`snake calibrate` measures on, to score a calibration where it was made.
 
 Example:
     >>> from snake_control.robot import load_robot
