@@ -47,10 +47,13 @@ def test_a_body_on_a_circle_gets_its_arc_speed_and_yaw_rate():
 
 
 def test_whole_cycles_cancel_the_wave_and_short_runs_use_everything():
-    assert C.whole_cycle_window(np.linspace(0.0, 5.0, 51)) == (0, 50, 0)
-    phases = np.linspace(0.0, -13.0, 131)                 # backwards, two cycles (12.57 rad)
-    first, last, cycles = C.whole_cycle_window(phases)
-    assert cycles == 2 and abs(phases[last] + 4 * math.pi) <= 0.05
+    times = np.linspace(0.0, 13.0, 131)
+    poses = np.array([straight_body(6, 0.0, (0.02 * t, 0.0)) for t in times])
+    short = C.achieved_motion(times[:51], poses[:51], times[:51])           # 5 rad: less than a cycle
+    assert short.cycles == 0 and short.window_s == pytest.approx(5.0)
+    backwards = C.achieved_motion(times, poses, -times)                     # two cycles (12.57 rad)
+    assert backwards.cycles == 2 and backwards.window_s == pytest.approx(4 * math.pi)
+    assert backwards.forward_m_s == pytest.approx(0.02)
     # A body whose axis swings with the wave: the window's mean heading is its travel direction.
     times = np.linspace(0.0, 4.0, 401)
     phase = 2 * math.pi * 0.5 * times

@@ -5,14 +5,14 @@ Measured (achieved_motion, pure numpy) from the recorded link poses:
 
 - the body axis: the floor direction from the centroid of the tail half of the link centres to that of
   the head half (validation.runs.body_motion's axis, shape-independent); its heading theta (unwrapped);
-- the window: whole gait cycles where the run holds one or more (the gait's phase at the end equals its
-  phase at the start, modulo 2 pi, so the body wave's wiggle cancels), else the whole run;
-- yaw rate = (theta_end - theta_start) / T; the centroid's displacement d over the window, stretched from
-  the chord to the length of the path (the turn times the centroid's mean distance from the centre of
-  the turn, as the stride model measures a cycle) and split along the x (forward) and y (left) of the
-  window's mean heading: forward and lateral speed = those / T;
-- heading drift (deg/m) = |dtheta| / |d|, judged when no turn is commanded; translation per radian
-  (m/rad) = |d| / |dtheta|, judged for turning on the spot.
+- per whole gait cycle (gaits.calibration.cycle_motion, the measure the calibration is fitted with): the
+  centroid's displacement between the cycle's phase-aligned ends (interpolated to the exact phase, so
+  the body wave's wiggle cancels), split along the x (forward) and y (left) of the cycle's mean heading,
+  stretched from chord to arc (calibration.arc_factor), and the heading's change; the cycles' mean times
+  the cycles per second gives forward and lateral speed and yaw rate. A run holding less than one cycle
+  is measured over its whole length the same way (cycles 0: the wave's swing stays in);
+- heading drift (deg/m) = |turn| / distance, judged when no turn is commanded; translation per radian
+  (m/rad) = distance / |turn|, judged for turning on the spot.
 
 Acceptance (ACCEPTANCE): speed within +-10 % of the command, yaw rate within +-15 % or +-0.03 rad/s
 (whichever is wider, so near-zero yaw rates are held to 0.03 rad/s), heading drift under 2 deg/m
@@ -20,7 +20,10 @@ without a turn command, turning on the spot under 0.05 m per radian.
 
 The runs use validation physics (runs.VALIDATION_PHYSICS: MuJoCo's elliptic friction cone; the
 pyramidal one propels bodies that Coulomb friction would not, docs/physics.md), and the gait
-controller open loop with the robot's calibration (controller_goal_fn).
+controller open loop with the robot's calibration (controller_goal_fn); run_command also runs it
+closed loop, fed odometry by the state estimator on the measured joint angles (as in the node graph,
+in one thread on simulated time) or by the true body pose. options=PhysicsOptions() runs on the floor
+`snake calibrate` measures on, to score a calibration where it was made.
 
 Example:
     >>> from snake_control.robot import load_robot
@@ -36,16 +39,19 @@ from pathlib import Path
 
 import numpy as np
 
+from snake_control.estimation.estimator import BodyFrameTracker, Estimator
 from snake_control.gaits import catalog
+from snake_control.gaits.calibration import arc_factor, cycle_motion
 from snake_control.gaits.controller import GaitController
 from snake_control.gaits.reach import cmd_vel_meaning
+from snake_control.gaits.trim import TrimSettings, TrimState, heading_from_quaternion
+from snake_control.kinematics.lie import quaternion_from_matrix
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
 from snake_control.teleop.command_filter import CommandLimits
 from snake_control.validation import runs as V
 
 PI = math.pi
-_STRAIGHT_RAD = 0.05    # a window turning less is measured along its chord (no centre to speak of)
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ ACCEPTANCE = Acceptance()
 class Achieved:
     """True motion over a run's window: speeds (m/s) in the mean body frame (x toward the head, y left),
     yaw rate (rad/s, CCW), window length (s) and whole gait cycles in it (0: fewer than one, the whole run
-    used), distance (m, |displacement|) and turn (rad) over the window."""
+    used), distance (m: the mean cycle's displacement times the cycles) and turn (rad) over the window."""
 
     forward_m_s: float
     lateral_m_s: float
@@ -100,68 +106,55 @@ def body_axis_headings(link_poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.unwrap(np.arctan2(axis[:, 1], axis[:, 0])), centres.mean(axis=1)
 
 
-def whole_cycle_window(phases_rad: np.ndarray) -> tuple[int, int, int]:
-    """(first, last, cycles): the longest window from sample 0 spanning whole gait cycles (the phase at
-    `last` differs from the phase at 0 by cycles x 2 pi, to the nearest sample); (0, T - 1, 0) when the
-    phase moves less than one cycle. Works for either direction of the phase."""
-    phases = np.asarray(phases_rad, dtype=float)
-    if phases.ndim != 1 or phases.size < 2:
-        raise ValueError(f'phases_rad must have shape (T >= 2,), got {phases.shape}')
-    moved = np.abs(phases - phases[0])
-    cycles = int(moved.max() // (2 * PI))
-    if cycles < 1:
-        return 0, phases.size - 1, 0
-    # The last sample nearest the phase of `cycles` whole cycles (the phase is monotonic once running).
-    last = int(np.argmin(np.abs(moved - cycles * 2 * PI)))
-    return 0, last, cycles
-
-
 def achieved_motion(times_s: np.ndarray, link_poses: np.ndarray, phases_rad: np.ndarray) -> Achieved:
     """The true motion of a recorded run (module docstring): times (T,) s, poses (T, n_links, 4, 4) world,
-    the gait's phase (T,) rad at each sample.
+    the gait's phase (T,) rad at each sample (either direction).
+
+    Measured per whole cycle rather than over one window from the first to the last whole cycle: each
+    cycle is split along its own mean heading, so a run that turns far (a closed loop run of tens of
+    seconds turns several radians) still splits forward from lateral motion, where one window's mean
+    heading and chord lose their meaning past half a turn; the cycle ends are interpolated to the exact
+    phase, not the nearest sample; and it is the measure `snake calibrate` fits (gaits.calibration), so
+    achieved speed is in the units cmd_vel is mapped with. The chord-to-arc stretch assumes the
+    phase-aligned points move on a circle; the centroid's mean path differs by the wave's wiggle only.
 
     Example: a straight body (head toward +x) sliding 1 m along +y in 10 s without turning moves
     0 m/s forward, 0.1 m/s left, at yaw rate 0.
     """
     times = np.asarray(times_s, dtype=float)
     heading, centroid = body_axis_headings(link_poses)
-    if times.shape != heading.shape or np.asarray(phases_rad).shape != heading.shape:
-        raise ValueError(f'times_s {times.shape}, phases_rad {np.shape(phases_rad)} and link_poses '
+    phases = np.asarray(phases_rad, dtype=float)
+    if times.shape != heading.shape or phases.shape != heading.shape:
+        raise ValueError(f'times_s {times.shape}, phases_rad {phases.shape} and link_poses '
                          f'{np.shape(link_poses)[:1]} must have the same number of samples')
-    i0, i1, cycles = whole_cycle_window(phases_rad)
-    span = float(times[i1] - times[i0])
-    if span <= 0:
+    if times.size < 2 or not times[-1] > times[0]:
         raise ValueError('the run must last longer than one sample')
-    turn = float(heading[i1] - heading[i0])
-    d = centroid[i1] - centroid[i0]
-    chord = float(np.linalg.norm(d))
-    stretch = 1.0
-    if abs(turn) > _STRAIGHT_RAD and chord > 0:
-        # The path's length is the turn times the centroid's mean distance from the turn's centre, the
-        # fixed point z of the window's rigid motion (R z + t = z): the centroid at one phase can sit
-        # inside or outside its mean path by the wave's wiggle, so the chord alone would make left and
-        # right turns differ (the stride model uses the same mean distance, gaits/stride.py).
-        c, s_ = math.cos(turn), math.sin(turn)
-        rot = np.array([[c, -s_], [s_, c]])
-        t = centroid[i1] - rot @ centroid[i0]
-        z = np.linalg.solve(np.eye(2) - rot, t)
-        radius = float(np.mean(np.linalg.norm(centroid[i0:i1 + 1] - z, axis=1)))
-        stretch = radius * abs(turn) / chord
-    # The mean body axis over the window: over whole cycles the wave's swing of the axis cancels (the
-    # axis at one phase can point well off the direction of travel), and a steady turn averages to its
-    # middle.
-    mid = float(np.mean(heading[i0:i1 + 1]))
-    x, y = np.array([math.cos(mid), math.sin(mid)]), np.array([-math.sin(mid), math.cos(mid)])
-    return Achieved(float(d @ x) * stretch / span, float(d @ y) * stretch / span, turn / span, span, cycles,
-                    float(np.linalg.norm(d)), turn)
+    if phases[-1] < phases[0]:
+        phases = -phases            # a gait run backwards: cycle_motion wants a rising phase
+    cycles = int(math.floor((phases[-1] - phases[0]) / (2 * PI) + 1e-9))
+    if cycles >= 1:
+        fwd, left, turn, _ = cycle_motion(times, phases, centroid, heading)
+        span = float(np.interp(phases[0] + 2 * PI * cycles, phases, times) - times[0])
+        per_run = cycles
+    else:
+        # Less than a cycle: the whole run as one (time-weighted) mean-heading frame.
+        mean = float(np.trapezoid(heading, times) / (times[-1] - times[0]))
+        d = centroid[-1] - centroid[0]
+        c, s_ = math.cos(mean), math.sin(mean)
+        fwd, left, turn = c * d[0] + s_ * d[1], -s_ * d[0] + c * d[1], float(heading[-1] - heading[0])
+        span, per_run = float(times[-1] - times[0]), 1
+    arc = arc_factor(turn) * per_run / span      # m per cycle of chord -> m/s along the arc
+    return Achieved(fwd * arc, left * arc, turn * per_run / span, span, cycles,
+                    math.hypot(fwd, left) * per_run, turn * per_run)
 
 
 @dataclass
 class CommandResult:
     """One run: robot and gait, the command (linear.x, linear.y, angular.z), what it achieved, and the
-    estimator scored on the same run (validation.runs.ValidationResult, None when not run). followed:
+    estimator scored on the same run (validation.runs.ValidationResult, None when not run). follows:
     the command fields the gait follows (gaits.reach); run False: not simulated (a turn for a gait that
-    does not turn)."""
+    does not turn). trim: the closed loop at the end (gaits.trim.TrimState; OFF open loop); mapping and
+    reachable: how the controller mapped the command (gaits.scheduler's state)."""
 
     robot: str
     gait: str
@@ -170,6 +163,9 @@ class CommandResult:
     achieved: Achieved | None = None
     estimate: V.ValidationResult | None = field(default=None, repr=False)
     run: bool = True
+    trim: TrimState | None = None
+    mapping: str = ''
+    reachable: bool = True
 
 
 def misses(result: CommandResult, accept: Acceptance = ACCEPTANCE) -> list[str]:
@@ -200,20 +196,24 @@ def misses(result: CommandResult, accept: Acceptance = ACCEPTANCE) -> list[str]:
 _LIMITS = CommandLimits(10.0, 10.0, 10.0, 0.3, 0.3, 2.0)
 
 
-def controller_goal_fn(robot: Robot, gait: str, command, params=None, period_s: float | None = None):
-    """(goal_fn(t) -> joint goals rad, phase_fn(t) -> the gait's phase rad then): the gait controller, as
-    the gait node runs it, started from the straight body and offered `command` at every tick. goal_fn's
-    t (s) must not decrease; phase_fn reads the phases goal_fn went through (interpolated in t).
+def controller_goal_fn(robot: Robot, gait: str, command, params=None, period_s: float | None = None,
+                       calibration='auto', closed_loop: bool = False, trim: TrimSettings | None = None,
+                       from_rest: bool = True, odometry_fn=None):
+    """(goal_fn(t) -> joint goals rad, phase_fn(t) -> the gait's phase rad then, the GaitController):
+    the gait controller, as the gait node runs it, offered `command` at every tick. goal_fn's t (s) must
+    not decrease; phase_fn reads the phases goal_fn went through (interpolated in t).
 
-    Open loop: cmd_vel is mapped through the robot's calibration where one is shipped beside its YAML
-    (as the gait node loads it), else the no-slip model or the stride parameter; the closed loop is off,
-    because it trims over several gait cycles of odometry and these runs last one
-    (validation/command_runs.py runs it with the estimator).
+    from_rest: start from the straight body (the gait blends in), else in the gait's own shape.
+    calibration ('auto': the one shipped beside the robot's YAML, as the gait node loads it; None: the
+    no-slip model or the stride parameter; or a Calibration), closed_loop and trim as GaitController's.
+    odometry_fn(t) -> (x m, y m, heading rad): the body pose offered before every tick after the first
+    (the closed loop trims on it).
     """
     period = period_s or 1.0 / robot.bus.control_rate_hz
     controller = GaitController(robot, gait, period_s=period, limits=_LIMITS, cmd_timeout_s=0.5,
-                                overrides={gait: dict(params or {})}, closed_loop=False)
-    controller.start(np.zeros(robot.n_joints))
+                                overrides={gait: dict(params or {})}, calibration=calibration, trim=trim,
+                                closed_loop=closed_loop)
+    controller.start(np.zeros(robot.n_joints) if from_rest else None)
     times, phases = [], []
     last = {'q': None}
 
@@ -221,6 +221,9 @@ def controller_goal_fn(robot: Robot, gait: str, command, params=None, period_s: 
         if times and t_s < times[-1]:
             raise ValueError(f'gait time went backwards: {t_s} after {times[-1]}')
         if not times or t_s > times[-1]:
+            # Not before the first tick: the first goal is the start shape, asked before the world is reset.
+            if odometry_fn is not None and times:
+                controller.offer_odometry(t_s, *odometry_fn(t_s))
             controller.offer_command(*command, now_s=t_s)
             last['q'] = controller.tick(t_s).positions_rad
             times.append(t_s)
@@ -230,31 +233,69 @@ def controller_goal_fn(robot: Robot, gait: str, command, params=None, period_s: 
     def phase_fn(t_s):
         return np.interp(t_s, times, phases)
 
-    return goal_fn, phase_fn
+    return goal_fn, phase_fn, controller
 
 
-def run_command(robot: Robot | str, gait: str, command, params=None, duration_s: float = 10.0,
-                warmup_s: float = V.WARMUP_S, options=None, estimate: bool = True) -> CommandResult:
+def _odometry_fn(robot: Robot, world: SnakeWorld, source: str):
+    """odometry_fn(t) -> (x m, y m, heading rad) of the world's robot now: 'truth' (the tracked body
+    frame, as motion capture would give) or 'estimator' (the state estimator on the measured joint
+    angles, as in the node graph, started at the true pose of its first call)."""
+    tracker = BodyFrameTracker(robot)
+    options = {'axial_weight': V.matching_axial_weight(world.options)} if robot.kind == 'pitch_yaw' else {}
+    state = {}
+
+    def odometry(t_s: float):
+        truth = tracker(world.link_poses())
+        if source == 'truth':
+            pose = truth
+        else:
+            if 'est' not in state:
+                initial = truth if robot.kind == 'pitch_yaw' else np.array(
+                    [truth[0, 3], truth[1, 3], math.atan2(truth[1, 0], truth[0, 0])])
+                state['est'] = Estimator(robot, initial_pose=initial, **options)
+            pose = state['est'].update(t_s, world.joint_positions_rad()).pose
+        return pose[0, 3], pose[1, 3], heading_from_quaternion(*quaternion_from_matrix(pose[:3, :3]))
+
+    return odometry
+
+
+def run_command(robot: Robot | str, gait: str, command, duration_s: float = 10.0, params=None, *,
+                warmup_s: float = V.WARMUP_S, score_s: float | None = None, options=None,
+                calibration='auto', closed_loop: bool = False, trim: TrimSettings | None = None,
+                odometry: str = 'estimator', from_rest: bool = True, estimate: bool = True) -> CommandResult:
     """Drive `gait` at `command` (linear.x m/s, linear.y m/s, angular.z rad/s) in MuJoCo for duration_s
-    after warmup_s and measure what it achieved; estimate: also score the estimator on the run."""
+    after warmup_s and measure what it achieved over the last score_s (default: all of duration_s).
+
+    options: physics (default runs.VALIDATION_PHYSICS); calibration, closed_loop, trim, from_rest as
+    controller_goal_fn's; odometry ('estimator' or 'truth') feeds the closed loop; estimate: also score
+    the estimator on the run (runs.evaluate).
+    """
     if isinstance(robot, (str, Path)):
         robot = load_robot(robot)
     command = tuple(float(c) for c in command)
     if len(command) != 3 or not all(math.isfinite(c) for c in command):
         raise ValueError(f'command must be three finite numbers (linear.x, linear.y, angular.z), got {command}')
+    if odometry not in ('estimator', 'truth'):
+        raise ValueError(f"odometry must be 'estimator' or 'truth', got {odometry!r}")
     follows = cmd_vel_meaning(robot, gait, params).follows
-    goal_fn, phase_fn = controller_goal_fn(robot, gait, command, params)
     world = SnakeWorld(robot, options=options or V.VALIDATION_PHYSICS)
+    odometry_fn = _odometry_fn(robot, world, odometry) if closed_loop else None
+    goal_fn, phase_fn, controller = controller_goal_fn(robot, gait, command, params, calibration=calibration,
+                                                       closed_loop=closed_loop, trim=trim, from_rest=from_rest,
+                                                       odometry_fn=odometry_fn)
     rate = robot.bus.control_rate_hz
     rec = V.simulate(world, goal_fn, duration_s, rate, warmup_s=warmup_s)
     offset = round(warmup_s * rate) / rate
     phases = phase_fn(rec.times_s + offset)
-    achieved = achieved_motion(rec.times_s, rec.link_poses, phases)
+    first = 0 if score_s is None else max(0, rec.times_s.size - 1 - int(round(score_s * rate)))
+    achieved = achieved_motion(rec.times_s[first:], rec.link_poses[first:], phases[first:])
     est = None
     if estimate:
         options_ = {'axial_weight': V.matching_axial_weight(world.options)} if robot.kind == 'pitch_yaw' else {}
         est = V.evaluate(rec, gait, **options_)
-    return CommandResult(robot.name, gait, command, follows, achieved, est)
+    status = controller.status().gait
+    return CommandResult(robot.name, gait, command, follows, achieved, est, trim=controller.trim.state(),
+                         mapping=status.mapping, reachable=status.reachable)
 
 
 def acceptance_commands(robot: Robot, gait: str) -> list[tuple]:
