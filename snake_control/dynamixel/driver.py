@@ -1,7 +1,7 @@
 """The servo driver: a fixed-rate bus loop in its own thread between joint commands and joint states.
 
 ``Driver(robot, port, baud, config)``; ``start()`` checks and configures the bus and starts the loop;
-``set_command(names, positions_rad)`` and ``set_estop(bool)`` may be called from any thread (they only
+``set_command(names, positions_rad, velocities_rad_s=None)`` and ``set_estop(bool)`` may be called from any thread (they only
 swap the latest value under a lock); ``state()`` and ``diagnostics()`` return the latest snapshot;
 ``stop()`` turns torque off and closes the port.
 
@@ -29,7 +29,9 @@ Safety: a servo whose read failed keeps its last good value and is marked stale 
 ``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
 (every goal frozen at the present position) or 'torque_off'. A command older than
 ``command_timeout_s`` means hold. Estop runs ``estop_policy`` in the next cycle. NaN/inf and unknown
-names reject a command; out-of-limit positions are clamped (or rejected) and counted. Goals are
+names reject a command; out-of-limit positions are clamped (or rejected) and counted. While running,
+the goal leads the command by its velocity times ``velocity_lead_s`` (the servo profile's lag; holds get
+no lead). Goals are
 clamped to the joint limits and checked finite right before they are encoded, so nothing else can
 reach a goal register. An unplugged adapter is reported, retried, and on replug the servos are checked
 again and resume holding where they are; only a command received after that moves them again.

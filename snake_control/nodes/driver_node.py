@@ -1,7 +1,8 @@
 """driver_node: the Dynamixel bus as a ROS 2 node (a thin shell around snake_control.dynamixel.driver).
 
-Subscribes joint_commands (sensor_msgs/JointState, positions by joint name) and estop (std_msgs/Bool,
-from any publisher whatever its QoS); publishes joint_states (position rad, velocity rad/s, effort =
+Subscribes joint_commands (sensor_msgs/JointState, positions by joint name; velocities, optional, lead
+the goal by velocity_lead seconds) and estop (std_msgs/Bool, from any publisher whatever its QoS);
+publishes joint_states (position rad, velocity rad/s, effort =
 joint torque N·m: motor current times the servo model's torque constant; last good values for stale
 servos) and /diagnostics (bus: mode, reasons, cycle rate, jitter, read failures, fast/slow read mode;
 per servo: hardware error bits decoded, motor current A, temperature, voltage, stale count).
