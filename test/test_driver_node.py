@@ -74,6 +74,17 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
             cmd_pub.publish(JointState(name=['joint_1', 'joint_2'], position=[math.nan, 0.0]))
             spin_for(0.2)
             assert node.driver.counters.rejected_nonfinite >= 1
+            # joint_commands.velocity reaches the driver: with velocity_lead 0.1 s a velocity of 1 rad/s
+            # (held, not integrated: the position stays) leads joint_1 by 0.1 rad.
+            assert node.set_parameters([Parameter('velocity_lead', value=0.1)])[0].successful
+            assert not node.set_parameters([Parameter('velocity_lead', value=0.5)])[0].successful
+
+            def led():
+                cmd_pub.publish(JointState(name=['joint_1', 'joint_2'], position=[0.4, -0.3],
+                                           velocity=[1.0, 0.0]))
+                return bool(states) and np.allclose(states[-1].position, [0.5, -0.3], atol=0.02)
+            spin_for(5.0, until=led)
+            np.testing.assert_allclose(states[-1].position, [0.5, -0.3], atol=0.02)
             estop_pub.publish(Bool(data=True))
             spin_for(0.5)
             assert node.driver.mode == 'torque_off' and not any(torque(sim))

@@ -109,6 +109,14 @@ def test_two_buses_run_as_one_driver_and_every_exit_turns_torque_off_on_both(rob
             assert wait_for(lambda: len(got) - n0 >= (c1 - c0) - 3), (len(got) - n0, c1 - c0)
             assert len(got) - n0 <= (d.drivers[1].counters.cycles - c0) + 3
             assert not d.set_command(['j1', 'nope'], [0.0, 0.0])        # refused whole, on no bus
+            # Velocities go with their joints to each bus, which leads its own goals by velocity x lead;
+            # a bad one refuses the whole command, on no bus.
+            assert not d.set_command(robot.joint_names, target, [0.0, float('nan'), 0.0, 0.0])
+            assert not d.set_command(robot.joint_names, target, [0.0])
+            vel = np.array([2.5, 0.0, 0.0, -2.5])
+            led = target + d.config.velocity_lead_s * vel
+            assert wait_for(lambda: d.set_command(robot.joint_names, target, vel)
+                            and np.allclose(d.state().position_rad, led, atol=0.02)), d.state()
         finally:
             assert d.stop()
         assert not any(s.state()['servos'][k]['torque'] for k in '1234')

@@ -1,7 +1,7 @@
 """The servo driver: a fixed-rate bus loop in its own thread between joint commands and joint states.
 
 ``Driver(robot, port, baud, config)``; ``start()`` checks and configures the bus and starts the loop;
-``set_command(names, positions_rad)`` and ``set_estop(bool)`` may be called from any thread (they only
+``set_command(names, positions_rad, velocities_rad_s=None)`` and ``set_estop(bool)`` may be called from any thread (they only
 swap the latest value under a lock); ``state()`` and ``diagnostics()`` return the latest snapshot;
 ``stop()`` turns torque off and closes the port.
 
@@ -29,7 +29,9 @@ Safety: a servo whose read failed keeps its last good value and is marked stale 
 ``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
 (every goal frozen at the present position) or 'torque_off'. A command older than
 ``command_timeout_s`` means hold. Estop runs ``estop_policy`` in the next cycle. NaN/inf and unknown
-names reject a command; out-of-limit positions are clamped (or rejected) and counted. Goals are
+names reject a command; out-of-limit positions are clamped (or rejected) and counted. While running,
+the goal leads the command by its velocity times ``velocity_lead_s`` (the servo profile's lag; holds get
+no lead). Goals are
 clamped to the joint limits and checked finite right before they are encoded, so nothing else can
 reach a goal register. An unplugged adapter is reported, retried, and on replug the servos are checked
 again and resume holding where they are; only a command received after that moves them again.
@@ -103,6 +105,7 @@ def grid_start(epoch: float | None, now: float, period_s: float) -> float:
 class _Command:
     position_rad: np.ndarray
     received_s: float
+    velocity_rad_s: np.ndarray | None = None    # per joint; 0 where the command gave none
 
 
 class Driver:
@@ -287,12 +290,16 @@ class Driver:
         self._torque_off_done = True
         return not pending
 
-    def set_command(self, names, positions_rad) -> bool:
-        """Take a joint command (any subset of joints by name). Returns whether it was accepted."""
+    def set_command(self, names, positions_rad, velocities_rad_s=None) -> bool:
+        """Take a joint command (any subset of joints by name), with optional velocities (empty or None:
+        none; used only for the velocity lead). Returns whether it was accepted."""
         positions = np.asarray(positions_rad, dtype=float).ravel() if positions_rad is not None else None
+        velocities = (np.asarray(velocities_rad_s, dtype=float).ravel()
+                      if velocities_rad_s is not None and len(velocities_rad_s) else None)
         names = list(names) if names is not None else []
         with self._lock:
-            if positions is None or len(names) != len(positions) or not names:
+            if (positions is None or len(names) != len(positions) or not names
+                    or (velocities is not None and len(velocities) != len(names))):
                 self.counters.rejected_malformed += 1
                 return False
             if names != self._command_names:    # a gait sends the same names every time: look up once
@@ -305,6 +312,10 @@ class Driver:
             if not np.all(np.isfinite(positions)):
                 self.counters.rejected_nonfinite += 1
                 self._event('command rejected: NaN or inf position')
+                return False
+            if velocities is not None and not np.all(np.isfinite(velocities)):
+                self.counters.rejected_nonfinite += 1
+                self._event('command rejected: NaN or inf velocity')
                 return False
             idx = self._command_idx
             lo, hi = self.lower[idx], self.upper[idx]
@@ -319,7 +330,11 @@ class Driver:
             base = self._command.position_rad.copy() if self._command is not None else (
                 self._goal.copy() if self._goal is not None else np.zeros(len(self.names)))
             base[idx] = positions
-            self._command = _Command(base, time.monotonic())
+            # Joints this command leaves out keep their velocity; joints it names without one get 0.
+            vel = (self._command.velocity_rad_s.copy() if self._command is not None
+                   else np.zeros(len(self.names)))
+            vel[idx] = velocities if velocities is not None else 0.0
+            self._command = _Command(base, time.monotonic(), vel)
             return True
 
     def set_estop(self, active: bool) -> None:
@@ -698,7 +713,15 @@ class Driver:
                 self._event(f'hold: {"; ".join(reasons)}')
             self.mode, self.reasons, self._ramp = 'hold', reasons, None
             return self._hold_goal
-        command_rad = np.clip(d.goal_rad, self.lower, self.upper)
+        command_rad = d.goal_rad
+        lead_s = self.config.velocity_lead_s
+        if lead_s > 0 and command is not None:
+            # Lead the goal by the servo's lag (goal = q + v·τ): the profile trails a moving goal, so
+            # the joint ends up near q. The velocity is bounded by the joint's limit, so a wild one
+            # moves the goal at most velocity_limit·τ; the limits below clip the sum.
+            command_rad = command_rad + lead_s * np.clip(command.velocity_rad_s, -self.velocity_limit,
+                                                         self.velocity_limit)
+        command_rad = np.clip(command_rad, self.lower, self.upper)
         if d.entered:
             # Resume from the held pose at rest: the goal ramps to the command within the joint limits.
             start = self._goal if self._goal is not None else command_rad

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 POLICIES = ('hold', 'torque_off')
 READ_MODES = ('auto', 'fast', 'slow')
 SETUP_MARGIN_MS = 20.0           # reply margin of start-up and recovery exchanges (not time-critical)
@@ -23,6 +25,9 @@ WATCHDOG_MIN_AUTO_MS = 100
 # Transmit failures (the adapter takes no bytes) for this long: the bus is treated as gone (closed,
 # reopened and checked again, as after an unplug) instead of retried cycle after cycle.
 TRANSMIT_FAULT_RECONNECT_S = 0.5
+# Upper bound of velocity_lead_s: a lead is meant to cancel the servo's lag (tens of ms); a larger one
+# would send goals far ahead of the command on a stale or jumping velocity.
+VELOCITY_LEAD_MAX_S = 0.2
 
 
 class StartupError(RuntimeError):
@@ -49,6 +54,9 @@ class DriverConfig:
     reconnect_interval_s: float = 0.5
     health_every: int = 4                    # one servo's temperature/voltage every N cycles
     torque_off_deadline_s: float = TORQUE_OFF_DEADLINE_S
+    # Goal = commanded position + commanded velocity x velocity_lead_s (0: off): cancels the lag of the
+    # servo's own profile (docs/dynamixel.md, "Command velocities").
+    velocity_lead_s: float = 0.04
 
     def validate(self):
         for name in ('stale_policy', 'alert_policy', 'estop_policy'):
@@ -64,7 +72,22 @@ class DriverConfig:
             raise ValueError(f'watchdog_ms must be 0..{WATCHDOG_MAX_MS}, got {self.watchdog_ms}')
         if not 0 < self.torque_off_deadline_s <= 60:
             raise ValueError(f'torque_off_deadline_s must be in (0, 60], got {self.torque_off_deadline_s}')
+        lead = self.velocity_lead_s
+        if not (isinstance(lead, (int, float)) and math.isfinite(lead) and 0 <= lead <= VELOCITY_LEAD_MAX_S):
+            raise ValueError(f'velocity_lead_s must be finite, in [0, {VELOCITY_LEAD_MAX_S}], got {lead!r}')
 
+
+
+def command_velocities(velocities_rad_s, n: int):
+    """A command's velocities as floats: None when it gave none (None or empty, as a JointState may),
+    False when malformed (not n numbers, NaN or inf): a multi-bus driver checks before splitting."""
+    if velocities_rad_s is None or len(velocities_rad_s) == 0:
+        return None
+    try:
+        v = np.asarray(velocities_rad_s, dtype=float).ravel()
+    except (TypeError, ValueError):
+        return False
+    return v if len(v) == n and bool(np.all(np.isfinite(v))) else False
 
 
 def default_watchdog_ms(rate_hz: float) -> int:

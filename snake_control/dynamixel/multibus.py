@@ -25,7 +25,7 @@ import numpy as np
 
 from snake_control.dynamixel.busgroup import BusGroup
 from snake_control.dynamixel.driver import Driver
-from snake_control.dynamixel.driver_config import DriverConfig, StartupError
+from snake_control.dynamixel.driver_config import DriverConfig, StartupError, command_velocities
 from snake_control.dynamixel.readings import DriverDiagnostics, JointStateSnapshot
 
 
@@ -156,7 +156,7 @@ class MultiBusDriver(BusGroup):
             t.join()
         return all(results)
 
-    def set_command(self, names, positions_rad) -> bool:
+    def set_command(self, names, positions_rad, velocities_rad_s=None) -> bool:
         """A command for any subset of joints by name: each bus takes its own joints. The whole command
         is checked first (names, lengths, finite values), so it is taken by all buses or by none."""
         names = list(names) if names is not None else []
@@ -166,13 +166,16 @@ class MultiBusDriver(BusGroup):
             positions = None
         known = set(self.names)
         if (positions is None or not names or len(positions) != len(names) or any(n not in known for n in names)
-                or not np.all(np.isfinite(positions))):
-            return self.drivers[0].set_command(names, positions)     # refused, counted and reported there
+                or not np.all(np.isfinite(positions))
+                or (vel := command_velocities(velocities_rad_s, len(names))) is False):
+            # refused, counted and reported there
+            return self.drivers[0].set_command(names, positions, velocities_rad_s)
         ok = True
         for d in self.drivers:
             mine = [k for k, n in enumerate(names) if n in d.index]
             if mine:
-                ok = d.set_command([names[k] for k in mine], positions[mine]) and ok
+                ok = d.set_command([names[k] for k in mine], positions[mine],
+                                   None if vel is None else vel[mine]) and ok
         return ok
 
     def set_estop(self, active: bool) -> None:

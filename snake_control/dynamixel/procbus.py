@@ -43,7 +43,7 @@ import types
 import numpy as np
 
 from snake_control.dynamixel.busgroup import BusGroup
-from snake_control.dynamixel.driver_config import DriverConfig, StartupError
+from snake_control.dynamixel.driver_config import DriverConfig, StartupError, command_velocities
 from snake_control.dynamixel.readings import DriverDiagnostics, JointStateSnapshot
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ def _child_main(k, robot, config, ports, shared, conn, wake, epoch, thread_setup
                     break
                 op = msg[0]
                 if op == 'command':
-                    d.set_command(msg[1], msg[2])
+                    d.set_command(msg[1], msg[2], msg[3])
                 elif op == 'estop':
                     d.set_estop(msg[1])
                 elif op == 'reset':
@@ -551,7 +551,7 @@ class ProcessMultiBusDriver(BusGroup):
         for b in self.buses:
             b.send('config', change)
 
-    def set_command(self, names, positions_rad) -> bool:
+    def set_command(self, names, positions_rad, velocities_rad_s=None) -> bool:
         """A command for any subset of joints by name: each bus takes its own joints. Checked here as the
         Driver checks it (names, lengths, finite values, limits unless clamped), so the answer is known
         without a round trip; a refused command goes to the first bus, which counts and reports it."""
@@ -563,16 +563,19 @@ class ProcessMultiBusDriver(BusGroup):
         index = {n: i for i, n in enumerate(self.names)}
         ok = (positions is not None and bool(names) and len(positions) == len(names)
               and all(n in index for n in names) and bool(np.all(np.isfinite(positions))))
+        vel = command_velocities(velocities_rad_s, len(names)) if ok else None
+        ok = ok and vel is not False
         if ok and not self.config.clamp_out_of_limit:
             idx = np.array([index[n] for n in names])
             ok = not np.any((positions < self._lower[idx]) | (positions > self._upper[idx]))
         if not ok:
-            self.buses[0].send('command', names, positions)
+            self.buses[0].send('command', names, positions, velocities_rad_s)
             return False
         for b in self.buses:
             mine = [i for i, n in enumerate(names) if n in b.index]
             if mine:
-                b.send('command', [names[i] for i in mine], positions[mine])
+                b.send('command', [names[i] for i in mine], positions[mine],
+                       None if vel is None else vel[mine])
         return True
 
     def set_estop(self, active: bool) -> None:

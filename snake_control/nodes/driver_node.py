@@ -1,7 +1,8 @@
 """driver_node: the Dynamixel bus as a ROS 2 node (a thin shell around snake_control.dynamixel.driver).
 
-Subscribes joint_commands (sensor_msgs/JointState, positions by joint name) and estop (std_msgs/Bool,
-from any publisher whatever its QoS); publishes joint_states (position rad, velocity rad/s, effort =
+Subscribes joint_commands (sensor_msgs/JointState, positions by joint name; velocities, optional, lead
+the goal by velocity_lead seconds) and estop (std_msgs/Bool, from any publisher whatever its QoS);
+publishes joint_states (position rad, velocity rad/s, effort =
 joint torque N·m: motor current times the servo model's torque constant; last good values for stale
 servos) and /diagnostics (bus: mode, reasons, cycle rate, jitter, read failures, fast/slow read mode;
 per servo: hardware error bits decoded, motor current A, temperature, voltage, stale count).
@@ -11,7 +12,7 @@ stamped with the time the servos were read; callbacks here only hand over the la
 Parameters (read-only ones need a restart: changing them live would reconfigure a powered bus):
 robot (YAML name or path), port (one bus) or ports (one per bus of a robot with buses:), baud, rate, read_mode, watchdog_ms, clamp_out_of_limit,
 realtime_priority, cpu_affinity (read-only);
-stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, auto_reboot (live).
+stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, velocity_lead, auto_reboot (live).
 
     ros2 run snake_control driver_node --ros-args -r __ns:=/snake -p robot:=pitch_yaw_32 \\
         -p port:=/dev/ttyUSB0
@@ -34,6 +35,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
 from snake_control.dynamixel.driver import POLICIES, DriverConfig, StartupError
+from snake_control.dynamixel.driver_config import VELOCITY_LEAD_MAX_S
 from snake_control.dynamixel.multibus import make_driver
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
 from snake_control.nodes.qos import ESTOP_SUB_QOS
@@ -88,6 +90,9 @@ class DriverNode(Node):
                 ('estop_policy', 'hold', 'on estop: hold | torque_off', False, P.PARAMETER_STRING, None),
                 ('command_timeout', 0.5, 's; an older command means hold', False, P.PARAMETER_DOUBLE,
                  (0.01, 10.0)),
+                ('velocity_lead', DriverConfig.velocity_lead_s, 's; goal = commanded position + commanded '
+                 'velocity x this, to cancel the servo\'s lag; 0: off', False, P.PARAMETER_DOUBLE,
+                 (0.0, VELOCITY_LEAD_MAX_S)),
                 ('auto_reboot', False, 'reboot an overloaded servo (rate-limited)', False,
                  P.PARAMETER_BOOL, None),
                 ('diagnostics_period', 1.0, 's between /diagnostics messages', True, P.PARAMETER_DOUBLE,
@@ -104,6 +109,7 @@ class DriverNode(Node):
         config = DriverConfig(rate_hz=g('rate') or None, stale_limit=g('stale_limit'),
                               stale_policy=g('stale_policy'), alert_policy=g('alert_policy'),
                               estop_policy=g('estop_policy'), command_timeout_s=g('command_timeout'),
+                              velocity_lead_s=g('velocity_lead'),
                               clamp_out_of_limit=g('clamp_out_of_limit'), auto_reboot=g('auto_reboot'),
                               read_mode=g('read_mode'),
                               watchdog_ms=None if g('watchdog_ms') < 0 else g('watchdog_ms'))
@@ -146,12 +152,14 @@ class DriverNode(Node):
                 cfg.stale_limit = int(p.value)
             elif p.name == 'command_timeout':
                 cfg.command_timeout_s = float(p.value)
+            elif p.name == 'velocity_lead':
+                cfg.velocity_lead_s = float(p.value)
             elif p.name == 'auto_reboot':
                 cfg.auto_reboot = bool(p.value)
         return SetParametersResult(successful=True)
 
     def _on_command(self, msg: JointState):
-        if not self.driver.set_command(msg.name, msg.position):
+        if not self.driver.set_command(msg.name, msg.position, msg.velocity):
             self.get_logger().warning('joint command rejected (see /diagnostics)', throttle_duration_sec=1.0)
 
     def _on_estop(self, msg: Bool):
