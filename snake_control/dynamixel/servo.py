@@ -144,7 +144,9 @@ class Servo:
         return P.ERR_ALERT if self.table[ADDR_HW_ERROR] else 0
 
     def goal_rad(self) -> float:
-        return (self.get('goal_position') - CENTER_TICK - self.get('homing_offset')) * RAD_PER_TICK
+        t = self.table                      # every servo, every mechanics step: read in place
+        return (int.from_bytes(t[ADDR_GOAL:ADDR_GOAL + 4], 'little', signed=True) - CENTER_TICK
+                - int.from_bytes(t[20:24], 'little', signed=True)) * RAD_PER_TICK
 
     def profile(self) -> tuple[float, float]:
         pv, pa = self.get('profile_velocity'), self.get('profile_acceleration')
@@ -282,7 +284,8 @@ class Servo:
         err = 0
         if t[ADDR_WATCHDOG] == 0xFF:
             err = P.ERR_DATA_RANGE
-        elif t[11] in POSITION_MODES and not (P.from_le(t[52:56]) <= goal <= P.from_le(t[48:52])):
+        elif t[11] in POSITION_MODES and not (int.from_bytes(t[52:56], 'little') <= goal
+                                              <= int.from_bytes(t[48:52], 'little')):
             err = P.ERR_DATA_LIMIT
         self._record_goal(now, goal, err == 0)
         if not err:
