@@ -106,6 +106,71 @@ def test_vectorised_fast_reply_check_keeps_exactly_the_blocks_whose_running_crc_
     assert P.parse_fast_blocks(raw, lengths) == _parse_fast_bytewise(raw, lengths)
 
 
+def _build_fast_bytewise(blocks) -> bytes:
+    """build_fast_status as the running CRC carried byte by byte (the reference)."""
+    length = 1 + sum(len(d) + 4 for _, _, d in blocks)
+    out = bytearray(P.HEADER + bytes((P.BROADCAST_ID, length & 0xFF, length >> 8, P.STATUS)))
+    for error, servo_id, data in blocks:
+        out += bytes((error, servo_id)) + data
+        crc = _crc_bytewise(out)
+        out += bytes((crc & 0xFF, crc >> 8))
+    return bytes(out)
+
+
+@given(st.integers(1, 40), st.integers(0, 30), st.booleans(), st.data())
+def test_fast_reply_built_in_one_vectorised_pass_equals_the_bytewise_one(n, size, uneven, data):
+    # Equal blocks (a fast sync read) take the vectorised path from _FAST_STATUS_NUMPY_FROM blocks on.
+    blocks = [(data.draw(st.sampled_from([0, 0x80, 3, 0xFF])), data.draw(st.integers(0, 252)),
+               data.draw(st.binary(min_size=size, max_size=size + (3 if uneven else 0)))) for _ in range(n)]
+    assert P.build_fast_status(blocks) == _build_fast_bytewise(blocks)
+
+
+def _read_bytewise(servo: Servo, address: int, length: int) -> bytes:
+    """Servo.read's data resolved one byte at a time through the Indirect Address entries (reference)."""
+    return bytes(servo.table[a] for a in servo.resolve(address, length))
+
+
+@given(st.data())
+def test_cached_indirect_read_plans_follow_every_change_of_the_indirect_addresses(data):
+    servo = Servo(1, SERVO_MODELS['XM430-W350'], 3, 46)
+    for _ in range(data.draw(st.integers(1, 12))):
+        how = data.draw(st.sampled_from(['write', 'table', 'set', 'reboot', 'state']))
+        k = data.draw(st.integers(0, 55))
+        slot = 168 + 2 * k if k < 28 else 578 + 2 * (k - 28)
+        target = data.draw(st.integers(64, 661))
+        if how == 'write':              # through the instruction (torque is off: accepted)
+            assert servo.write(slot, P.le(target, 2), 0.0) == 0
+        elif how == 'table':            # straight into the table (as tests and restore do)
+            servo.table[slot:slot + 2] = P.le(data.draw(st.integers(0, 0xFFFF)), 2)
+        elif how == 'set':              # the control channel's set
+            servo.set(f'indirect_address_{k + 1}', target)
+        elif how == 'reboot':
+            servo.reboot(0.0)
+        else:                           # the mechanics, with values that need two's complement
+            servo.position_rad = data.draw(st.floats(-400.0, 400.0))
+            servo.velocity_rad_s = data.draw(st.floats(-50.0, 50.0))
+            servo.current_a = data.draw(st.floats(-5.0, 5.0))
+        for address, length in ((224, 12), (224, 15), (634, 8), (220, 10), (630, 10), (126, 10),
+                                (data.draw(st.integers(0, 660)), data.draw(st.integers(1, 20)))):
+            err, got = servo.read(address, length, 1.0)
+            if address + length <= len(servo.table):
+                assert (err, got) == (0, _read_bytewise(servo, address, length)), (address, length)
+
+
+def test_present_registers_keep_their_encoding():
+    # Present Current/Velocity/Position and the rest as P.le wrote them (two's complement, little-endian).
+    servo = Servo(1, SERVO_MODELS['XM430-W350'], 3, 46)
+    servo.position_rad, servo.velocity_rad_s, servo.current_a = -7.5, -3.25, -1.5
+    servo.voltage_v, servo.temperature_c = 11.6, 41.4
+    servo.set('homing_offset', -1000)
+    servo.refresh_present(12.3456)
+    assert servo.get('present_position') == round(-7.5 / (2 * math.pi / 4096)) + 2048 - 1000
+    assert servo.get('present_velocity') == round(-3.25 / (0.229 * 2 * math.pi / 60))
+    assert servo.get('present_current') == round(-1.5 / (servo.model.current_unit_ma / 1000))
+    assert servo.get('present_input_voltage') == 116 and servo.get('present_temperature') == 41
+    assert servo.get('realtime_tick') == 12345 and servo.get('moving') == 1
+
+
 def test_sdk_handler_sends_the_same_bytes_as_the_stock_one():
     from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
 

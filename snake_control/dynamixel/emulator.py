@@ -292,7 +292,9 @@ class BusEmulator:
     def answers(self, s: Servo, now: float) -> bool:
         if now < s.silent_until:
             return False
-        window = self._silent_abs.get(s.id)
+        if not self._silent_abs:            # the usual case: no silence scheduled
+            return True
+        window = self._silent_abs.get(s.table[7])
         return not (window and window[0] <= now < window[1])
 
     # -------------------------------------------------------------- time
@@ -365,7 +367,7 @@ class BusEmulator:
         byte_s = 10.0 / baud
         clock = [max(now, self.bus_free_at) + pkt.size * byte_s]
         self.counters['packets'] += 1
-        by_id = {s.id: s for s in self.servos.values() if BAUD_BY_REGISTER.get(s.table[8]) == baud}
+        by_id = {s.table[7]: s for s in self.servos.values() if BAUD_BY_REGISTER.get(s.table[8]) == baud}  # 7: ID
         replies: list[tuple[float, bytes]] = []
 
         def emit(s: Servo, data: bytes, droppable: bool = True):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 
-from snake_control.dynamixel.conversion import torque_nm_to_current_a
 from snake_control.dynamixel.models import ServoModel
 
 
@@ -101,7 +100,8 @@ class MotorModel(Plant):
             model = self.models[sid]
             if on:
                 torque = self.LOAD_INERTIA_KG_M2 * acc + self.VISCOUS_NM_S_PER_RAD * v
-                cur = (float(torque_nm_to_current_a(torque, model))
+                # torque_nm_to_current_a for one float, without numpy's per-call cost (every servo, every step)
+                cur = (torque / model.torque_constant_nm_per_a
                        + math.copysign(self.HOLD_CURRENT_A, torque if torque else 1.0))
             else:
                 cur = 0.0

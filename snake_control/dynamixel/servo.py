@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import collections
 import math
+import operator
+import struct
 import time
 
 from snake_control.dynamixel import protocol as P
@@ -32,6 +34,8 @@ ADDR_HW_ERROR = R['hardware_error_status'].address
 ADDR_GOAL = R['goal_position'].address
 ADDR_WATCHDOG = R['bus_watchdog'].address
 ADDR_BACKUP_READY = R['backup_ready'].address
+ADDR_TEMPERATURE_LIMIT = R['temperature_limit'].address
+ADDR_CURRENT_LIMIT = R['current_limit'].address
 REBOOT_TIME_S = 0.05
 AMBIENT_C = 30.0
 THERMAL_TAU_S = 60.0
@@ -50,6 +54,16 @@ _INDIRECT_ADDRESS_BYTES = frozenset(a for base, _, n in INDIRECT_BLOCKS for a in
 # Indirect Data address -> the address of its Indirect Address item.
 _INDIRECT_SLOT = {data + k: base + 2 * k for base, data, n in INDIRECT_BLOCKS for k in range(n)}
 _INDIRECT_SPAN = [(data, data + n) for _, data, n in INDIRECT_BLOCKS]
+_READ_PLANS_MAX = 256              # distinct (address, length) reads whose plans a servo keeps
+_PRESENT_126 = struct.Struct('<HII')   # Present Current, Velocity, Position (126..135)
+
+
+def _slot_key(table: bytearray, spans: tuple) -> bytes:
+    """The Indirect Address bytes a read's plan was made from (what must not have changed since)."""
+    if len(spans) == 1:
+        lo, hi = spans[0]
+        return bytes(table[lo:hi])
+    return b''.join(bytes(table[lo:hi]) for lo, hi in spans)
 
 
 class Servo:
@@ -79,6 +93,10 @@ class Servo:
         # Every goal write (t_s, ticks, accepted): the latest GOAL_LOG_SIZE, plus whole-run statistics.
         self.goal_log: collections.deque = collections.deque(maxlen=GOAL_LOG_SIZE)
         self.goal_stats = [0, None, None, 0]   # writes, min ticks, max ticks, refused
+        # (address, length) -> (Indirect Address spans, their bytes then, gather or None when direct):
+        # a read's physical addresses, resolved once and reused while those Indirect Address bytes stay
+        # the same (compared on every read, so any way of changing the table invalidates it).
+        self._read_plans: dict = {}
 
     def _factory_defaults(self, keep_id=False, keep_baud=False):
         sid, baud, fw = self.table[7], self.table[8], self.table[6]
@@ -126,7 +144,9 @@ class Servo:
         return P.ERR_ALERT if self.table[ADDR_HW_ERROR] else 0
 
     def goal_rad(self) -> float:
-        return (self.get('goal_position') - CENTER_TICK - self.get('homing_offset')) * RAD_PER_TICK
+        t = self.table                      # every servo, every mechanics step: read in place
+        return (int.from_bytes(t[ADDR_GOAL:ADDR_GOAL + 4], 'little', signed=True) - CENTER_TICK
+                - int.from_bytes(t[20:24], 'little', signed=True)) * RAD_PER_TICK
 
     def profile(self) -> tuple[float, float]:
         pv, pa = self.get('profile_velocity'), self.get('profile_acceleration')
@@ -136,15 +156,20 @@ class Servo:
     def refresh_present(self, now: float) -> None:
         """Write the mechanical state into the Present registers (before any read)."""
         t = self.table
-        ticks = servo_rad_to_tick(self.position_rad) + self.get('homing_offset')
-        t[132:136] = P.le(ticks, 4)
-        t[128:132] = P.le(round(self.velocity_rad_s / RAD_S_PER_VELOCITY_UNIT), 4)
+        ticks = servo_rad_to_tick(self.position_rad) + int.from_bytes(t[20:24], 'little', signed=True)
         unit_a = (self.model.current_unit_ma or 2.69) / 1000.0
-        t[126:128] = P.le(round(self.current_a / unit_a), 2)
-        t[144:146] = P.le(round(self.voltage_v * 10.0), 2)
+        # Two's complement in the register's width, as P.le writes it.
+        _PRESENT_126.pack_into(t, 126, round(self.current_a / unit_a) & 0xFFFF,
+                               round(self.velocity_rad_s / RAD_S_PER_VELOCITY_UNIT) & 0xFFFFFFFF,
+                               ticks & 0xFFFFFFFF)
+        v = round(self.voltage_v * 10.0) & 0xFFFF
+        t[144] = v & 0xFF
+        t[145] = v >> 8
         t[146] = max(0, min(255, round(self.temperature_c)))
         t[122] = 1 if abs(self.velocity_rad_s) > 1e-3 else 0
-        t[120:122] = P.le(int(now * 1000.0) % 32768, 2)
+        ms = int(now * 1000.0) % 32768
+        t[120] = ms & 0xFF
+        t[121] = ms >> 8
 
     def resolve(self, address: int, length: int) -> list[int]:
         """Physical addresses of a range, with Indirect Data bytes mapped through Indirect Address."""
@@ -162,15 +187,40 @@ class Servo:
         end = address + length
         return all(end <= lo or address >= hi for lo, hi in _INDIRECT_SPAN)
 
+    def _read_plan(self, address: int, length: int) -> tuple:
+        """(Indirect Address spans, their bytes, gather) of a read; gather(table) gives its bytes'
+        values in order (None: a direct read, one slice)."""
+        if self._direct(address, length):
+            return (), b'', None
+        slots = sorted({_INDIRECT_SLOT[a] for a in range(address, address + length) if a in _INDIRECT_SLOT})
+        spans = []
+        for slot in slots:                  # consecutive 2-byte entries merge into one span
+            if spans and spans[-1][1] == slot:
+                spans[-1][1] = slot + 2
+            else:
+                spans.append([slot, slot + 2])
+        spans = tuple((lo, hi) for lo, hi in spans)
+        addrs = self.resolve(address, length)
+        gather = operator.itemgetter(*addrs) if length > 1 else (lambda t, a=addrs[0]: (t[a],))
+        if len(self._read_plans) >= _READ_PLANS_MAX:
+            self._read_plans.clear()
+        plan = self._read_plans[address, length] = (spans, _slot_key(self.table, spans), gather)
+        return plan
+
     def read(self, address: int, length: int, now: float) -> tuple[int, bytes]:
         if length <= 0:
             return P.ERR_DATA_LENGTH, b''
         if address + length > CONTROL_TABLE_SIZE:
             return P.ERR_ACCESS, b''
         self.refresh_present(now)
-        if self._direct(address, length):
-            return 0, bytes(self.table[address:address + length])
-        return 0, bytes(self.table[a] for a in self.resolve(address, length))
+        t = self.table
+        plan = self._read_plans.get((address, length))
+        if plan is None or (plan[0] and _slot_key(t, plan[0]) != plan[1]):
+            plan = self._read_plan(address, length)
+        gather = plan[2]
+        if gather is None:
+            return 0, bytes(t[address:address + length])
+        return 0, bytes(gather(t))
 
     def write(self, address: int, data: bytes, now: float) -> int:
         """Apply a write; return the status error code (0 when accepted)."""
@@ -234,7 +284,8 @@ class Servo:
         err = 0
         if t[ADDR_WATCHDOG] == 0xFF:
             err = P.ERR_DATA_RANGE
-        elif t[11] in POSITION_MODES and not (P.from_le(t[52:56]) <= goal <= P.from_le(t[48:52])):
+        elif t[11] in POSITION_MODES and not (int.from_bytes(t[52:56], 'little') <= goal
+                                              <= int.from_bytes(t[48:52], 'little')):
             err = P.ERR_DATA_LIMIT
         self._record_goal(now, goal, err == 0)
         if not err:
@@ -311,21 +362,23 @@ class Servo:
 
     def tick(self, now: float, dt: float) -> None:
         """Temperature, overload, overheating and the bus watchdog over dt seconds."""
+        t = self.table                      # every servo, every cycle: the registers read in place
         if dt > 0:
             rise = HEATING_C_PER_A2_S * self.current_a ** 2 - (self.temperature_c - AMBIENT_C) / THERMAL_TAU_S
             self.temperature_c += rise * dt
-        if self.temperature_c > self.get('temperature_limit'):
+        if self.temperature_c > t[ADDR_TEMPERATURE_LIMIT]:
             self.trip(P.HW_OVERHEATING)
-        limit_a = self.get('current_limit') * (self.model.current_unit_ma or 2.69) / 1000.0
-        if self.torque_on and abs(self.current_a) > 0.95 * limit_a:
+        limit_a = (t[ADDR_CURRENT_LIMIT] | t[ADDR_CURRENT_LIMIT + 1] << 8) \
+            * (self.model.current_unit_ma or 2.69) / 1000.0
+        if t[ADDR_TORQUE] == 1 and abs(self.current_a) > 0.95 * limit_a:
             if self.overload_since is None:
                 self.overload_since = now
             elif now - self.overload_since > OVERLOAD_TIME_S:
                 self.trip(P.HW_OVERLOAD)
         else:
             self.overload_since = None
-        wd = self.get('bus_watchdog')
-        if wd > 0 and self.torque_on and now - self.last_instruction_t > wd * WATCHDOG_UNIT_S:
+        wd = t[ADDR_WATCHDOG]               # signed: 0xFF (-1) once it has tripped
+        if 0 < wd < 128 and t[ADDR_TORQUE] == 1 and now - self.last_instruction_t > wd * WATCHDOG_UNIT_S:
             self.set('bus_watchdog', -1)
             self.refresh_present(now)
             self.table[ADDR_GOAL:ADDR_GOAL + 4] = self.table[132:136]   # stop where it is
