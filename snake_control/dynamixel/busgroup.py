@@ -2,6 +2,8 @@
 (multibus.MultiBusDriver) and a process per bus (procbus.ProcessMultiBusDriver)."""
 from __future__ import annotations
 
+import numpy as np
+
 from snake_control.dynamixel.readings import DriverDiagnostics, JointStateSnapshot
 
 # Worst first: the mode a multi-bus driver reports is its worst bus's.
@@ -40,6 +42,17 @@ class BusGroup:
     def state(self) -> JointStateSnapshot | None:
         with self._lock:
             return self._snapshot
+
+    def merged_state(self, parts: list[JointStateSnapshot]) -> JointStateSnapshot:
+        """One joint_states of every bus's reading (``self._where[k]``: bus k's joints in the robot's
+        order), stamped with the mean of their read times."""
+        arrays = {}
+        for field in ('position_rad', 'velocity_rad_s', 'effort', 'fresh', 'current_a'):
+            out = np.zeros(len(self.names), dtype=bool if field == 'fresh' else float)
+            for where, part in zip(self._where, parts):
+                out[where] = getattr(part, field)
+            arrays[field] = out
+        return JointStateSnapshot(float(np.mean([p.stamp_s for p in parts])), list(self.names), **arrays)
 
     def merged_diagnostics(self, parts: list[DriverDiagnostics], fatal: list[str],
                            torque_off_unconfirmed: list[str]) -> DriverDiagnostics:

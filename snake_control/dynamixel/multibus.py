@@ -105,15 +105,7 @@ class MultiBusDriver(BusGroup):
             if any(s is None for s in self._latest):
                 return
             parts, self._latest = self._latest, [None] * len(self.drivers)
-            n = len(self.names)
-            arrays = {}
-            for field in ('position_rad', 'velocity_rad_s', 'effort', 'fresh', 'current_a'):
-                out = np.zeros(n, dtype=bool if field == 'fresh' else float)
-                for where, part in zip(self._where, parts):
-                    out[where] = getattr(part, field)
-                arrays[field] = out
-            merged = JointStateSnapshot(float(np.mean([p.stamp_s for p in parts])), list(self.names), **arrays)
-            self._snapshot = merged
+            merged = self._snapshot = self.merged_state(parts)
         if self.on_state is not None:
             self.on_state(merged)       # the driver whose thread this is guards against its exceptions
 

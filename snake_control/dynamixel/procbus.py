@@ -531,15 +531,7 @@ class ProcessMultiBusDriver(BusGroup):
             parts = [b.shared.read_state(b.names) for b in self.buses]
             if any(p is None for p in parts):
                 return
-            n = len(self.names)
-            arrays = {}
-            for field in ('position_rad', 'velocity_rad_s', 'effort', 'fresh', 'current_a'):
-                out = np.zeros(n, dtype=bool if field == 'fresh' else float)
-                for where, part in zip(self._where, parts):
-                    out[where] = getattr(part, field)
-                arrays[field] = out
-            merged = JointStateSnapshot(float(np.mean([p.stamp_s for p in parts])), list(self.names), **arrays)
-            self._snapshot = merged
+            merged = self._snapshot = self.merged_state(parts)
         if self.on_state is not None:
             try:
                 self.on_state(merged)
