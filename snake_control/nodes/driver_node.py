@@ -255,7 +255,7 @@ def torque_off_line(prog: str, unconfirmed: list[str]) -> str:
 def main(args=None):
     from rclpy.signals import SignalHandlerOptions
 
-    from snake_control.nodes.runner import SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, make_executor
+    from snake_control.nodes.runner import SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, ignore_stop_signals, make_executor
 
     # Our own signal handling: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) leave
     # spin() through the finally below, which turns torque off before the process exits. A second
@@ -307,6 +307,7 @@ def main(args=None):
             code = code or (0 if ok else 2)
             node.destroy_node()
         rclpy.try_shutdown()
+        ignore_stop_signals()
     return code
 
 

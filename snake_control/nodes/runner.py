@@ -54,9 +54,19 @@ def install_stop_signals(stop: threading.Event) -> None:
         signal.signal(sig, handler)
 
 
+def ignore_stop_signals() -> None:
+    """From here to the process's exit, stop signals do nothing. When the interpreter finalizes, Python
+    puts its own handlers back to the default, which kills, but leaves ignored signals alone: the second
+    Ctrl-C that ros2 launch sends each node after the terminal's would otherwise, arriving during that
+    teardown, turn a node that stopped cleanly into 'process has died' (exit -2). Main thread only."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def run_node(node_class, args=None) -> int:
-    """Run one node until Ctrl-C or shutdown. A configuration error (ValueError, FileNotFoundError,
-    raised by the constructor with the file and key in its message) is printed as one line, exit 2."""
+    """A process's main: run one node until Ctrl-C or shutdown; stop signals are ignored from then on
+    (ignore_stop_signals). A configuration error (ValueError, FileNotFoundError, raised by the
+    constructor with the file and key in its message) is printed as one line, exit 2."""
     from rclpy.executors import ExternalShutdownException
 
     from rclpy.signals import SignalHandlerOptions
@@ -87,4 +97,5 @@ def run_node(node_class, args=None) -> int:
                 close()
             node.destroy_node()
         rclpy.try_shutdown()
+        ignore_stop_signals()
     return 0
