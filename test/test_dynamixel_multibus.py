@@ -210,8 +210,7 @@ def test_live_config_changes_reach_every_bus_process(robot):
             assert d.set_command(robot.joint_names, np.zeros(4))
             assert wait_for(lambda: d.mode == 'running')
             d.config.estop_policy = 'torque_off'        # as the driver node's parameter callback does
-            time.sleep(0.1)                              # the change is on its way down both pipes
-            d.set_estop(True)
+            d.set_estop(True)                            # behind the change on each bus's pipe
             # Each bus applies its own estop policy: both cut torque only if both heard the change.
             assert wait_for(lambda: [b.mode for b in d.drivers] == ['torque_off', 'torque_off']), d.reasons
             assert wait_for(lambda: not any(s.state()['servos'][k]['torque'] for k in '1234'))

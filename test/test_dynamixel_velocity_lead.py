@@ -11,6 +11,8 @@ import time
 import numpy as np
 import pytest
 
+from rosutil import wait_until
+
 from snake_control.app.sim_bus import sim_bus_args
 from snake_control.dynamixel.driver import Driver, DriverConfig
 from snake_control.dynamixel.simproc import SimBusProcess
@@ -44,15 +46,6 @@ def robot(tmp_path_factory):
     return load_robot(str(path))
 
 
-def wait_for(predicate, timeout_s=5.0, step_s=0.01):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step_s)
-    return predicate()
-
-
 def command_at(t):
     w = 2 * math.pi * FREQUENCY_HZ
     return AMPLITUDE_RAD * np.sin(w * t + PHASES), AMPLITUDE_RAD * w * np.cos(w * t + PHASES)
@@ -78,9 +71,9 @@ def tracking_rms(sim_path, robot, lead_s, seconds=3.0, settle_s=1.0, velocities=
         thread = threading.Thread(target=publish, daemon=True)
         thread.start()
         try:
-            assert wait_for(lambda: d.mode == 'running')
-            assert wait_for(lambda: readings and readings[-1][0] - t0 > settle_s + seconds,
-                            timeout_s=settle_s + seconds + 5.0)
+            assert wait_until(lambda: d.mode == 'running', 5.0)
+            assert wait_until(lambda: readings and readings[-1][0] - t0 > settle_s + seconds,
+                              timeout_s=settle_s + seconds + 5.0)
         finally:
             stop.set()
             thread.join()
@@ -134,7 +127,7 @@ def test_lead_is_clipped_to_limits_and_never_applied_to_a_hold(robot):
             def settle_on(q_rad, v_rad_s, goal_rad):
                 want = d.joint_to_ticks(np.asarray(goal_rad))
                 d.set_command(robot.joint_names, q_rad, v_rad_s)
-                assert wait_for(lambda: d.mode == 'running' and np.all(np.abs(last_goals() - want) <= 1)), \
+                assert wait_until(lambda: d.mode == 'running' and np.all(np.abs(last_goals() - want) <= 1), 5.0), \
                     (last_goals(), want)
 
             # A wild velocity leads by at most velocity_limit x lead (4 x 0.2 = 0.8 rad).
@@ -148,10 +141,10 @@ def test_lead_is_clipped_to_limits_and_never_applied_to_a_hold(robot):
             # Led to 0.3 + 2 x 0.2 = 0.7 rad; once the joints stand there, estop holds them where they are:
             # the hold goal is the present position, with no lead added again.
             settle_on([0.3, -0.3], [2.0, -2.0], [0.7, -0.7])
-            assert wait_for(lambda: np.allclose(d.state().position_rad, [0.7, -0.7], atol=0.01))
+            assert wait_until(lambda: np.allclose(d.state().position_rad, [0.7, -0.7], atol=0.01), 5.0)
             n_goals = len(sim.goals())
             d.set_estop(True)
-            assert wait_for(lambda: d.mode == 'hold' and len(sim.goals()) > n_goals + 10)
+            assert wait_until(lambda: d.mode == 'hold' and len(sim.goals()) > n_goals + 10, 5.0)
             np.testing.assert_allclose(d.ticks_to_joint(last_goals()), [0.7, -0.7], atol=0.01)
         finally:
             d.stop()
