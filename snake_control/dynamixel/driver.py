@@ -860,12 +860,13 @@ class Driver:
             self.counters.full_read_failures += 1
             return False
         # The failure rate counts servos expected to answer, not quarantined ones' probes.
-        counted = [sid for sid in ids if sid not in quarantined]
-        event = strategy.record(len(counted), sum(sid not in got for sid in counted))
+        counted = [sid for sid in ids if sid not in quarantined] if quarantined else ids
+        lost = [sid for sid in counted if sid not in got]
+        event = strategy.record(len(counted), len(lost))
         if event:
             self.counters.mode_switches += 1
             self._event(event)
-        self._follow_up(now, got, [sid for sid in counted if sid not in got])
+        self._follow_up(now, got, lost)
         if ids and not got:
             self.counters.full_read_failures += 1
         good = self._take_states(got)
