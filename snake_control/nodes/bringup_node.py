@@ -37,7 +37,8 @@ class BringupNode(Node):
             self.get_logger().warn(f'robot_description not published: {exc}')
         self.create_subscription(Odometry, 'odom', self._on_odom, STATE_QOS)
         self.create_subscription(DiagnosticStatus, 'gait/state', self._on_gait, STATE_QOS)
-        self.create_subscription(JointState, 'joint_states', self._on_joints, STATE_QOS)
+        # Counted only: the bytes, not a message built from them.
+        self.create_subscription(JointState, 'joint_states', self._on_joints, STATE_QOS, raw=True)
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
         self.driver_bus: dict = {}          # the driver's bus status values (strings), latest
         self.driver_servos: dict = {}       # servo status name -> values (strings), latest
@@ -100,7 +101,7 @@ class BringupNode(Node):
         if target and (not self.gaits_chosen or self.gaits_chosen[-1] != target):
             self.gaits_chosen.append(target)
 
-    def _on_joints(self, msg: JointState):
+    def _on_joints(self, data: bytes):
         self.joint_states += 1
 
     def status_line(self, t_s: float) -> str:

@@ -6,7 +6,9 @@ parent -> child transform (link_j -> link_{j+1}), stamped with the joint_states 
 odom -> every link, for Foxglove, RViz and recordings, without a ROS installation. Publishing needs only
 the tf2_msgs message package (tf2_ros is not needed).
 
-Subscribes: joint_states (sensor_msgs/JointState, best effort). Publishes: /tf (tf2_msgs/TFMessage).
+Subscribes: joint_states (sensor_msgs/JointState, best effort). Publishes: /tf (tf2_msgs/TFMessage),
+only while something subscribes to it: a tree of 32 transforms costs a few hundred microseconds to compute
+and publish, and a joint_states message is built from its bytes only for a tree that is published.
 Parameters: robot (str, read-only) robot name or YAML path; publish_rate_hz (float) at most this many
 trees per second (robot_state_publisher's publish_frequency); 0 = every joint_states message.
 """
@@ -17,11 +19,13 @@ import math
 import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 
 from snake_control.kinematics.chain import urdf_joint_transforms
 from snake_control.kinematics.tf_tree import link_name, xyz_quat, xyz_quats
 from snake_control.nodes.qos import SENSOR_QOS, STATE_QOS
+from snake_control.nodes.messages import header_stamp_s
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot, reorder_joints
 
@@ -76,20 +80,30 @@ class LinkTfNode(Node):
         hz = float(self.get_parameter('publish_rate_hz').value)
         self.period_s = 0.0 if hz <= 0 else 1.0 / hz
         self._next_s = -math.inf
+        self.received = 0
         self.published = 0
         # One message, built once with every frame name; each tree only writes the numbers and stamps.
         self._out = TFMessage(transforms=transform_msgs(
             [(link_name(j), link_name(j + 1), np.eye(4)) for j in range(self.robot.n_joints)], None))
         self.tf_pub = self.create_publisher(TFMessage, '/tf', STATE_QOS)
-        self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS, raw=True)
 
-    def _on_joint_states(self, msg: JointState):
-        stamp_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+    def _on_joint_states(self, data: bytes):
+        self.received += 1
+        if not self.tf_pub.get_subscription_count():
+            return
+        msg = None
+        stamp_s = header_stamp_s(data)
+        if stamp_s is None:
+            msg = deserialize_message(data, JointState)
+            stamp_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         if self._next_s - stamp_s > max(1.0, 2.0 * self.period_s):
             self._next_s = -math.inf        # the clock stepped back: start over rather than wait for it
         if stamp_s < self._next_s:
             return
         self._next_s = max(self._next_s + self.period_s, stamp_s + 0.5 * self.period_s)
+        if msg is None:
+            msg = deserialize_message(data, JointState)
         try:
             q = reorder_joints(list(msg.name), list(msg.position), self._joint_names)
         except ValueError as exc:
