@@ -29,8 +29,6 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from snake_control.nodes.messages import header_stamp_s
-
 ROBOT = 'pitch_yaw_32'
 RATE_HZ = 100.0
 BAUD = 4_000_000
@@ -66,15 +64,10 @@ class _TimingProbe:
         self.stop = threading.Event()
 
     def on_ready(self, run):
-        from rclpy.node import Node
-        from sensor_msgs.msg import JointState
-
         self.run = run
-        node = Node('bench_timing', context=run.context)
-        # The stamps from the bytes: the probe runs in the process it measures, and building each message
-        # would add its cost to the controller's figure.
-        node.create_subscription(JointState, 'joint_states', self._on_state, 100, raw=True)
-        run.executor.add_node(node)
+        # bringup's own joint_states subscription keeps the stamps: a probe of its own in the process it
+        # measures would add its cost to the controller's figure.
+        run.nodes['bringup'].joint_state_stamps = self.stamps
         threading.Thread(target=self._worker, daemon=True).start()
 
     def _pids(self):
@@ -82,9 +75,6 @@ class _TimingProbe:
         if self.run.driver_process is not None:
             pids.append(self.run.driver_process.process.pid)
         return pids
-
-    def _on_state(self, data: bytes):
-        self.stamps.append((time.monotonic(), header_stamp_s(data)))
 
     def _worker(self):
         if not self.stop.wait(self.warmup_s):

@@ -1,4 +1,4 @@
-"""link_tf_node with real DDS: the links' transforms on /tf from joint_states, built only while something
+"""link_tf_node with real DDS: the links' transforms on /tf from joint_states, taken only while something
 subscribes to /tf."""
 import time
 
@@ -43,18 +43,21 @@ def test_tree_only_while_someone_listens():
         msg.header.stamp.sec, msg.header.stamp.nanosec = 50 + k, 250_000_000
         pub.publish(msg)
     try:
-        assert _spin_until(executor, lambda: pub.get_subscription_count() > 0)
+        # Nobody subscribes to /tf: joint_states flow (the peer hears them) but the node does not take them.
+        heard = []
+        peer.create_subscription(JointState, 'joint_states', heard.append, QoSProfile(depth=50))
         k = 0
-        while node.received < 5 and k < 200:        # best effort: send until five have arrived
+        end = time.monotonic() + 15.0
+        while len(heard) < 5 and time.monotonic() < end:
             send(k)
             k += 1
-            _spin_until(executor, lambda: False, timeout_s=0.02)
-        assert node.received >= 5
-        assert node.published == 0                  # nobody subscribes to /tf: nothing built
+            _spin_until(executor, lambda: len(heard) >= 5, timeout_s=0.05)
+        assert len(heard) >= 5
+        assert not node.listening and node.received == 0 and node.published == 0
 
         trees = []
-        peer.create_subscription(tf2_msgs.TFMessage, '/tf', trees.append, QoSProfile(depth=10))
-        assert _spin_until(executor, lambda: node.tf_pub.get_subscription_count() > 0)
+        viewer = peer.create_subscription(tf2_msgs.TFMessage, '/tf', trees.append, QoSProfile(depth=10))
+        assert _spin_until(executor, lambda: node.listening and pub.get_subscription_count() > 1)
         end = time.monotonic() + 15.0
         while not trees and time.monotonic() < end:
             send(k)
@@ -69,6 +72,9 @@ def test_tree_only_while_someone_listens():
                          t.transform.rotation.w] for t in tree])
         expected = xyz_quats(urdf_joint_transforms(q, robot.axis_vectors, robot.link_lengths_m))
         np.testing.assert_allclose(got, expected, atol=1e-9)
+
+        peer.destroy_subscription(viewer)           # the viewer goes: joint_states are let go
+        assert _spin_until(executor, lambda: not node.listening)
     finally:
         executor.shutdown()
         node.destroy_node()

@@ -12,6 +12,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from snake_control.nodes.messages import header_stamp_s
 from snake_control.nodes.qos import DESCRIPTION_QOS, STATE_QOS
 
 
@@ -29,6 +30,9 @@ class BringupNode(Node):
         self.gait = {}
         self.gaits_chosen: list = []    # target gaits in the order they were chosen
         self.joint_states = 0
+        # A list here gets (receive monotonic s, stamp s) of every joint_states message, for benchmarks:
+        # one subscription in the process measured rather than a second one of their own.
+        self.joint_state_stamps: list | None = None
         self.description_pub = self.create_publisher(String, 'robot_description', DESCRIPTION_QOS)
         try:
             from snake_control.description import urdf_xml
@@ -103,6 +107,8 @@ class BringupNode(Node):
 
     def _on_joints(self, data: bytes):
         self.joint_states += 1
+        if self.joint_state_stamps is not None:
+            self.joint_state_stamps.append((time.monotonic(), header_stamp_s(data)))
 
     def status_line(self, t_s: float) -> str:
         odom = 'odom: none yet' if self.odom_xy_yaw is None else \

@@ -38,6 +38,7 @@ from snake_control.dynamixel.driver import POLICIES, DriverConfig, StartupError
 from snake_control.dynamixel.driver_config import VELOCITY_LEAD_MAX_S
 from snake_control.dynamixel.multibus import make_driver
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
+from snake_control.nodes.messages import float64_array, set_stamp
 from snake_control.nodes.qos import ESTOP_SUB_QOS
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
 
@@ -125,6 +126,7 @@ class DriverNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
         self._state_msg = JointState()
+        self._state_names = None
         self._state_lock = threading.Lock()
         # The bus thread publishes each cycle's reading as soon as it has it, stamped with when the
         # servos were read.
@@ -171,11 +173,12 @@ class DriverNode(Node):
         ns = self.get_clock().now().nanoseconds - int((time.monotonic() - snap.stamp_s) * 1e9)
         with self._state_lock:
             msg = self._state_msg
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
-            msg.name = snap.names
-            msg.position = snap.position_rad.tolist()
-            msg.velocity = snap.velocity_rad_s.tolist()
-            msg.effort = snap.effort.tolist()
+            set_stamp(msg.header.stamp, ns)
+            if snap.names != self._state_names:      # the same joints every cycle: set once
+                msg.name = self._state_names = list(snap.names)
+            msg.position = float64_array(snap.position_rad)
+            msg.velocity = float64_array(snap.velocity_rad_s)
+            msg.effort = float64_array(snap.effort)
             self.state_pub.publish(msg)
 
     def _publish_diagnostics(self):
