@@ -289,14 +289,15 @@ class EstimatorNode(Node):
         if self.tf_pub is not None and self._last_q is not None:
             # TF carries odom -> link_0, the URDF's root, so robot_state_publisher's tree hangs under the
             # estimate; a transform to the body link itself would give that link a second parent.
-            root = self.estimator.root_pose()
-            if root is None:
-                # Planar robots: from the shape, on every message, so the body frame's axes stay continuous
-                # whether or not anyone listens.
+            root = None
+            if self.robot.kind == 'planar':
+                # From the shape, on every message, so the body frame's axes stay continuous whether or not
+                # anyone listens.
                 root, self._body_in_root = root_link_pose(self.robot, self.estimator.pose, self._last_q,
                                                           self.body_frame_choice, self._body_in_root)
             if self.tf_pub.get_subscription_count():
-                self._publish_root(root, stamp)
+                # 3D: from the update's own chain geometry (it exists once _last_q does).
+                self._publish_root(self.estimator.root_pose() if root is None else root, stamp)
 
     def _publish_root(self, root, stamp):
         t = self._tf_msg.transforms[0]
