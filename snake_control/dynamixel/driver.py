@@ -59,6 +59,7 @@ from snake_control.dynamixel.conversion import (current_a_to_torque_nm, joint_to
                                                 velocity_units_to_rad_s)
 from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, RAD_PER_TICK,
                                             RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
+from snake_control.dynamixel.late_replies import LateWindow
 from snake_control.dynamixel.read_strategy import ReadStrategy
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
@@ -88,6 +89,9 @@ FOLLOW_UP_BUDGET = 0.85
 # rounds. A reply later than this is lost for the cycle (stale), never taken for another's: every
 # request clears the input buffer before it leaves.
 QUICK_MARGIN_MS = 1.0
+# How long a lost first-read reply may take to turn up whole before the read strategy counts it lost
+# (a line noise suspect) rather than late: a loaded host answers a few cycles late, queued requests and all.
+LATE_WINDOW_S = 0.05
 
 
 def grid_start(epoch: float | None, now: float, period_s: float) -> float:
@@ -178,6 +182,9 @@ class Driver:
         self._ramp: RampState | None = None  # resuming from a hold: the goal ramps to the command
         self._transmit_fault_since = None   # first of consecutive cycles whose packets did not leave
         self._unsettled_since = None        # when the last incomplete state read ended (_settle)
+        # The last cycles' first reads, judged by the read strategy once the replies they lost have had
+        # LATE_WINDOW_S to turn up late (late_replies).
+        self._first_reads = LateWindow(math.ceil(LATE_WINDOW_S * self.rate_hz))
         self._rearm_pending: list[int] = []  # servos whose tripped bus watchdog awaits re-arming
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
         self.max_goal_step_rad = 0.0        # largest goal change of a joint between running cycles
@@ -846,9 +853,9 @@ class Driver:
                       if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0}
             ids = [sid for sid in active if sid not in quarantined or sid in probes]
         strategy = self.read_strategy
-        addr, size = STATE_BLOCK.data_address, STATE_BLOCK.size
         got: dict = {}
         self._settle()
+        self._judge_first_read()
         try:
             if ids:
                 got = self._sync_read(ids, strategy.fast, quick=False)
@@ -862,10 +869,7 @@ class Driver:
         # The failure rate counts servos expected to answer, not quarantined ones' probes.
         counted = [sid for sid in ids if sid not in quarantined] if quarantined else ids
         lost = [sid for sid in counted if sid not in got]
-        event = strategy.record(len(counted), len(lost))
-        if event:
-            self.counters.mode_switches += 1
-            self._event(event)
+        self._first_reads.add(len(counted), set(lost))
         self._follow_up(now, got, lost)
         if ids and not got:
             self.counters.full_read_failures += 1
@@ -884,6 +888,22 @@ class Driver:
         c, n = self.counters.cycles, len(self.ids)
         self._read_order = self._ids_array[np.lexsort(((self._positions + c) % n, t.stale_cycles))].tolist()
         return True
+
+    def _judge_first_read(self):
+        """First reads of LATE_WINDOW_S ago go into the read strategy: their lost replies that arrived
+        whole since (inside a later read, or cleared before a request) were late, not garbled, and are
+        counted as late_replies instead of toward a noisy line."""
+        window = self._first_reads
+        late = self.bus.collect_late()
+        if late:
+            window.credit(late)
+        for requested, lost, n_late in window.judged():
+            self.counters.late_replies += n_late
+            event = self.read_strategy.record(requested, lost, n_late)
+            if event:
+                self.counters.mode_switches += 1
+                self._event(event)
+        self.bus.late.watch_only(window.watched())
 
     def _follow_up(self, now: float, got: dict, missing: list):
         """Read again the servos the first read lost, in rounds of sync read while the cycle has time
