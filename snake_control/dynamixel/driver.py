@@ -90,8 +90,10 @@ FOLLOW_UP_BUDGET = 0.85
 # request clears the input buffer before it leaves.
 QUICK_MARGIN_MS = 1.0
 # How long a lost first-read reply may take to turn up whole before the read strategy counts it lost
-# (a line noise suspect) rather than late: a loaded host answers a few cycles late, queued requests and all.
-LATE_WINDOW_S = 0.05
+# (a line noise suspect) rather than late: an emulator on a loaded host stalls for tens of milliseconds,
+# then answers every queued request at once. Mode switches come this much later, a fraction of the
+# strategy's own memory (about 20 cycles).
+LATE_WINDOW_S = 0.25
 
 
 def grid_start(epoch: float | None, now: float, period_s: float) -> float:
