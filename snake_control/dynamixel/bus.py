@@ -539,7 +539,7 @@ class ServoBus:
                 # The first reply: the request's wire time, one reply and the margin.
                 port.packet_timeout -= (reply_bytes - (11 + size)) * self.byte_time_ms
                 # An earlier read's fast reply still due may come first: it is watched for here.
-                in_flight = self.late.fast_size is not None
+                in_flight = self.late.outstanding and self.late.fast_size is not None
                 # Every byte the replies can have has arrived (some garbled), or the last servo asked has
                 # answered (replies come in the order asked, so the missing ones before it are lost):
                 # waiting longer gains nothing.

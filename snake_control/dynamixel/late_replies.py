@@ -24,7 +24,7 @@ class LateReplies:
     def __init__(self):
         self.missing: set[int] = set()     # servos whose reply the watched reads missed
         self.late: collections.Counter = collections.Counter()
-        self.fast_size: int | None = None   # data bytes per block of an unfinished fast reply
+        self.fast_size: int | None = None   # data bytes per block of the watched fast reads' replies
         self._parser = P.PacketParser()
 
     @property
@@ -62,9 +62,10 @@ class LateReplies:
                 return
             # Blocks of error, id, data and CRC; the last block's CRC is the packet's (not in params).
             width = self.fast_size + 4
+            # Queued requests answered late come in order, and a later read may take an earlier one's
+            # reply for its own: any whole fast reply now stands for one of the missed ones.
             self.late.update(pkt.params[k + 1] for k in range(0, len(pkt.params) + 2, width)
                              if pkt.params[k + 1] in self.missing)
-            self.fast_size = None
         elif not in_flight and pkt.servo_id in self.missing:
             self.late[pkt.servo_id] += 1
 
@@ -82,7 +83,6 @@ class LateReplies:
         """Stop watching for the replies of servos outside ``ids`` (their reads were judged)."""
         self.missing &= ids
         if not self.missing:
-            self.fast_size = None
             self._parser = P.PacketParser()
 
 
