@@ -78,6 +78,6 @@ def test_the_window_credits_each_late_reply_to_the_oldest_cycle_that_lost_it():
     w.credit(collections.Counter({1: 2, 2: 1, 3: 1}))
     assert w.judged() == [] and w.watched() == {2, 4}
     w.add(4, set())
-    assert w.judged() == [(4, 4, 3)]            # servo 4's reply never came: lost
+    assert w.judged() == [(4, 4, 3, 0)]            # servo 4's reply never came: lost
     w.add(4, set())
-    assert w.judged() == [(4, 2, 1)] and w.watched() == set()
+    assert w.judged() == [(4, 2, 1, 0)] and w.watched() == set()

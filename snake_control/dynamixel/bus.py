@@ -490,14 +490,16 @@ class ServoBus:
             raise CommError(f'{self.port_name}: sync write at {address}: {self.ph.getTxRxResult(result)}')
 
     def sync_read(self, address: int, size: int, ids: list[int], fast: bool,
-                  timeout_ms: float | None = None, drain: bool = True) -> dict[int, tuple[int, bytes]]:
+                  timeout_ms: float | None = None, drain: bool = True,
+                  extra_ms: float = 0.0) -> dict[int, tuple[int, bytes]]:
         """{id: (error byte, data)} for every servo whose reply arrived intact; missing ones absent.
 
         Fast: one packet of blocks; a truncated or partly corrupted reply still yields the blocks
         before the damage. Slow: one status per servo, each taken on its own, so a silent servo
         costs only itself. ``timeout_ms`` bounds the whole exchange (default: wire time + margin).
         ``drain=False``: an incomplete read is not drained; the caller makes sure no late reply can pass
-        for a later read's (each request clears the input buffer before it leaves).
+        for a later read's (each request clears the input buffer before it leaves). ``extra_ms``: wait
+        this much longer for the (first) reply, as when the servos' side is known to answer late.
         """
         if not ids:
             self.port.flush_held()
@@ -506,7 +508,7 @@ class ServoBus:
         reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
         if timeout_ms is None:
             timeout_ms = reply_bytes * self.byte_time_ms + self.port.margin_ms
-        timeout_ms += self.port.take_backlog_ms(14 + n)
+        timeout_ms += self.port.take_backlog_ms(14 + n) + extra_ms
         out: dict[int, tuple[int, bytes]] = {}
         with self.transaction():
             result = self.ph.syncReadTx(self.port, address, size, list(ids), n, fast)

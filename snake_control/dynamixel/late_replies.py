@@ -90,14 +90,15 @@ class LateWindow:
     """The first reads of the last few cycles, each judged once its lost replies have had ``cycles``
     cycles to turn up late. ``add`` a cycle's first read; ``credit`` the late replies seen (each goes to
     the oldest cycle that lost that servo and has not yet been credited for it); ``judged`` returns the
-    cycles old enough, as (servos asked, lost, late)."""
+    cycles old enough, as (servos asked, lost, late, caught late: taken only thanks to an extended
+    deadline)."""
 
     def __init__(self, cycles: int):
         self.cycles = max(1, cycles)
         self._open: collections.deque = collections.deque()    # [asked, lost set, late set]
 
-    def add(self, asked: int, lost: set[int]) -> None:
-        self._open.append([asked, lost, set()])
+    def add(self, asked: int, lost: set[int], caught_late: int = 0) -> None:
+        self._open.append([asked, lost, set(), caught_late])
 
     def credit(self, late: collections.Counter) -> None:
         for sid, count in late.items():
@@ -108,11 +109,11 @@ class LateWindow:
                     entry[2].add(sid)
                     count -= 1
 
-    def judged(self) -> list[tuple[int, int, int]]:
+    def judged(self) -> list[tuple[int, int, int, int]]:
         out = []
         while len(self._open) > self.cycles:
-            asked, lost, late = self._open.popleft()
-            out.append((asked, len(lost), len(late)))
+            asked, lost, late, caught = self._open.popleft()
+            out.append((asked, len(lost), len(late), caught))
         return out
 
     def watched(self) -> set[int]:

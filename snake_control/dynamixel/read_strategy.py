@@ -74,14 +74,15 @@ class ReadStrategy:
     def noisy(self) -> bool:
         return self.mode == 'noisy'
 
-    def record(self, requested: int, lost: int, late: int = 0) -> str | None:
+    def record(self, requested: int, lost: int, late: int = 0, caught_late: int = 0) -> str | None:
         """Take one cycle's first read (servo replies asked, lost, and of those lost how many arrived
-        whole after the deadline); returns an event text when the mode changes."""
+        whole after the deadline; ``caught_late``: replies taken only thanks to an extended deadline);
+        returns an event text when the mode changes."""
         if requested <= 0:
             return None
         late = min(late, lost)
         self.failure_rate += SMOOTHING * ((lost - late) / requested - self.failure_rate)
-        self.late_rate += SMOOTHING * (late / requested - self.late_rate)
+        self.late_rate += SMOOTHING * (min(requested, late + caught_late) / requested - self.late_rate)
         self._cycles_in_mode += 1
         if self.read_mode != 'auto':
             return None
