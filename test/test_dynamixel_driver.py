@@ -356,6 +356,32 @@ def test_noisy_line_reads_per_servo_packets_and_returns_to_fast_when_clean(robot
         assert_goals_safe(sim, d)
 
 
+def test_late_replies_are_a_slow_line_not_a_noisy_one(robot):
+    """Whole replies that come after the read's deadline (the servos' host busy elsewhere, as the
+    emulator on a loaded machine) are counted as late_replies and keep the fast sync read: per-servo
+    packets would not make them sooner. Garbled bytes still make the line noisy."""
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(stale_limit=1000))
+        d.start()
+        try:
+            sim.command('late 0.3 15')          # 30 % of requests answered 15 ms late (margin: 8 ms)
+            c0 = d.counters.cycles
+            assert wait_for(lambda: d.counters.cycles >= c0 + 150 and d.counters.late_replies >= 40, 20.0), \
+                d.diagnostics()
+            diag = d.diagnostics()
+            assert sim.state()['counters']['late'] > 20
+            assert diag.read_mode == 'fast' and diag.counters['mode_switches'] == 0, diag
+            assert diag.reply_failure_rate < 0.1 and diag.counters['late_replies'] >= 40
+            sim.command('late 0')
+            sim.command('corrupt 0.03')
+            assert wait_for(lambda: d.diagnostics().read_mode == 'noisy', 10.0), d.diagnostics()
+            assert d.running
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
 @pytest.mark.slow
 def test_32_servos_with_one_percent_corrupted_bytes_keeps_going():
     robot = load_robot('pitch_yaw_32')

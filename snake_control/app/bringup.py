@@ -421,7 +421,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
         log(f'loop: driver {d.get("cycle_rate_hz", 0):.1f} Hz (target {d.get("rate_hz_target", 0):g} Hz), '
             f'joint_states {result.joint_states_rate_hz or 0:.1f} Hz; {c.get("cycles", 0)} cycles, '
             f'{c.get("overruns", 0)} overruns, {c.get("read_failures", 0)} failed reads, '
-            f'{c.get("stale_hold_cycles", 0)} stale holds')
+            f'{c.get("stale_hold_cycles", 0)} stale holds, {c.get("late_replies", 0)} late replies'
+            f' ({d.get("read_mode", "?")} read)')
     if result.final_odom_xy_yaw is not None:
         x, y, yaw = result.final_odom_xy_yaw
         log(f'odometry: {result.odom_distance_m:.2f} m travelled; at x {x:+.3f} m, y {y:+.3f} m, '

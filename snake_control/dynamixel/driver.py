@@ -59,6 +59,7 @@ from snake_control.dynamixel.conversion import (current_a_to_torque_nm, joint_to
                                                 velocity_units_to_rad_s)
 from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, RAD_PER_TICK,
                                             RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
+from snake_control.dynamixel.late_replies import LateWindow
 from snake_control.dynamixel.read_strategy import ReadStrategy
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
@@ -88,6 +89,15 @@ FOLLOW_UP_BUDGET = 0.85
 # rounds. A reply later than this is lost for the cycle (stale), never taken for another's: every
 # request clears the input buffer before it leaves.
 QUICK_MARGIN_MS = 1.0
+# How long a lost first-read reply may take to turn up whole before the read strategy counts it lost
+# (a line noise suspect) rather than late: an emulator on a loaded host stalls for tens of milliseconds,
+# then answers every queued request at once. Mode switches come this much later, a fraction of the
+# strategy's own memory (about 20 cycles).
+LATE_WINDOW_S = 0.25
+# While more than this share of first-read replies comes late (read_strategy.late_rate), the first read
+# waits longer for its reply: up to what the cycle's follow-up budget leaves. Follow-ups would only queue
+# more requests behind the late answer.
+LATE_EXTEND_RATE = 0.02
 
 
 def grid_start(epoch: float | None, now: float, period_s: float) -> float:
@@ -178,6 +188,10 @@ class Driver:
         self._ramp: RampState | None = None  # resuming from a hold: the goal ramps to the command
         self._transmit_fault_since = None   # first of consecutive cycles whose packets did not leave
         self._unsettled_since = None        # when the last incomplete state read ended (_settle)
+        # The last cycles' first reads, judged by the read strategy once the replies they lost have had
+        # LATE_WINDOW_S to turn up late (late_replies).
+        self._first_reads = LateWindow(math.ceil(LATE_WINDOW_S * self.rate_hz))
+        self._last_read_ms = self._last_read_ms_due = 0.0     # the last state read: took, would have had
         self._rearm_pending: list[int] = []  # servos whose tripped bus watchdog awaits re-arming
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
         self.max_goal_step_rad = 0.0        # largest goal change of a joint between running cycles
@@ -846,12 +860,13 @@ class Driver:
                       if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0}
             ids = [sid for sid in active if sid not in quarantined or sid in probes]
         strategy = self.read_strategy
-        addr, size = STATE_BLOCK.data_address, STATE_BLOCK.size
         got: dict = {}
         self._settle()
+        self._judge_first_read()
+        extra_ms = self._first_read_extra_ms(now, len(ids), strategy.fast)
         try:
             if ids:
-                got = self._sync_read(ids, strategy.fast, quick=False)
+                got = self._sync_read(ids, strategy.fast, quick=False, extra_ms=extra_ms)
         except CommError:                   # the request did not leave: no reply this cycle
             self.table.fresh[:] = False
             self.table.stale_cycles += 1
@@ -862,10 +877,9 @@ class Driver:
         # The failure rate counts servos expected to answer, not quarantined ones' probes.
         counted = [sid for sid in ids if sid not in quarantined] if quarantined else ids
         lost = [sid for sid in counted if sid not in got]
-        event = strategy.record(len(counted), len(lost))
-        if event:
-            self.counters.mode_switches += 1
-            self._event(event)
+        # Replies taken after the deadline the read would have had without the extension.
+        caught = len(counted) - len(lost) if extra_ms and self._last_read_ms > self._last_read_ms_due else 0
+        self._first_reads.add(len(counted), set(lost), caught)
         self._follow_up(now, got, lost)
         if ids and not got:
             self.counters.full_read_failures += 1
@@ -884,6 +898,35 @@ class Driver:
         c, n = self.counters.cycles, len(self.ids)
         self._read_order = self._ids_array[np.lexsort(((self._positions + c) % n, t.stale_cycles))].tolist()
         return True
+
+    def _judge_first_read(self):
+        """First reads of LATE_WINDOW_S ago go into the read strategy: their lost replies that arrived
+        whole since (inside a later read, or cleared before a request) were late, not garbled, and are
+        counted as late_replies instead of toward a noisy line."""
+        window = self._first_reads
+        late = self.bus.collect_late()
+        if late:
+            window.credit(late)
+        for requested, lost, n_late, caught in window.judged():
+            self.counters.late_replies += n_late
+            self.counters.late_replies_caught += caught
+            event = self.read_strategy.record(requested, lost, n_late, caught)
+            if event:
+                self.counters.mode_switches += 1
+                self._event(event)
+        self.bus.late.watch_only(window.watched())
+
+    def _first_read_extra_ms(self, now: float, n: int, fast: bool) -> float:
+        """How much longer than wire time plus margin the first read waits for its reply: nothing on a
+        line that answers in time; while replies come late (LATE_EXTEND_RATE), whatever the cycle's
+        follow-up budget leaves after the read itself."""
+        if self.read_strategy.late_rate < LATE_EXTEND_RATE or not n:
+            return 0.0
+        size = STATE_BLOCK.size
+        reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
+        read_ms = (14 + n + reply_bytes) * self.bus.byte_time_ms + self.margin_ms
+        elapsed_ms = (time.monotonic() - now) * 1000.0
+        return max(0.0, FOLLOW_UP_BUDGET * self.period_s * 1000.0 - elapsed_ms - read_ms)
 
     def _follow_up(self, now: float, got: dict, missing: list):
         """Read again the servos the first read lost, in rounds of sync read while the cycle has time
@@ -908,13 +951,20 @@ class Driver:
             got.update(more)
             missing = [sid for sid in missing if sid not in got]
 
-    def _sync_read(self, ids: list, fast: bool, quick: bool) -> dict:
-        """One sync read of the state block (``quick``: with the short margin). An incomplete one is
-        not drained here: the next read of the cycle follows at once (a late reply it takes is still
-        this cycle's), and the next cycle's first read settles the line first (_settle)."""
+    def _sync_read(self, ids: list, fast: bool, quick: bool, extra_ms: float = 0.0) -> dict:
+        """One sync read of the state block (``quick``: with the short margin; ``extra_ms``: waiting that
+        much longer for the reply). An incomplete one is not drained here: the next read of the cycle
+        follows at once (a late reply it takes is still this cycle's), and the next cycle's first read
+        settles the line first (_settle)."""
         self.counters.state_reads += 1
+        start = time.monotonic()
         with self._quick_margin(quick):
-            got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False)
+            got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False,
+                                     extra_ms=extra_ms)
+            size = STATE_BLOCK.size
+            reply_bytes = (8 + len(ids) * (size + 4)) if fast else len(ids) * (11 + size)
+            self._last_read_ms_due = (14 + len(ids) + reply_bytes) * self.bus.byte_time_ms + self.bus.port.margin_ms
+        self._last_read_ms = (time.monotonic() - start) * 1000.0
         self._unsettled_since = None if len(got) == len(ids) else time.monotonic()
         return got
 

@@ -24,7 +24,8 @@ Mechanics come from a Plant (snake_control.dynamixel.plant); the default MotorMo
 within the profile limits. Temperature rises with current; overload and overheating trip.
 
 Faults (snake_control.dynamixel.faults.FaultSpec, from ``--faults`` or the control channel): corrupted
-bytes at a rate in both directions, dropped replies at a rate, a servo that stops answering from a time
+bytes at a rate in both directions, dropped replies at a rate, a share of requests answered late (whole
+replies, after a delay in which the emulator reads nothing, as a host busy elsewhere), a servo that stops answering from a time
 for a while, an overload/overheating trip, the adapter unplugged and plugged back (the pty closes; a
 new one appears behind the same symlink).
 
@@ -203,7 +204,7 @@ class BusEmulator:
             self._mech_thread = threading.Thread(target=self._mechanics_loop, name='mechanics', daemon=True)
             self._mech_thread.start()
         self.counters = {'packets': 0, 'crc_errors': 0, 'replies': 0, 'dropped': 0, 'corrupted_bytes': 0,
-                         'junk_bytes': 0}
+                         'junk_bytes': 0, 'late': 0}
         self._open_pty()
 
     # -------------------------------------------------------------- pty
@@ -405,6 +406,11 @@ class BusEmulator:
                     s.reboot(now)
             return replies
         finally:
+            if replies and self.faults.late_rate and self.rng.random() < self.faults.late_rate:
+                self.counters['late'] += 1
+                late_s = self.faults.late_ms / 1000.0
+                replies[:] = [(t + late_s, raw) for t, raw in replies]     # the list being returned
+                clock[0] += late_s
             self.bus_free_at = clock[0]
 
     def _single(self, s: Servo, inst: int, prm: bytes, now: float, bcast: bool) -> bytes | None:

@@ -178,6 +178,9 @@ class Counters:
     cycles: int = 0
     overruns: int = 0
     read_failures: int = 0               # servo reads missing from a cycle
+    late_replies: int = 0                # first-read replies that missed their deadline but came whole
+    late_replies_caught: int = 0         # first-read replies taken only thanks to a deadline extended
+                                         # for a late line
     all_fresh_cycles: int = 0            # cycles that read every servo
     rejected_readings: int = 0           # replies whose values cannot be real (never published)
     health_failures: int = 0             # temperature/voltage reads failed or rejected
