@@ -377,6 +377,31 @@ def test_32_servos_with_one_percent_corrupted_bytes_keeps_going():
 
 
 @pytest.mark.slow
+def test_startup_on_a_noisy_line_trips_no_bus_watchdog():
+    """Turning torque on for 32 servos over a noisy line (1 % garbled bytes, 1 % lost replies) takes
+    longer than the Bus Watchdog (here 0.27-0.44 s against 0.2 s): a watchdog armed before torque on
+    stopped the first servos before the loop began writing goals to them. Every servo must come out of
+    start() with torque on, its watchdog armed, and no trip in the emulated servo's record."""
+    robot = load_robot('pitch_yaw_32')
+    with SimBusProcess([*sim_bus_args('pitch_yaw_32'), '--faults', 'corrupt=0.01,drop=0.01,seed=3']) as sim:
+        # 200 ms rather than the default 100 ms: a loaded test host's late cycle must not pass for a
+        # start-up trip; the torque-on sequence still outlasts it.
+        d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, stale_limit=1000, watchdog_ms=200))
+        d.start()
+        try:
+            st = sim.state()['servos']
+            tripped = {int(k): v['watchdog_trips'] for k, v in st.items() if v['watchdog_trips']}
+            assert not tripped, f'bus watchdog tripped during start-up (servo: trips): {tripped}'
+            assert d.counters.watchdog_trips == 0
+            unarmed = {int(k): v['watchdog'] for k, v in st.items() if not v['torque'] or v['watchdog'] != 10}
+            assert not unarmed, f'servos without torque or an armed watchdog after start(): {unarmed}'
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
+@pytest.mark.slow
 def test_noisy_line_sends_goals_in_short_packets():
     """One garbled byte voids a whole sync write: on a noisy line the 32 goals go in packets of four
     (34 bytes, 71 % whole at 1 %) instead of one 174-byte packet (17 % whole), so most servos get most

@@ -81,11 +81,13 @@ def servos(sim):
     return sim.state()['servos']
 
 
-def run_node_until_torque_on(sim, robot, *params):
+def run_node_until_armed(sim, robot, *params):
+    """The node's driver has started: torque on, and the loop has armed every servo's bus watchdog."""
     proc = start_node(sim, robot, *params)
-    if not wait_for(lambda: all(s['torque'] for s in servos(sim).values()) or proc.poll() is not None, 30):
+    if not wait_for(lambda: all(s['torque'] and s['watchdog'] > 0 for s in servos(sim).values())
+                    or proc.poll() is not None, 30):
         proc.kill()
-        pytest.fail('driver_node did not bring torque on')
+        pytest.fail('driver_node did not bring torque on and arm the bus watchdog')
     assert proc.poll() is None, proc.communicate()
     return proc
 
@@ -104,7 +106,7 @@ def finish(proc, timeout_s=20):
 @pytest.mark.parametrize('signals', [(signal.SIGTERM,), (signal.SIGHUP,), (signal.SIGINT, signal.SIGINT)])
 def test_driver_node_signals_turn_torque_off_and_say_so(robot, signals):
     with SimBusProcess(robot_args(robot)) as sim:
-        proc = run_node_until_torque_on(sim, robot)
+        proc = run_node_until_armed(sim, robot)
         for sig in signals:
             proc.send_signal(sig)
             time.sleep(0.01)
@@ -115,7 +117,7 @@ def test_driver_node_signals_turn_torque_off_and_say_so(robot, signals):
 
 def test_unconfirmed_torque_off_is_loud_and_a_second_sigint_does_not_cut_it_short(robot):
     with SimBusProcess(robot_args(robot)) as sim:
-        proc = run_node_until_torque_on(sim, robot)
+        proc = run_node_until_armed(sim, robot)
         sim.command('silent 3 60')          # j3 will never acknowledge its torque off
         proc.send_signal(signal.SIGINT)
         time.sleep(0.3)                      # inside the torque-off retries (2 s deadline)
@@ -131,7 +133,7 @@ def test_unconfirmed_torque_off_is_loud_and_a_second_sigint_does_not_cut_it_shor
 
 def test_sigkill_leaves_servos_stopped_by_the_armed_watchdog(robot):
     with SimBusProcess(robot_args(robot)) as sim:
-        proc = run_node_until_torque_on(sim, robot)
+        proc = run_node_until_armed(sim, robot)
         assert wait_for(lambda: all(s['watchdog'] == 5 for s in servos(sim).values()), 5)  # 100 ms armed
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
