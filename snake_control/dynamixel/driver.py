@@ -305,8 +305,7 @@ class Driver:
                 except PortGone:
                     time.sleep(0.05)
                     continue
-            with self._patient():
-                self._torque_off_all(pending, deadline_s=max(0.0, deadline - time.monotonic()))
+            self._torque_off_all(pending, deadline_s=max(0.0, deadline - time.monotonic()))
             pending = [s.servo_id for s in self.servos if s.torque]
         self.bus.close()
         self.torque_off_unconfirmed = [self.by_id[sid].name for sid in pending]
@@ -530,28 +529,42 @@ class Driver:
         confirmed, whose acknowledgement confirms it (status return level 2), repeated until every servo
         is confirmed or ``deadline_s`` has passed (at least one round). One short exchange per servo gets
         through a noisy line far more often than a read and a write. A servo once confirmed stays
-        confirmed. True if every servo is off."""
+        confirmed. True if every servo is off.
+
+        A lost acknowledgement cost the start-up margin twice (the wait, then a drain until the line was
+        quiet that long): at 5 % garbled bytes, where most tries fail, the 2 s deadline went on some 50
+        tries and left servos unconfirmed. The tries now wait the cycle's margin, which this line
+        answers within every cycle, and drain only briefly: a late acknowledgement can only be this
+        servo's to the same write (the others' carry their IDs), and it does confirm it. Only after a
+        round in which no servo answered (a slow adapter or a starved host, not noise) does the next
+        round wait the start-up margin."""
         if not self.bus.is_open:
             return False
         pending = [s for s in self.servos if ids is None or s.servo_id in ids]
         t_end = time.monotonic() + deadline_s
+        margin_ms = self.margin_ms
+        outer_margin_ms = self.bus.port.margin_ms
         try:
             with contextlib.suppress(CommError):
                 self.bus.sync_write(TORQUE.address, 1, {s.servo_id: b'\x00' for s in pending})
             while True:
+                self.bus.port.margin_ms = margin_ms
                 left = []
                 for s in pending:
                     try:
-                        self.bus.write(s.servo_id, TORQUE.address, b'\x00')
+                        self.bus.write(s.servo_id, TORQUE.address, b'\x00', quiet_ms=QUICK_MARGIN_MS)
                         s.torque = False
                     except DxlError:
                         s.torque = True          # unconfirmed: assume still on
                         left.append(s)
+                margin_ms = max(self.margin_ms, SETUP_MARGIN_MS) if len(left) == len(pending) else self.margin_ms
                 pending = left
                 if not pending or time.monotonic() >= t_end:
                     break
         except PortGone:
             return False
+        finally:
+            self.bus.port.margin_ms = outer_margin_ms
         return not pending
 
     # ================================================================ loop
@@ -722,12 +735,10 @@ class Driver:
             if d.entered:
                 self.counters.policy_actions += 1
                 self._event(f'torque off: {"; ".join(reasons)}')
-                with self._patient():
-                    self._torque_off_all(deadline_s=0.5)
+                self._torque_off_all(deadline_s=0.5)
             elif self.counters.cycles % TORQUE_OFF_RETRY_EVERY == 0 and any(s.torque for s in self.servos):
                 # Torque off not yet confirmed everywhere (lost replies, a silent servo): keep trying.
-                with self._patient():
-                    self._torque_off_all([s.servo_id for s in self.servos if s.torque])
+                self._torque_off_all([s.servo_id for s in self.servos if s.torque])
             unconfirmed = [s.name for s in self.servos if s.torque]
             if unconfirmed:
                 reasons.append(f'torque off not confirmed on {", ".join(unconfirmed)}')
