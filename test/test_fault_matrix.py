@@ -115,6 +115,22 @@ def test_driver_node_signals_turn_torque_off_and_say_so(robot, signals):
         assert not any(s['torque'] for s in servos(sim).values())
 
 
+def test_a_stop_signal_during_a_callback_ends_the_node_without_an_error_report(robot):
+    """A stop signal that lands while the executor runs one of the node's callbacks (here the diagnostics
+    timer every 50 ms: a signal is handled at the first Python code the
+    executor runs after it, which is usually a callback) must end the node as any other: no exception
+    raised inside the callback, reported by the executor with its traceback, at every shutdown."""
+    with SimBusProcess(robot_args(robot)) as sim:
+        proc = run_node_until_armed(sim, robot, '-p', 'diagnostics_period:=0.05')
+        time.sleep(0.5)         # the node spins (there is no event for it to wait for)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0, out[-3000:]
+        for bad in ('Traceback', 'Exception in', 'never retrieved', 'KeyboardInterrupt'):
+            assert bad not in out, out[-3000:]
+        assert not any(s['torque'] for s in servos(sim).values())
+
+
 def test_unconfirmed_torque_off_is_loud_and_a_second_sigint_does_not_cut_it_short(robot):
     with SimBusProcess(robot_args(robot)) as sim:
         proc = run_node_until_armed(sim, robot)
