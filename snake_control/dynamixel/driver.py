@@ -531,9 +531,9 @@ class Driver:
         through a noisy line far more often than a read and a write. A servo once confirmed stays
         confirmed. True if every servo is off.
 
-        A lost acknowledgement cost the start-up margin twice (the wait, then a drain until the line was
-        quiet that long): at 5 % garbled bytes, where most tries fail, the 2 s deadline went on some 50
-        tries and left servos unconfirmed. The tries now wait the cycle's margin, which this line
+        A lost acknowledgement costs the reply margin twice (the wait, then a drain until the line is
+        quiet that long); with the start-up margin, at 5 % garbled bytes (most tries fail) the 2 s
+        deadline would go on some 50 tries. So the tries wait the cycle's margin, which this line
         answers within every cycle, and drain only briefly: a late acknowledgement can only be this
         servo's to the same write (the others' carry their IDs), and it does confirm it. Only after a
         round in which no servo answered (a slow adapter or a starved host, not noise) does the next
