@@ -135,7 +135,11 @@ def test_a_fault_on_one_bus_holds_the_other(robot, processes):
             s.command('silent 4 3')                     # bus b loses a servo
             assert wait_for(lambda: d.drivers[0].mode == 'hold' and d.drivers[1].mode == 'hold')
             assert any('j4 stale' in r for r in d.drivers[0].reasons), d.drivers[0].reasons
-            # Bus a's goals no longer follow the commands while bus b is faulty.
+            # Bus a's goals no longer follow the commands while bus b is faulty (from the goal its hold
+            # wrote: the cycle that entered it may still be on the wire when the mode reads 'hold').
+            a = d.drivers[0]
+            c0 = a.counters.cycles
+            assert wait_for(lambda: a.counters.cycles >= c0 + 2)
             goal_a = s.state()['servos']['1']['goal']
             for k in range(10):
                 d.set_command(robot.joint_names, q + 0.05 * (k + 1))

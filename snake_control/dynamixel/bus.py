@@ -317,9 +317,10 @@ class ServoBus:
 
     # -------------------------------------------------------------- single servo
     def _exchange(self, servo_id: int, instruction: int, params: bytes, n_data: int,
-                  what: str) -> tuple[int, bytes] | None:
+                  what: str, quiet_ms: float | None = None) -> tuple[int, bytes] | None:
         """Send one instruction (framed by the SDK) and take the status of ``servo_id`` that carries
-        ``n_data`` bytes (or none, with an error code). None when no such status arrives in time.
+        ``n_data`` bytes (or none, with an error code). None when no such status arrives in time; the
+        line is then drained until quiet for ``quiet_ms`` (default: the margin).
 
         The SDK's own receiver takes the first status with the right ID, so a late reply to an
         earlier request (of another length) can pass for this one; matching the length too closes
@@ -343,7 +344,7 @@ class ServoBus:
             while True:
                 chunk = self.port.readPort(max(1, expected - len(parser.buffer)))
                 if not chunk:
-                    self.drain()
+                    self.drain(quiet_ms)
                     return None
                 for pkt in parser.feed(chunk):
                     if not (pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id == servo_id):
@@ -384,10 +385,11 @@ class ServoBus:
         error, data = self._status(reply, servo_id, what)
         return data, error
 
-    def write(self, servo_id: int, address: int, data: bytes) -> int:
-        """Write and wait for the status; returns the error byte (Alert bit kept)."""
+    def write(self, servo_id: int, address: int, data: bytes, quiet_ms: float | None = None) -> int:
+        """Write and wait for the status; returns the error byte (Alert bit kept). ``quiet_ms``: the
+        drain after a lost status (see _exchange)."""
         what = f'write {len(data)} bytes at {address}'
-        reply = self._exchange(servo_id, P.WRITE, P.le(address, 2) + bytes(data), 0, what)
+        reply = self._exchange(servo_id, P.WRITE, P.le(address, 2) + bytes(data), 0, what, quiet_ms)
         error, _ = self._status(reply, servo_id, what)
         return error
 

@@ -1,6 +1,7 @@
 """The emulated bus's control channel: one command per line in, one JSON-able answer out.
 
-``state`` (per-servo torque, goal, position, hardware error, temperature, goal-write record summary),
+``state`` (per-servo torque, goal, position, hardware error, temperature, Bus Watchdog and how often it
+tripped, goal-write record summary),
 ``goals`` (every goal write: [t_s, id, ticks, accepted]), ``silent ID SECONDS``,
 ``trip ID overload|overheating``, ``unplug SECONDS``, ``corrupt RATE``, ``drop RATE``, ``late RATE MS``,
 ``set ID REGISTER VALUE`` (a Present register sets the quantity behind it: ``set 3 present_temperature
@@ -86,7 +87,8 @@ def _state(bus, now: float) -> dict:
                        'min_limit': s.get('min_position_limit'), 'max_limit': s.get('max_position_limit'),
                        'goal_writes': s.goal_stats[0], 'goal_min': s.goal_stats[1],
                        'goal_max': s.goal_stats[2], 'goal_refused': s.goal_stats[3],
-                       'temperature': s.temperature_c, 'watchdog': s.get('bus_watchdog')}
+                       'temperature': s.temperature_c, 'watchdog': s.get('bus_watchdog'),
+                       'watchdog_trips': s.watchdog_trips}
     return {'servos': out, 'counters': bus.counters, 'plugged': bus.master >= 0, 'paths': [bus.path]}
 
 

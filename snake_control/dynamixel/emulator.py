@@ -299,8 +299,8 @@ class BusEmulator:
         return not (window and window[0] <= now < window[1])
 
     # -------------------------------------------------------------- time
-    def tick(self, now: float):
-        """Advance mechanics and scheduled faults to ``now``."""
+    def tick(self, now: float, watch: bool = True):
+        """Advance mechanics and scheduled faults to ``now`` (``watch``: and the bus watchdogs)."""
         t_rel = now - self.t0
         while self._pending_trips and self._pending_trips[0][0] <= t_rel:
             _, sid, kind = self._pending_trips.pop(0)
@@ -321,7 +321,7 @@ class BusEmulator:
             if state:
                 self._apply_state(state)
             for s in self.servos.values():
-                s.tick(now, dt)
+                s.tick(now, dt, watch)
             return
         if self._mech_thread is not None:
             with self._mech_lock:
@@ -329,7 +329,7 @@ class BusEmulator:
             if state:
                 self._apply_state(state)
             for s in self.servos.values():
-                s.tick(now, dt)
+                s.tick(now, dt, watch)
             return
         goals, torque = {}, {}
         for i, s in self.servos.items():
@@ -340,7 +340,7 @@ class BusEmulator:
             torque[i] = s.torque_on
         self._apply_state(self.plant.step(dt, goals, torque))
         for s in self.servos.values():
-            s.tick(now, dt)
+            s.tick(now, dt, watch)
 
     def _apply_state(self, state: dict) -> None:
         for i, (q, v, c) in state.items():
@@ -577,8 +577,12 @@ class BusEmulator:
         except InterruptedError:
             ready = []
         now = time.monotonic()
-        self.tick(now)
-        if self.master >= 0 and self.master in ready and not stalled:
+        waiting = self.master >= 0 and self.master in ready and not stalled
+        # Bytes already waiting reached the servos before now: an emulator that was itself kept from
+        # running must serve them before a watchdog judges the silence (a real servo is never late).
+        due = now - self.last_tick >= MECHANICS_STEP_S      # the servos' checks run at the mechanics' pace
+        self.tick(now, watch=not waiting)
+        if waiting:
             try:
                 data = os.read(self.master, 65536)
             except (BlockingIOError, OSError):
@@ -592,6 +596,9 @@ class BusEmulator:
                                                     or now - self._last_rx > BYTE_TIMEOUT_S)
                 self._last_rx = now
                 self._serve(data, now, cut)
+            if due:
+                for s in self.servos.values():
+                    s.watch_bus(now)
         return [fd for fd in ready if fd in extra_fds]
 
     def _serve(self, data: bytes, now: float, cut: bool = False):

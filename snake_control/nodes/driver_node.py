@@ -260,22 +260,22 @@ def main(args=None):
 
     from snake_control.nodes.runner import SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, ignore_stop_signals, make_executor
 
-    # Our own signal handling: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) leave
-    # spin() through the finally below, which turns torque off before the process exits. A second
-    # signal (Ctrl-C under ros2 launch reaches a node twice) must not interrupt that torque off: only its
-    # deadline ends it.
+    # Our own signal handling: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) end the spin
+    # loop (within SPIN_TIMEOUT_S) and reach the finally below, which turns torque off before the process
+    # exits. The handler only takes note: Python runs it at the next Python code, usually inside one of
+    # the node's callbacks, where an exception would be caught and reported by the executor as a callback
+    # failure with its traceback. A second signal (Ctrl-C under ros2 launch reaches a node twice) must
+    # not interrupt that torque off: only its deadline ends it.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stopping, spinning = [], []
+    stopping = []
 
     def interrupt(signum, frame):
         if stopping:
             print(f'driver_node: {signal.Signals(signum).name} ignored: turning torque off', file=sys.stderr,
                   flush=True)
             return
-        stopping.append(signum)
-        if spinning:                # during start-up the node is built first, then stopped below
-            raise KeyboardInterrupt
+        stopping.append(signum)     # during start-up the node is built first, then stopped below
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupt)
     node = None
@@ -283,15 +283,14 @@ def main(args=None):
     try:
         node = DriverNode()
         if not stopping:
-            spinning.append(True)
             executor = make_executor()
             executor.add_node(node)
             context = rclpy.get_default_context()
             # The bus loop ends by itself only on a bug (it has turned torque off by then): the node must
             # not go on as if it drove the robot.
-            while context.ok() and node.driver.running:
+            while context.ok() and node.driver.running and not stopping:
                 executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
-            if context.ok() and not node.driver.running:
+            if context.ok() and not node.driver.running and not stopping:
                 raise DriverStopped(node.driver.fatal_error or 'the bus loop ended')
     except KeyboardInterrupt:
         pass
