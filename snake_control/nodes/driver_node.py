@@ -256,6 +256,7 @@ def torque_off_line(prog: str, unconfirmed: list[str]) -> str:
 
 
 def main(args=None):
+    from rclpy.exceptions import ParameterException
     from rclpy.signals import SignalHandlerOptions
 
     from snake_control.nodes.runner import SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, ignore_stop_signals, make_executor
@@ -297,8 +298,8 @@ def main(args=None):
     except DriverStopped as exc:
         print(f'driver_node: error: the driver stopped: {exc}', file=sys.stderr, flush=True)
         code = 1
-    except (StartupError, ValueError) as exc:     # bus or robot YAML not as expected: one clear line
-        print(f'driver_node: {exc}', file=sys.stderr)
+    except (StartupError, ValueError, ParameterException) as exc:  # bus, robot YAML or a parameter not as
+        print(f'driver_node: {exc}', file=sys.stderr)                 # expected: one clear line
         return 1
     finally:
         stopping.append('finally')
