@@ -341,10 +341,30 @@ def cycle_duration_s(robot: Robot, gait: str, command, cycles: float = 1.0, lowe
     return float(min(max(1.05 * cycles * period, lowest_s), highest_s))
 
 
+# The scheduler's blend from the straight body into a gait (GaitScheduler's default transition_s).
+BLEND_S = 1.5
+# Gait cycles after the blend before measuring: the body's heading settles over them. Serpentine on
+# pitch_yaw_32 turning at 0.23 rad/s reaches 0.083, 0.181, 0.205, 0.213 rad/s in its first four cycles
+# from rest (elliptic cone); a 10-joint wheeled robot going straight turns -0.25, -0.005, -0.001 rad in
+# its first three: a start transient, not the gait's steady motion.
+SETTLE_CYCLES = 2.0
+
+
+def settle_s(robot: Robot, gait: str, command, settle_cycles: float = SETTLE_CYCLES, lowest_s: float = 2.0,
+             highest_s: float = 12.0) -> float:
+    """The warm-up (s) before measuring a run from rest: the blend into the gait and `settle_cycles` gait
+    cycles at `command`, within [lowest_s, highest_s] (a slow gait settles for highest_s)."""
+    m = cmd_vel_meaning(robot, gait)
+    v = abs(command[('linear.x', 'linear.y', 'angular.z').index(m.drive)]) if m.follows else 0.0
+    period = abs(m.stride) / v if v > 0 else 0.0
+    return float(min(max(BLEND_S + settle_cycles * period, lowest_s), highest_s))
+
+
 def run_acceptance(robot: Robot, gait: str, commands=None, estimate: bool = True, progress=None
                    ) -> list[CommandResult]:
     """The acceptance runs of one gait (acceptance_commands unless given), each one gait cycle long
-    within cycle_duration_s's bounds; a command the gait does not follow is listed, not run."""
+    within cycle_duration_s's bounds after settle_s's warm-up; a command the gait does not follow is
+    listed, not run."""
     results = []
     follows = cmd_vel_meaning(robot, gait).follows
     for command in commands if commands is not None else acceptance_commands(robot, gait):
@@ -353,7 +373,7 @@ def run_acceptance(robot: Robot, gait: str, commands=None, estimate: bool = True
             results.append(CommandResult(robot.name, gait, tuple(command), follows, run=False))
         else:
             results.append(run_command(robot, gait, command, duration_s=cycle_duration_s(robot, gait, command),
-                                       estimate=estimate))
+                                       warmup_s=settle_s(robot, gait, command), estimate=estimate))
         if progress:
             progress(results[-1])
     return results
