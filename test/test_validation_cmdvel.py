@@ -214,3 +214,17 @@ def test_runs_settle_before_they_are_measured_and_slow_gaits_get_whole_cycles():
     fast = C.acceptance_commands(py32, 'turn_in_place')[1]
     tip_period = C.cmd_vel_meaning(py32, 'turn_in_place').stride / fast[2]
     assert C.settle_s(py32, 'turn_in_place', fast) == pytest.approx(max(C.BLEND_S + 2 * tip_period, 2.0))
+
+
+@pytest.mark.parametrize('start', [0.0, 1.0, 2.5])
+def test_a_turning_cycle_is_measured_along_the_mean_path_whatever_its_start_phase(start):
+    # The centroid circles the origin at 1 m +- 0.1 m with the body wave, turning 0.6 rad per cycle: its
+    # chord between phase-aligned ends depends on the start phase, its mean path (0.6 m) does not.
+    t = np.linspace(0.0, 1.0, 401)
+    angle = 0.6 * t
+    radius = 1.0 + 0.1 * np.sin(2 * np.pi * t + start)
+    centroid = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+    heading = angle + np.pi / 2
+    chord = np.linalg.norm(centroid[-1] - centroid[0])
+    stretch = C.mean_path_stretch(t, 2 * np.pi * t, centroid, heading, 1)
+    assert chord * stretch == pytest.approx(0.6, rel=2e-3)
