@@ -13,8 +13,8 @@ settle_s: the heading settles over the first cycles), and the estimator is not s
 validate does). The runs go in two passes, the higher speed and the
 left turn of every gait first, then the lower speed and the right turn, within a wall-clock budget of
 BUDGET_S (300 s; SNAKE_CMDVEL_BUDGET_S overrides it): a run the budget leaves out is listed as such
-with a WARN. At a load average of 7 on two shared cores the first pass (35 runs) fills the budget; the
-whole table (74 runs) took 609 s there.
+with a WARN. At a load average of 6-13 on two shared cores the whole table (69 runs) took 1748 s, so
+the budget keeps about a fifth of it there; SNAKE_CMDVEL_BUDGET_S=3000 runs it all.
 WARN on each run outside the acceptance: speed +-10 %, yaw rate +-15 % or +-0.03 rad/s, heading drift
 < 2 deg/m without a turn, turning on the spot < 0.05 m per radian.
 """
