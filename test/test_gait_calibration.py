@@ -232,7 +232,7 @@ def test_snake_calibrate_from_recorded_runs_replaces_one_gait(tmp_path, capsys):
     assert g.drive_coef[0] == pytest.approx(0.25, rel=0.02)
     assert g.turn_coef[1] == pytest.approx(0.4, rel=0.02)
     assert cal.gaits['sidewinding'] == find_calibration(load_robot('pitch_yaw_32')).gaits['sidewinding']
-    assert cal.method == 'mujoco + trajectory'
+    assert cal.method == find_calibration(load_robot('pitch_yaw_32')).method + ' + trajectory'
     # A mismatch of options is one line.
     assert main(['calibrate', '--robot', 'pitch_yaw_32', '--gait', 'serpentine', '--output', str(out),
                  '--trajectory', 'a.csv']) == 2
@@ -251,11 +251,10 @@ def test_mujoco_sample_is_the_shipped_one(py32):
 @pytest.mark.parametrize('gait, command', [('serpentine', (0.2, 0.0, 0.0)), ('serpentine', (0.15, 0.0, 0.2))])
 def test_calibrated_gait_reaches_the_commanded_speed_in_mujoco(py32, gait, command):
     """Open loop, shipped calibration, truth scored: speed within 10 %, yaw rate within 15 % or 0.03."""
-    from snake_control.physics.mjcf import PhysicsOptions
     from snake_control.validation.cmdvel import run_command
-    # In the physics the calibration is measured in (`snake calibrate`'s default), from the gait's own shape.
-    r = run_command(py32, gait, command, 14.0, score_s=8.0, options=PhysicsOptions(), warmup_s=0.0,
-                    from_rest=False, estimate=False)
+    # In the physics the calibration is measured in (`snake calibrate`'s default, the validation physics),
+    # from the gait's own shape.
+    r = run_command(py32, gait, command, 14.0, score_s=8.0, warmup_s=0.0, from_rest=False, estimate=False)
     assert r.mapping == 'calibration' and r.reachable
     assert r.achieved.forward_m_s == pytest.approx(command[0], rel=0.10)
     assert abs(r.achieved.yaw_rate_rad_s - command[2]) <= max(0.15 * abs(command[2]), 0.03)
@@ -276,12 +275,18 @@ def test_a_calibration_overrides_the_wheels_model():
 
 
 def test_snake_calibrate_in_mujoco_writes_what_the_gait_node_loads(tmp_path, capsys):
+    py32 = load_robot('pitch_yaw_32')
     out = tmp_path / 'aeh.calibration.yaml'
+    # One gait re-measured into an existing file: the other gaits are kept.
+    out.write_text(calibration_path(py32).read_text().replace('A_pitch: 0.5', 'A_pitch: 0.45'))
     assert main(['calibrate', '--robot', 'pitch_yaw_32', '--gait', 'aeh_sidewinding', '--output', str(out)]) == 0
     assert 'aeh_sidewinding' in capsys.readouterr().out
-    py32 = load_robot('pitch_yaw_32')
-    written = load_calibration(out, py32).gaits['aeh_sidewinding']
-    shipped = find_calibration(py32).gaits['aeh_sidewinding']
-    np.testing.assert_allclose(written.drive_coef, shipped.drive_coef, atol=1e-3)
+    cal = load_calibration(out, py32)
+    shipped = find_calibration(py32)
+    assert set(cal.gaits) == set(shipped.gaits) and cal.method == shipped.method == 'mujoco, elliptic cone'
+    assert cal.gaits['vertical_undulation'].params['A_pitch'] == 0.45
+    # Measured on the validation physics, as the shipped file is: the same fit.
+    np.testing.assert_allclose(cal.gaits['aeh_sidewinding'].drive_coef, shipped.gaits['aeh_sidewinding'].drive_coef,
+                               atol=1e-3)
     assert main(['calibrate', '--robot', 'pitch_yaw_32', '--gait', 'wheeled_undulation']) == 2
     assert 'not a moving gait of pitch_yaw_32' in capsys.readouterr().err

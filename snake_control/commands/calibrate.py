@@ -6,13 +6,14 @@ turning parameter, fit D(u, f) and T(u, f) (docs/gaits.md, "Calibration"), and w
 through it: phase rate and turning offset for a speed and a yaw rate.
 
 In MuJoCo (the default): 4 runs per gait that turns (offsets -u, 0, +u at one phase rate, 0 at a
-second), 2 per gait that does not; a few seconds per gait.
+second), 2 per gait that does not; a few seconds per gait. The runs use the elliptic friction cone,
+the physics cmd_vel is validated on (--cone pyramidal: the running graph's faster one). With --gait,
+only those gaits' entries in an existing file are replaced; the other gaits are kept.
 
 From a real robot: run the gait at a known phase rate (gait/state phase_rate_rad_s) and turning
 offset (turn_offset), record the body pose (the estimator's odom, or motion capture) as a pose CSV
 (t,x,y,z,qx,qy,qz,qw), and pass each run with --trajectory FILE --phase-rate R [--turn U] (repeat
-the three together; at least one whole gait cycle per file). The gait's entry in the existing file
-is replaced; the other gaits are kept.
+the three together; at least one whole gait cycle per file).
 
   snake calibrate --robot pitch_yaw_32
   snake calibrate --robot pitch_yaw_32 --gait serpentine --gait sidewinding --output /tmp/cal.yaml
@@ -31,6 +32,8 @@ def add_arguments(parser):
                         help='phase rate (rad/s) of the matching --trajectory')
     parser.add_argument('--turn', action='append', type=float, default=[],
                         help='turning offset of the matching --trajectory (default 0)')
+    parser.add_argument('--cone', choices=('elliptic', 'pyramidal'), default='elliptic',
+                        help="MuJoCo's friction cone for the runs (default elliptic, the validation physics)")
 
 
 def run(args) -> int:
@@ -47,6 +50,8 @@ def run(args) -> int:
         if g not in known:
             raise CommandError(f'--gait {g}: not a moving gait of {robot.name}; known: {", ".join(known)}')
     out = args.output or calibration_path(robot)
+    from pathlib import Path
+    old = load_calibration(out, robot) if args.gait and Path(out).is_file() else None
     if args.trajectory or args.phase_rate or args.turn:
         if not args.gait or len(args.gait) != 1:
             raise CommandError('--trajectory needs exactly one --gait')
@@ -57,18 +62,25 @@ def run(args) -> int:
         turns = args.turn or [0.0] * len(args.trajectory)
         fitted = V.calibrate_from_trajectories(robot, args.gait[0],
                                                list(zip(args.trajectory, args.phase_rate, turns)))
-        from pathlib import Path
-        old = load_calibration(out, robot) if Path(out).is_file() else None
-        gaits = dict(old.gaits) if old else {}
-        gaits[fitted.gait] = fitted
-        cal = Calibration(robot.name, gaits, 'trajectory' if not old or old.method == 'trajectory'
-                          else f'{old.method} + trajectory')
+        new = Calibration(robot.name, {fitted.gait: fitted}, 'trajectory')
     else:
+        import dataclasses
+
+        from snake_control.validation.runs import VALIDATION_PHYSICS
+
         def progress(gait, s):
             print(f'  {gait}: rate {s.phase_rate_rad_s:.2f} rad/s, turn {s.turn:+.3f}: {s.forward_m:+.4f} m '
                   f'forward, {s.left_m:+.4f} m left, {s.turn_rad:+.4f} rad per cycle', flush=True)
-        cal = V.calibrate(robot, args.gait, progress=progress)
-    print(V.format_table(cal))
+        new = V.calibrate(robot, args.gait, progress=progress,
+                          options=dataclasses.replace(VALIDATION_PHYSICS, cone=args.cone))
+    print(V.format_table(new))
+    cal = new
+    if args.gait and old is not None:
+        # Only the named gaits are re-measured: keep the others, and say how each part was made.
+        kept = {k: v for k, v in old.gaits.items() if k not in new.gaits}
+        parts = old.method.split(' + ')
+        method = new.method if not kept else ' + '.join(parts + [new.method] * (new.method not in parts))
+        cal = Calibration(robot.name, {**kept, **new.gaits}, method)
     header = (f'Gait calibration of {robot.name}: net body motion per gait cycle (snake calibrate, '
               f'{datetime.now(timezone.utc):%Y-%m-%d}).\n'
               'drive_per_cycle (m; rad for turn_in_place) and turn_per_cycle_rad over the turning offset u '

@@ -46,7 +46,8 @@ def add_arguments(parser):
                         help='simulated seconds scored per run (default 20; with a command, one gait cycle '
                              'within 6-16 s)')
     parser.add_argument('--warmup', type=float, default=None,
-                        help='simulated seconds of gait before scoring starts (default 3)')
+                        help='simulated seconds of gait before scoring starts (default 3; with a command, the '
+                             'blend from rest and two gait cycles within 2-12 s, while the heading settles)')
     parser.add_argument('--plot',
                         help='save a figure of estimated against true paths to this file (.png, .pdf)')
     parser.add_argument('--imu', nargs='?', const='sensor', default='both',
@@ -79,7 +80,7 @@ def run(args) -> int:
         value = getattr(args, name)
         if value is not None and not math.isfinite(value):
             raise CommandError(f'--{name} must be a finite number, got {value}')
-    warmup = V.WARMUP_S if args.warmup is None else args.warmup
+    warmup = args.warmup
     commanded = any(getattr(args, n) is not None for n in ('speed', 'lateral', 'turn'))
     known = {(c.robot, c.gait) for c in V.CASES}
     in_set = all(r in {c.robot for c in V.CASES} for r in args.robot or []) and \
@@ -87,7 +88,7 @@ def run(args) -> int:
     cases = [c for c in V.CASES if (not args.robot or c.robot in args.robot)
              and (not args.gait or c.gait in args.gait)]
     if not commanded and in_set and cases:
-        return _validation_set(args, cases, warmup)
+        return _validation_set(args, cases, V.WARMUP_S if warmup is None else warmup)
     if not args.robot:
         raise CommandError('--robot is needed with --gait outside the validation set ('
                            + ', '.join(f'{r}/{g}' for r, g in sorted(known)) + ') or with a command')
@@ -145,7 +146,8 @@ def _commands(args, warmup) -> int:
             results.append(C.CommandResult(robot.name, gait, command, follows, run=False))
         else:
             duration = args.duration or C.cycle_duration_s(robot, gait, command)
-            results.append(C.run_command(robot, gait, command, duration_s=duration, warmup_s=warmup))
+            settle = C.settle_s(robot, gait, command) if warmup is None else warmup
+            results.append(C.run_command(robot, gait, command, duration_s=duration, warmup_s=settle))
         print(f'  {robot.name} {gait} {command}: done', flush=True)
     print(C.format_rows(results))
     missed = [r for r in results if C.misses(r)]

@@ -1,7 +1,10 @@
 """Calibration runs: a gait's net motion per cycle measured in the MuJoCo world, or from a recorded
 trajectory of a real robot, fitted into a snake_control.gaits.calibration.Calibration.
 
-In MuJoCo each sample resets the robot into the gait's shape at phase 0 (no blend from a straight
+In MuJoCo the runs use the validation physics (runs.VALIDATION_PHYSICS, the elliptic friction cone) by
+default: the gait's motion is then measured on the floor it is validated on (cmd_vel's acceptance,
+validation.cmdvel), not on the pyramidal cone that propels some gaits where Coulomb friction does not
+(docs/physics.md). Each sample resets the robot into the gait's shape at phase 0 (no blend from a straight
 body), ramps the phase rate up over RAMP_S, runs WARMUP_CYCLES unmeasured and then measures
 CYCLES whole cycles: the body point is the centroid of the link centres, the heading the floor
 direction from the tail half's centroid to the head half's (the same body axis as
@@ -28,6 +31,7 @@ from snake_control.gaits.calibration import Calibration, CycleSample, GaitCalibr
 from snake_control.paths import ConfigError
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
+from snake_control.validation.runs import VALIDATION_PHYSICS
 
 RAMP_S = 0.5
 WARMUP_CYCLES = 1.0
@@ -56,10 +60,11 @@ def max_phase_rate(shape) -> float:
 
 def measure(robot: Robot, shape, phase_rate_rad_s: float, turn: float, cycles: int = CYCLES,
             world: SnakeWorld | None = None, rate_hz: float = 100.0) -> CycleSample:
-    """Run `shape` at a fixed phase rate (rad/s, > 0) and turning offset in MuJoCo; its CycleSample."""
+    """Run `shape` at a fixed phase rate (rad/s, > 0) and turning offset in MuJoCo (world: default a
+    new one on VALIDATION_PHYSICS); its CycleSample."""
     if not phase_rate_rad_s > 0:
         raise ValueError(f'phase_rate_rad_s must be positive, got {phase_rate_rad_s}')
-    world = world or SnakeWorld(robot)
+    world = world or SnakeWorld(robot, options=VALIDATION_PHYSICS)
     period = 1.0 / rate_hz
     steps = int(round(period / world.timestep_s))
     f = float(phase_rate_rad_s)
@@ -104,10 +109,12 @@ def sample_plan(shape) -> list[tuple[float, float]]:
     return [(lo, 0.0), (hi, 0.0)]
 
 
-def calibrate_gait(robot: Robot, gait: str, params: dict | None = None, progress=None) -> GaitCalibration:
-    """Measure one gait in MuJoCo (sample_plan) and fit its GaitCalibration."""
+def calibrate_gait(robot: Robot, gait: str, params: dict | None = None, progress=None,
+                   options=None) -> GaitCalibration:
+    """Measure one gait in MuJoCo (sample_plan; physics options, default VALIDATION_PHYSICS) and fit its
+    GaitCalibration."""
     shape = _shape(robot, gait, params)
-    world = SnakeWorld(robot)
+    world = SnakeWorld(robot, options=options or VALIDATION_PHYSICS)
     samples = []
     for rate, turn in sample_plan(shape):
         samples.append(measure(robot, shape, rate, turn, world=world))
@@ -116,12 +123,20 @@ def calibrate_gait(robot: Robot, gait: str, params: dict | None = None, progress
     return GaitCalibration.fit(gait, shape.params, samples)
 
 
-def calibrate(robot: Robot | str, gaits=None, params: dict | None = None, progress=None) -> Calibration:
-    """Calibrate gaits (default: every gait that moves) of a robot in MuJoCo. params: {gait: {p: v}}."""
+def calibrate(robot: Robot | str, gaits=None, params: dict | None = None, progress=None,
+              options=None) -> Calibration:
+    """Calibrate gaits (default: every gait that moves) of a robot in MuJoCo. params: {gait: {p: v}};
+    options: the physics (default VALIDATION_PHYSICS), named in the result's method."""
     robot = load_robot(robot) if isinstance(robot, str) else robot
+    options = options or VALIDATION_PHYSICS
     names = list(gaits) if gaits else calibratable_gaits(robot)
-    fitted = {g: calibrate_gait(robot, g, (params or {}).get(g), progress) for g in names}
-    return Calibration(robot.name, fitted, 'mujoco')
+    fitted = {g: calibrate_gait(robot, g, (params or {}).get(g), progress, options) for g in names}
+    return Calibration(robot.name, fitted, mujoco_method(options))
+
+
+def mujoco_method(options) -> str:
+    """The calibration file's method for MuJoCo runs on these physics options: 'mujoco, <cone> cone'."""
+    return f'mujoco, {options.cone} cone'
 
 
 # --- a recorded trajectory (odometry or motion capture) ------------------------------------------

@@ -8,7 +8,8 @@ Measured (achieved_motion, pure numpy) from the recorded link poses:
 - per whole gait cycle (gaits.calibration.cycle_motion, the measure the calibration is fitted with): the
   centroid's displacement between the cycle's phase-aligned ends (interpolated to the exact phase, so
   the body wave's wiggle cancels), split along the x (forward) and y (left) of the cycle's mean heading,
-  stretched from chord to arc (calibration.arc_factor), and the heading's change; the cycles' mean times
+  stretched from chord to the centroid's mean path (mean_path_stretch: its mean distance from the point
+  the cycle turns about, times the turn, as the stride model measures it), and the heading's change; the cycles' mean times
   the cycles per second gives forward and lateral speed and yaw rate. A run holding less than one cycle
   is measured over its whole length the same way (cycles 0: the wave's swing stays in);
 - heading drift (deg/m) = |turn| / distance, judged when no turn is commanded; translation per radian
@@ -106,6 +107,40 @@ def body_axis_headings(link_poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.unwrap(np.arctan2(axis[:, 1], axis[:, 0])), centres.mean(axis=1)
 
 
+def mean_path_stretch(times_s, phases_rad, centroid_m, heading_rad, cycles: int) -> float:
+    """Mean over whole cycles of (length of the centroid's mean path) / (chord between the cycle's
+    phase-aligned ends), 1 for a cycle that does not turn.
+
+    A cycle that turns by dtheta is a rotation about one point z (its ends give it); the centroid circles
+    z at a distance that swings with the body wave, so the chord between its ends depends on the phase
+    the cycle starts at (wheeled_8 turning right in lateral undulation: 0.90 m or 1.14 m per cycle by
+    start phase, 1.02 from a third). The mean path is that distance's mean over the cycle times
+    |dtheta|, as the no-slip stride model takes it (gaits.stride.cycle_motion), whatever the start.
+    """
+    t, ph = np.asarray(times_s, dtype=float), np.asarray(phases_rad, dtype=float)
+    c, hd = np.asarray(centroid_m, dtype=float), np.asarray(heading_rad, dtype=float)
+    marks = ph[0] + 2 * PI * np.arange(cycles + 1)
+    tm = np.interp(marks, ph, t)
+    stretches = []
+    for k in range(cycles):
+        p0 = np.array([np.interp(tm[k], t, c[:, 0]), np.interp(tm[k], t, c[:, 1])])
+        p1 = np.array([np.interp(tm[k + 1], t, c[:, 0]), np.interp(tm[k + 1], t, c[:, 1])])
+        dth = float(np.interp(tm[k + 1], t, hd) - np.interp(tm[k], t, hd))
+        chord = float(np.linalg.norm(p1 - p0))
+        if abs(dth) < 0.02 or chord < 1e-9:
+            stretches.append(arc_factor(dth))
+            continue
+        co, si = math.cos(dth), math.sin(dth)
+        rot = np.array([[co, -si], [si, co]])
+        z = np.linalg.solve(np.eye(2) - rot, p1 - rot @ p0)          # R (p0 - z) + z = p1
+        inside = (t >= tm[k]) & (t <= tm[k + 1])
+        ts = t[inside]
+        radius = np.linalg.norm(c[inside] - z, axis=1)
+        mean_radius = float(np.trapezoid(radius, ts) / (ts[-1] - ts[0])) if ts.size > 1 else float(radius.mean())
+        stretches.append(mean_radius * abs(dth) / chord)
+    return float(np.mean(stretches))
+
+
 def achieved_motion(times_s: np.ndarray, link_poses: np.ndarray, phases_rad: np.ndarray) -> Achieved:
     """The true motion of a recorded run (module docstring): times (T,) s, poses (T, n_links, 4, 4) world,
     the gait's phase (T,) rad at each sample (either direction).
@@ -136,6 +171,7 @@ def achieved_motion(times_s: np.ndarray, link_poses: np.ndarray, phases_rad: np.
         fwd, left, turn, _ = cycle_motion(times, phases, centroid, heading)
         span = float(np.interp(phases[0] + 2 * PI * cycles, phases, times) - times[0])
         per_run = cycles
+        stretch = mean_path_stretch(times, phases, centroid, heading, cycles)
     else:
         # Less than a cycle: the whole run as one (time-weighted) mean-heading frame.
         mean = float(np.trapezoid(heading, times) / (times[-1] - times[0]))
@@ -143,7 +179,8 @@ def achieved_motion(times_s: np.ndarray, link_poses: np.ndarray, phases_rad: np.
         c, s_ = math.cos(mean), math.sin(mean)
         fwd, left, turn = c * d[0] + s_ * d[1], -s_ * d[0] + c * d[1], float(heading[-1] - heading[0])
         span, per_run = float(times[-1] - times[0]), 1
-    arc = arc_factor(turn) * per_run / span      # m per cycle of chord -> m/s along the arc
+        stretch = arc_factor(turn)
+    arc = stretch * per_run / span      # m per cycle of chord -> m/s along the mean path
     return Achieved(fwd * arc, left * arc, turn * per_run / span, span, cycles,
                     math.hypot(fwd, left) * per_run, turn * per_run)
 
@@ -341,10 +378,30 @@ def cycle_duration_s(robot: Robot, gait: str, command, cycles: float = 1.0, lowe
     return float(min(max(1.05 * cycles * period, lowest_s), highest_s))
 
 
+# The scheduler's blend from the straight body into a gait (GaitScheduler's default transition_s).
+BLEND_S = 1.5
+# Gait cycles after the blend before measuring: the body's heading settles over them. Serpentine on
+# pitch_yaw_32 turning at 0.23 rad/s reaches 0.083, 0.181, 0.205, 0.213 rad/s in its first four cycles
+# from rest (elliptic cone); a 10-joint wheeled robot going straight turns -0.25, -0.005, -0.001 rad in
+# its first three: a start transient, not the gait's steady motion.
+SETTLE_CYCLES = 2.0
+
+
+def settle_s(robot: Robot, gait: str, command, settle_cycles: float = SETTLE_CYCLES, lowest_s: float = 2.0,
+             highest_s: float = 12.0) -> float:
+    """The warm-up (s) before measuring a run from rest: the blend into the gait and `settle_cycles` gait
+    cycles at `command`, within [lowest_s, highest_s] (a slow gait settles for highest_s)."""
+    m = cmd_vel_meaning(robot, gait)
+    v = abs(command[('linear.x', 'linear.y', 'angular.z').index(m.drive)]) if m.follows else 0.0
+    period = abs(m.stride) / v if v > 0 else 0.0
+    return float(min(max(BLEND_S + settle_cycles * period, lowest_s), highest_s))
+
+
 def run_acceptance(robot: Robot, gait: str, commands=None, estimate: bool = True, progress=None
                    ) -> list[CommandResult]:
     """The acceptance runs of one gait (acceptance_commands unless given), each one gait cycle long
-    within cycle_duration_s's bounds; a command the gait does not follow is listed, not run."""
+    within cycle_duration_s's bounds after settle_s's warm-up; a command the gait does not follow is
+    listed, not run."""
     results = []
     follows = cmd_vel_meaning(robot, gait).follows
     for command in commands if commands is not None else acceptance_commands(robot, gait):
@@ -353,7 +410,7 @@ def run_acceptance(robot: Robot, gait: str, commands=None, estimate: bool = True
             results.append(CommandResult(robot.name, gait, tuple(command), follows, run=False))
         else:
             results.append(run_command(robot, gait, command, duration_s=cycle_duration_s(robot, gait, command),
-                                       estimate=estimate))
+                                       warmup_s=settle_s(robot, gait, command), estimate=estimate))
         if progress:
             progress(results[-1])
     return results
