@@ -188,7 +188,8 @@ def test_the_imu_holds_the_heading_that_a_miscalibrated_joint_loses(serpentine):
 
 def test_lost_imu_messages_do_not_throw_the_estimate(serpentine):
     """40 % of the IMU readings lost (as in the loaded graph): each joint update carries the last attitude
-    on at the last rate to its own stamp, so the estimate stays with the one that got every reading."""
+    on at the last rate to its own stamp, and the few runs of lost readings longer than imu_gap_s are
+    bridged with the contacts, so the estimate stays with the one that got every reading."""
     rec, case = serpentine
     truth = V.true_body_poses(rec.robot, rec.link_poses)
     keep = np.random.default_rng(1).random(len(rec.times_s)) > 0.4

@@ -182,7 +182,8 @@ class Estimator:
                  contact_enter_m: float | None = None, contact_exit_m: float | None = None,
                  axial_weight: float | None = None, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
                  hold_time_s: float = 1.0, flat_ground: bool = True, contact_ends: bool = True,
-                 ground_plane: bool = True, coulomb_iterations: int = 3, static_slip_m_s: float = 0.01):
+                 ground_plane: bool = True, coulomb_iterations: int = 3, static_slip_m_s: float = 0.01,
+                 imu_gap_s: float = 0.05):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -225,6 +226,9 @@ class Estimator:
             raise ValueError(f'coulomb_iterations must be >= 0 and static_slip_m_s positive, got '
                              f'{coulomb_iterations} and {static_slip_m_s}')
         self.coulomb_iterations = int(coulomb_iterations)
+        if not imu_gap_s > 0:
+            raise ValueError(f'imu_gap_s must be positive, got {imu_gap_s}')
+        self.imu_gap_s = float(imu_gap_s)
         self.static_slip_m_s = float(static_slip_m_s)
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
@@ -270,13 +274,21 @@ class Estimator:
         self._shape_still = None    # joints still at the last update (None: no joint update yet)
         self._still_since = None    # stamp since which the joints have not moved
         self._filtered = False      # this update's attitude came from the filter
+        self._last_fused = False    # the last joint update took its attitude from the filter
+        self._imu_anchor = True     # the filter's attitude is to be set from the joints' (at power-up, after a gap)
         self.imu_gaps = 0
+        self.imu_late = 0           # IMU readings older than the last one, dropped
+        self.imu_bridged = 0        # joint updates that took the contacts' rotation for want of a fresh IMU reading
 
     def rebase_time(self, t_s: float) -> None:
         """Move the last accepted stamp to t_s (s): the sender's time base jumped (a clock stepped back),
         so the next update measures its dt from there instead of being skipped as old."""
         if self._t is not None:
             self._t = float(t_s)
+        # The IMU's stamps jumped with it: its next reading starts the filter's time again, and the joints
+        # anchor the filter's attitude then, as after a gap.
+        self._imu_t = None
+        self._imu_anchor = True
 
     def reanchor(self) -> None:
         """Keep the pose and its covariance but forget the last shape: the next update re-initialises the
@@ -286,12 +298,12 @@ class Estimator:
             return
         pose, p2, p3 = self.pose.copy(), self._p2.copy(), self._p3.copy()
         skipped, updates = self.skipped, self.updates
-        imu, imu_t, imu_used = self.imu, self._imu_t, self._imu_used
-        gaps = self.imu_gaps
+        imu, imu_t, imu_used, imu_rate = self.imu, self._imu_t, self._imu_used, self._imu_rate
+        counts = self.imu_gaps, self.imu_late, self.imu_bridged
         self.reset(pose=pose)
         self._p2, self._p3, self.skipped, self.updates = p2, p3, skipped, updates
-        self.imu, self._imu_t, self._imu_used = imu, imu_t, imu_used
-        self.imu_gaps = gaps
+        self.imu, self._imu_t, self._imu_used, self._imu_rate = imu, imu_t, imu_used, imu_rate
+        self.imu_gaps, self.imu_late, self.imu_bridged = counts
 
     @property
     def state(self) -> EstimatorState:
@@ -318,13 +330,11 @@ class Estimator:
     # --- update -------------------------------------------------------------------------------------
 
     # The body counts as still (the gyro reads its bias) once no joint has moved faster than
-    # STILL_JOINT_RAD_S for STILL_MIN_S and the gyro reads less than STILL_GYRO_RAD_S; an IMU gap longer
-    # than IMU_GAP_S is not integrated.
+    # STILL_JOINT_RAD_S for STILL_MIN_S and the gyro reads less than STILL_GYRO_RAD_S.
     STILL_JOINT_RAD_S = 0.02
     STILL_MIN_S = 0.5
     STILL_GYRO_RAD_S = 0.05
-    IMU_GAP_S = 0.5
-    IMU_EXTRAPOLATE_S = 0.1     # the attitude is carried at most this far from the last IMU reading
+    IMU_CLOCK_STEP_S = 1.0      # an IMU stamp this far behind the last is a clock that stepped back: a gap
 
     def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
         """Advance the IMU link's attitude to time t_s (s) with a gyro reading (rad/s) and optionally an
@@ -334,22 +344,32 @@ class Estimator:
         .imu: roll and pitch from gravity and the gyro, yaw from the gyro), and its contacts give only
         the translation. The gyro bias is learnt while the body is still: its joints still at the last
         update (before any joint update: the gyro and accelerometer alone look still). Planar robots
-        ignore it. Returns the attitude (3, 3), IMU link -> odom. Older stamps are ignored.
+        ignore it. Returns the attitude (3, 3), IMU link -> odom.
+
+        Readings are integrated at their own stamps. One older than the last is dropped (counted in
+        ``imu_late``), unless it is IMU_CLOCK_STEP_S older (a clock stepped back: taken as a gap). One more
+        than imu_gap_s after the last is not integrated over the gap (one rate
+        held over half a second of a swinging head turns the heading by tens of degrees): the gap is
+        counted in ``imu_gaps`` and the next joint update sets the filter's attitude from the joints and
+        contacts, which carried it through the gap.
         """
         gyro = np.asarray(gyro_rad_s, dtype=float)
         if gyro.shape != (3,) or not math.isfinite(float(gyro.sum())):
             raise ValueError(f'gyro_rad_s must be (3,) finite angular rates (rad/s), got {gyro}')
         t_s = float(t_s)
-        if self._imu_t is None or t_s - self._imu_t > self.IMU_GAP_S:
+        if self._imu_t is not None and not t_s > self._imu_t and t_s > self._imu_t - self.IMU_CLOCK_STEP_S:
+            self.imu_late += 1
+            return self.imu.rotation
+        if self._imu_t is None or abs(t_s - self._imu_t) > self.imu_gap_s:
             if self._imu_t is not None:
                 self.imu_gaps += 1
+                self._imu_anchor = True
             self._imu_t = t_s
             if accel_m_s2 is not None:
                 # Only sets the level at the first reading; it never integrates across a gap.
                 self.imu.update(1e-9, np.zeros(3), accel_m_s2)
+            self._imu_rate = gyro - self.imu.bias
             self._imu_used = True
-            return self.imu.rotation
-        if not t_s > self._imu_t:
             return self.imu.rotation
         b = self.imu.bias
         quiet = math.hypot(gyro[0] - b[0], gyro[1] - b[1], gyro[2] - b[2]) < self.STILL_GYRO_RAD_S
@@ -405,15 +425,34 @@ class Estimator:
         if self.planar:
             state = self._update_planar(t_s, q, v)
         else:
-            self._filtered = quat is None and self._imu_used and self.imu.initialised
+            # The filter gives the attitude only near its last reading (within imu_gap_s either way) and
+            # once anchored to the joints' attitude (not after a gap); otherwise this update bridges with
+            # the contacts' rotation, as without an IMU, rather than hold a stale rate.
+            fresh = self._imu_used and self.imu.initialised and abs(t_s - self._imu_t) <= self.imu_gap_s
+            self._filtered = quat is None and fresh and not (self._imu_anchor and self._t is not None)
             r_imu = None
             if self._filtered:
                 # The attitude at the joints' stamp: the IMU's last, carried on at its last rate (its
-                # readings come apart from joint_states, some lost; 10-20 ms at a head's 1 rad/s is a degree,
-                # and a degree of rotation handed to the contacts moves the estimate sideways).
-                ahead = min(max(t_s - self._imu_t, -self.IMU_EXTRAPOLATE_S), self.IMU_EXTRAPOLATE_S)
-                r_imu = self.imu.rotation @ _rodrigues(*(self._imu_rate * ahead))
+                # readings come apart from joint_states; 10-20 ms at a head's 1 rad/s is a degree, and a
+                # degree of rotation handed to the contacts moves the estimate sideways).
+                r_imu = self.imu.rotation @ _rodrigues(*(self._imu_rate * (t_s - self._imu_t)))
+                if self._t is not None and not self._last_fused and abs(self._t - self._imu_t) <= self.imu_gap_s:
+                    # Back from bridging while the filter ran on (its readings came late): the step starts
+                    # from the filter's attitude at the last stamp, so the contacts' drift while bridging
+                    # is dropped instead of handed to this step's contacts as a turn.
+                    r_prev = self.imu.rotation @ _rodrigues(*(self._imu_rate * (self._t - self._imu_t)))
+                    self._gc = self._gc.copy()
+                    self._gc[:3, :3] = r_prev @ self._geom['rot'][self.imu_link].T
+            elif quat is None and self._imu_used and self._t is not None:
+                self.imu_bridged += 1
             state = self._update_3d(t_s, q, v, quat, rate, r_imu)
+            if self._imu_anchor and fresh and quat is None and self._geom is not None:
+                # Anchor the filter where the joints and contacts put the IMU link, carried to the filter's
+                # stamp at its own (fresh) rate; it keeps its bias.
+                self.imu.rotation = (self._gc[:3, :3] @ self._geom['rot'][self.imu_link]
+                                     @ _rodrigues(*(self._imu_rate * (self._imu_t - t_s))))
+                self._imu_anchor = False
+            self._last_fused = self._filtered
         self._t, self._q, self._v = t_s, q, v
         self.updates += 1
         self._state = state
