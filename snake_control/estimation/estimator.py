@@ -100,7 +100,7 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
-from snake_control.estimation.imu import AttitudeFilter, _rodrigues
+from snake_control.estimation.imu import AttitudeFilter, _log_rotation, _rodrigues
 from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
                                               resting_down, support_plane, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
@@ -356,6 +356,10 @@ class Estimator:
         gyro = np.asarray(gyro_rad_s, dtype=float)
         if gyro.shape != (3,) or not math.isfinite(float(gyro.sum())):
             raise ValueError(f'gyro_rad_s must be (3,) finite angular rates (rad/s), got {gyro}')
+        if accel_m_s2 is not None:
+            accel_m_s2 = np.asarray(accel_m_s2, dtype=float)
+            if accel_m_s2.shape != (3,) or not math.isfinite(float(accel_m_s2.sum())):
+                raise ValueError(f'accel_m_s2 must be (3,) finite specific forces (m/s^2), got {accel_m_s2}')
         t_s = float(t_s)
         if self._imu_t is not None and not t_s > self._imu_t and t_s > self._imu_t - self.IMU_CLOCK_STEP_S:
             self.imu_late += 1
@@ -371,13 +375,13 @@ class Estimator:
             self._imu_rate = gyro - self.imu.bias
             self._imu_used = True
             return self.imu.rotation
-        b = self.imu.bias
-        quiet = math.hypot(gyro[0] - b[0], gyro[1] - b[1], gyro[2] - b[2]) < self.STILL_GYRO_RAD_S
+        d = gyro - self.imu.bias
+        quiet = float(d @ d) < self.STILL_GYRO_RAD_S ** 2
         if self._shape_still is None:
             still = quiet and accel_m_s2 is not None and self._accel_is_gravity(accel_m_s2)
         else:
             still = quiet and self._shape_still
-        self.imu.update(t_s - self._imu_t, gyro, accel_m_s2, still=still)
+        self.imu.step(t_s - self._imu_t, gyro, accel_m_s2, still=still)
         self._imu_t = t_s
         self._imu_rate = gyro - self.imu.bias
         self._imu_used = True
@@ -435,7 +439,7 @@ class Estimator:
                 # The attitude at the joints' stamp: the IMU's last, carried on at its last rate (its
                 # readings come apart from joint_states; 10-20 ms at a head's 1 rad/s is a degree, and a
                 # degree of rotation handed to the contacts moves the estimate sideways).
-                r_imu = self.imu.rotation @ _rodrigues(*(self._imu_rate * (t_s - self._imu_t)))
+                r_imu = self.imu.rotation @ _rodrigues(*(self._imu_rate * (t_s - self._imu_t)).tolist())
                 if self._t is not None and not self._last_fused and abs(self._t - self._imu_t) <= self.imu_gap_s:
                     # Back from bridging while the filter ran on (its readings came late): the step starts
                     # from the filter's attitude at the last stamp, so the contacts' drift while bridging
@@ -613,9 +617,12 @@ class Estimator:
         g0 = self._geom
         geom = self._geometry(q, g0['r_tc'], None)
         r_wc = self._gc[:3, :3]
-        down = r_wc.T @ -_UP
+        r_wc1 = None
         if r_imu is not None:
-            down = (r_imu @ geom['rot'][self.imu_link].T).T @ -_UP
+            r_wc1 = r_imu @ geom['rot'][self.imu_link].T     # the chassis attitude the IMU gives
+            down = -r_wc1[2]
+        else:
+            down = -r_wc[2]
         plane = None
         if self.flat_ground and self.ground_plane and r_imu is None:
             # The ground is the face of the hull of module centres nearest to the predicted down: it fixes
@@ -646,8 +653,7 @@ class Estimator:
         if r_imu is not None:
             # A known attitude (IMU link in odom): the chassis turned by R_wc0^T R_wc1, exactly; the
             # contacts are left only the translation.
-            r_wc1 = r_imu @ geom['rot'][self.imu_link].T
-            rot_inc = so3_log(self._gc[:3, :3].T @ r_wc1)
+            rot_inc = _log_rotation(r_wc.T @ r_wc1)
         elif rate is not None:
             # Gyro: chassis rotation = IMU link rotation minus the link's rotation relative to the chassis.
             rel = geom['rot'][self.imu_link] @ g0['rot'][self.imu_link].T
@@ -674,8 +680,8 @@ class Estimator:
             gc = self._gc @ exp_step
             ad = _adjoint_of_inverse(exp_step)
             self._p3 = ad @ self._p3 @ ad.T + dt * max(dt, self.tau) * cov_xi
-        if r_imu is not None:
-            gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
+        if r_wc1 is not None:
+            gc[:3, :3] = r_wc1
         elif self.updates % 50 == 0:
             gc[:3, :3] = orthonormalize(gc[:3, :3])
         if plane is not None and kern is not None:
@@ -759,6 +765,10 @@ def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
     n = contact_centres.shape[0]
     if n == 0:
         return gc
+    if keep_attitude:
+        out = gc.copy()
+        out[2, 3] += radius_m - float((contact_centres @ gc[2, :3]).sum()) / n - gc[2, 3]
+        return out
     p = contact_centres @ gc[:3, :3].T + gc[:3, 3]
     centroid = p.sum(axis=0) / n
     r = p - centroid
@@ -766,7 +776,7 @@ def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
     h = float(err.sum()) / n
     out = gc.copy()
     out[2, 3] += h
-    if keep_attitude or n < 3:
+    if n < 3:
         return out
     # Tilt normal equations, a_i = (r_iy, -r_ix): [[syy, -sxy], [-sxy, sxx]] d = (sum r_y e, -sum r_x e).
     s = r[:, :2].T @ r[:, :2]
