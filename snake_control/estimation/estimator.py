@@ -248,6 +248,7 @@ class Estimator:
         self._q = None
         self._v = None
         self.skipped = 0
+        self.stale_held = 0
         self.updates = 0
         self.selector.reset()
         n = self.robot.n_links
@@ -297,11 +298,11 @@ class Estimator:
         if self._t is None:
             return
         pose, p2, p3 = self.pose.copy(), self._p2.copy(), self._p3.copy()
-        skipped, updates = self.skipped, self.updates
+        skipped, updates, held = self.skipped, self.updates, self.stale_held
         imu, imu_t, imu_used, imu_rate = self.imu, self._imu_t, self._imu_used, self._imu_rate
         counts = self.imu_gaps, self.imu_late, self.imu_bridged
         self.reset(pose=pose)
-        self._p2, self._p3, self.skipped, self.updates = p2, p3, skipped, updates
+        self._p2, self._p3, self.skipped, self.updates, self.stale_held = p2, p3, skipped, updates, held
         self.imu, self._imu_t, self._imu_used, self._imu_rate = imu, imu_t, imu_used, imu_rate
         self.imu_gaps, self.imu_late, self.imu_bridged = counts
 
@@ -334,6 +335,7 @@ class Estimator:
     STILL_JOINT_RAD_S = 0.02
     STILL_MIN_S = 0.5
     STILL_GYRO_RAD_S = 0.05
+    STALE_HOLD_S = 0.25         # with an IMU, an exactly repeated joint vector waits for a fresh one this long
     IMU_CLOCK_STEP_S = 1.0      # an IMU stamp this far behind the last is a clock that stepped back: a gap
 
     def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
@@ -417,6 +419,14 @@ class Estimator:
         t_s = float(t_s)
         if self._t is not None and not t_s > self._t:
             self.skipped += 1
+            return self._state
+        if self._imu_used and not self.planar and self._t is not None and t_s - self._t < self.STALE_HOLD_S \
+                and quat is None and bool((q == self._q).all()):
+            # A driver holding its last reading repeats the joint vector exactly while the robot moves on; with
+            # the IMU turning the chassis meanwhile, the frozen shape would pivot about its contacts and
+            # move the estimate sideways. Wait for a fresh reading (the step then spans the whole interval,
+            # with the attitude at both ends); a robot at rest still updates every STALE_HOLD_S.
+            self.stale_held += 1
             return self._state
         if self._t is not None:
             if float(np.max(np.abs(q - self._q))) < self.STILL_JOINT_RAD_S * (t_s - self._t):

@@ -372,6 +372,7 @@ class EstimatorNode(Node):
             'imu_gaps': str(self.estimator.imu_gaps),
             'imu_late': str(self.estimator.imu_late),
             'imu_bridged': str(self.estimator.imu_bridged),
+            'stale_held': str(self.estimator.stale_held),
             'held_for_imu': str(self.order.held),
             'imu_timed_out': str(self.order.timed_out),
             'decimated': str(self.decimated),
