@@ -109,21 +109,31 @@ def test_parameters_are_described_and_read_only(ros):
         node.destroy_node()
 
 
-def test_imu_orientation_reaches_the_estimate(ros):
+def _imu_rig(ros, peer_name, *overrides, odom_depth=50):
+    """A pitch_yaw_32 estimator_node with use_imu and the given parameters, and a peer node publishing
+    joint_states and imu and collecting odom, on one executor: (node, peer, odoms, js_pub, imu_pub,
+    executor)."""
     from sensor_msgs.msg import Imu
 
-    from snake_control.kinematics.lie import matrix_from_quaternion, quaternion_from_matrix, so3_exp
-    robot = load_robot('pitch_yaw_32')
     node = EstimatorNode(context=ros, parameter_overrides=[
-        Parameter('robot', value='pitch_yaw_32'), Parameter('use_imu', value=True)])
-    peer = rclpy.create_node('estimator_imu_peer', context=ros)
+        Parameter('robot', value='pitch_yaw_32'), Parameter('use_imu', value=True), *overrides])
+    peer = rclpy.create_node(peer_name, context=ros)
     odoms = []
-    peer.create_subscription(Odometry, 'odom', odoms.append, QoSProfile(depth=50))
+    peer.create_subscription(Odometry, 'odom', odoms.append, QoSProfile(depth=odom_depth))
     js_pub = peer.create_publisher(JointState, 'joint_states', QoSProfile(depth=10))
     imu_pub = peer.create_publisher(Imu, 'imu', QoSProfile(depth=10))
     executor = SingleThreadedExecutor(context=ros)
     executor.add_node(node)
     executor.add_node(peer)
+    return node, peer, odoms, js_pub, imu_pub, executor
+
+
+def test_imu_orientation_reaches_the_estimate(ros):
+    from sensor_msgs.msg import Imu
+
+    from snake_control.kinematics.lie import matrix_from_quaternion, quaternion_from_matrix, so3_exp
+    robot = load_robot('pitch_yaw_32')
+    node, peer, odoms, js_pub, imu_pub, executor = _imu_rig(ros, 'estimator_imu_peer')
     try:
         assert _spin_until(executor, lambda: js_pub.get_subscription_count() > 0 and
                            imu_pub.get_subscription_count() > 0 and peer.count_publishers('odom') > 0)
@@ -162,17 +172,8 @@ def test_a_raw_imu_turns_the_estimate_by_its_gyro(ros):
     from sensor_msgs.msg import Imu
 
     robot = load_robot('pitch_yaw_32')
-    node = EstimatorNode(context=ros, parameter_overrides=[
-        Parameter('robot', value='pitch_yaw_32'), Parameter('use_imu', value=True),
-        Parameter('imu_link', value=32), Parameter('update_rate_hz', value=0.0)])
-    peer = rclpy.create_node('estimator_raw_imu_peer', context=ros)
-    odoms = []
-    peer.create_subscription(Odometry, 'odom', odoms.append, QoSProfile(depth=50))
-    js_pub = peer.create_publisher(JointState, 'joint_states', QoSProfile(depth=10))
-    imu_pub = peer.create_publisher(Imu, 'imu', QoSProfile(depth=10))
-    executor = SingleThreadedExecutor(context=ros)
-    executor.add_node(node)
-    executor.add_node(peer)
+    node, peer, odoms, js_pub, imu_pub, executor = _imu_rig(
+        ros, 'estimator_raw_imu_peer', Parameter('imu_link', value=32), Parameter('update_rate_hz', value=0.0))
 
     def send_imu(t):
         imu = Imu()
@@ -350,19 +351,11 @@ def test_imu_gaps_and_late_readings_do_not_turn_the_heading(ros):
     lost = [any(a <= t < b for a, b in gaps) for t in rec.times_s]
     lag = 3                                             # IMU readings 30 ms behind the joints
 
-    node = EstimatorNode(context=ros, parameter_overrides=[
-        Parameter('robot', value='pitch_yaw_32'), Parameter('use_imu', value=True),
-        Parameter('imu_link', value=rec.imu_link), Parameter('update_rate_hz', value=0.0),
+    node, peer, odoms, js_pub, imu_pub, executor = _imu_rig(
+        ros, 'estimator_imu_gap_peer', Parameter('imu_link', value=rec.imu_link),
+        Parameter('update_rate_hz', value=0.0), Parameter('publish_tf', value=False),
         Parameter('axial_weight', value=float(V.case_estimator_options(case).get('axial_weight', -1.0))),
-        Parameter('publish_tf', value=False)])
-    peer = rclpy.create_node('estimator_imu_gap_peer', context=ros)
-    odoms = []
-    peer.create_subscription(Odometry, 'odom', odoms.append, QoSProfile(depth=1000))
-    js_pub = peer.create_publisher(JointState, 'joint_states', QoSProfile(depth=10))
-    imu_pub = peer.create_publisher(Imu, 'imu', QoSProfile(depth=10))
-    executor = SingleThreadedExecutor(context=ros)
-    executor.add_node(node)
-    executor.add_node(peer)
+        odom_depth=1000)
 
     def stamp(msg, t):
         msg.header.stamp.sec, msg.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9)) % 1_000_000_000
