@@ -52,6 +52,7 @@ def test_estimator_gets_the_matching_axial_weight_only_for_pitch_yaw_in_mujoco()
     assert 'axial_weight' not in est('wheeled_8', 'mujoco')
     # The world publishes its head IMU on `imu`: the estimator fuses it and knows the link.
     assert est('pitch_yaw_32', 'mujoco')['use_imu'] is True
+    assert est('pitch_yaw_32', 'mujoco')['imu_attitude_s'] > 0      # the IMU pulls the contacts' attitude
     assert est('pitch_yaw_32', 'mujoco')['imu_link'] == 32
     assert 'imu_link' not in est('pitch_yaw_32', 'none') and 'imu_link' not in est('wheeled_8', 'mujoco')
 

@@ -191,6 +191,12 @@ class NodeSpec:
 
 # Gaits the gamepad's next/previous buttons cycle through, by robot kind, in this order (the first is the
 # gait at start). Every other gait of the catalogue stays reachable through gait/select.
+# In the graph the joint vectors lag their stamps by varying amounts (the emulated bus answers with the
+# plant's last tick; a driver holds readings a cycle lost), so the IMU attitude taken as it is turns the
+# chassis by the head's swing each time they disagree: the contacts turn the chassis and the IMU pulls it
+# with this time constant (s) (docs/estimation.md, "The graph against offline").
+GRAPH_IMU_ATTITUDE_S = 1.0
+
 TELEOP_GAIT_CYCLES = {
     # aeh_sidewinding before the serpenoid one: its contacts hold still (a real tread) in MuJoCo, where
     # serpenoid sidewinding slips at about a third of the body speed.
@@ -222,6 +228,7 @@ def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
         # The world publishes its IMU on `imu` (snake_control.nodes.sim_imu), from this link, and the
         # estimator fuses it; lost and late readings are bridged with the contacts (docs/estimation.md).
         params['use_imu'] = True
+        params['imu_attitude_s'] = GRAPH_IMU_ATTITUDE_S
         params['imu_link'] = imu_link_index(robot)
     return params
 

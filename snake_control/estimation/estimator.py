@@ -16,7 +16,7 @@ API
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=None,
 singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True,
-coulomb_iterations=3, static_slip_m_s=0.01)``
+coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -51,6 +51,10 @@ coulomb_iterations=3, static_slip_m_s=0.01)``
 - contact_ends (pitch-yaw): a module tilted along gravity touches the ground with its lower end (and is
   selected by that end's height); off, every contact is below its module's centre. Gaits that lift and
   lower modules need it: their modules pitch about the end on the ground.
+- imu_gap_s (pitch-yaw, with update_imu): raw IMU readings further apart are a gap, bridged with the
+  contacts; imu_attitude_s: 0 (default) gives each update the IMU's attitude as it is and leaves the
+  contacts only the translation; above 0 the contacts turn the chassis and the IMU's attitude pulls it with
+  that time constant (s), for joint vectors read inconsistently in time (see docs/estimation.md).
 - coulomb_iterations, static_slip_m_s (pitch-yaw): contacts weighted by their slip, so the estimate
   follows the ones that stick (contact.contact_step: reweighted least squares toward the least power
   dissipated by dry friction, the quasi-static motion of a body on a Coulomb floor; slips under
@@ -183,7 +187,7 @@ class Estimator:
                  axial_weight: float | None = None, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
                  hold_time_s: float = 1.0, flat_ground: bool = True, contact_ends: bool = True,
                  ground_plane: bool = True, coulomb_iterations: int = 3, static_slip_m_s: float = 0.01,
-                 imu_gap_s: float = 0.05):
+                 imu_gap_s: float = 0.05, imu_attitude_s: float = 0.0):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -229,6 +233,9 @@ class Estimator:
         if not imu_gap_s > 0:
             raise ValueError(f'imu_gap_s must be positive, got {imu_gap_s}')
         self.imu_gap_s = float(imu_gap_s)
+        if not imu_attitude_s >= 0:
+            raise ValueError(f'imu_attitude_s must be >= 0, got {imu_attitude_s}')
+        self.imu_attitude_s = float(imu_attitude_s)
         self.static_slip_m_s = float(static_slip_m_s)
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
@@ -459,7 +466,19 @@ class Estimator:
                     self._gc[:3, :3] = r_prev @ self._geom['rot'][self.imu_link].T
             elif quat is None and self._imu_used and self._t is not None:
                 self.imu_bridged += 1
-            state = self._update_3d(t_s, q, v, quat, rate, r_imu)
+            if r_imu is not None and self.imu_attitude_s > 0.0 and self._t is not None:
+                # The contacts turn the chassis, and the attitude the IMU gives pulls it with time constant
+                # imu_attitude_s: joint vectors whose servos were read at different times (a driver holding
+                # some stale readings) then do not hand the contacts a wrong turn each step.
+                state = self._update_3d(t_s, q, v, quat, rate, None)
+                want = r_imu @ self._geom['rot'][self.imu_link].T
+                err = _log_rotation(self._gc[:3, :3].T @ want) * min(1.0, (t_s - self._t) / self.imu_attitude_s)
+                self._gc = self._gc.copy()
+                self._gc[:3, :3] = self._gc[:3, :3] @ _rodrigues(*err.tolist())
+                state = self._state_3d(t_s, state.twist, state.twist_covariance, state.slip_residual, state.rank,
+                                       state.rank_needed, state.singular, state.contacts)
+            else:
+                state = self._update_3d(t_s, q, v, quat, rate, r_imu)
             if self._imu_anchor and fresh and quat is None and self._geom is not None:
                 # Anchor the filter where the joints and contacts put the IMU link, carried to the filter's
                 # stamp at its own (fresh) rate; it keeps its bias.

@@ -24,6 +24,8 @@ Parameters (read-only ones are fixed at start):
   diagnostics_rate_hz (float)       /diagnostics rate
   use_imu (bool, read-only), imu_link (int, read-only)
   imu_gap_s (float, read-only)      raw IMU readings further apart are a gap, bridged with the contacts
+  imu_attitude_s (float, read-only) 0: the raw IMU's attitude taken as it is; above 0 it pulls the contacts'
+                                    attitude with this time constant (s)
   axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1; -1 = robot YAML)
   slip_warn_m_s (float)             slip rms above which diagnostics report WARN
   publish_tf (bool)                 publish odom -> link_0, the URDF root, on /tf (needs tf2_msgs)
@@ -104,6 +106,9 @@ class EstimatorNode(Node):
         p('use_imu', False, _desc('subscribe to imu (sensor_msgs/Imu) for orientation and rate',
                                   read_only=True))
         p('imu_link', 0, _desc('link index carrying the IMU', read_only=True, int_range=(0, 1000)))
+        p('imu_attitude_s', 0.0, _desc('0: each update takes the raw IMU attitude as it is; above 0 the contacts '
+                                       'turn the chassis and the IMU attitude pulls it with this time constant (s)',
+                                       read_only=True, float_range=(0.0, 100.0)))
         p('imu_gap_s', 0.05, _desc('raw IMU readings further apart than this are a gap: not integrated, '
                                    'bridged with the contacts (a few of the IMU periods)', read_only=True,
                                    float_range=(0.001, 10.0)))
@@ -125,6 +130,7 @@ class EstimatorNode(Node):
         self._body_in_root = None
         self.estimator = Estimator(self.robot, self.body_frame_choice,
                                    imu_link=gp('imu_link').value, imu_gap_s=gp('imu_gap_s').value,
+                                   imu_attitude_s=gp('imu_attitude_s').value,
                                    axial_weight=None if gp('axial_weight').value < 0 else gp('axial_weight').value)
         self.gate = InputGate(self.robot.lower_rad, self.robot.upper_rad, self.robot.velocity_limit_rad_s,
                               limit_margin_rad=gp('limit_margin_rad').value,
