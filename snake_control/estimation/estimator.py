@@ -457,7 +457,8 @@ class Estimator:
                 # readings come apart from joint_states; 10-20 ms at a head's 1 rad/s is a degree, and a
                 # degree of rotation handed to the contacts moves the estimate sideways).
                 r_imu = self.imu.rotation @ _rodrigues(*(self._imu_rate * (t_s - self._imu_t)).tolist())
-                if self._t is not None and not self._last_fused and abs(self._t - self._imu_t) <= self.imu_gap_s:
+                if self._t is not None and not self._last_fused and abs(self._t - self._imu_t) <= self.imu_gap_s \
+                        and self.imu_attitude_s == 0.0:
                     # Back from bridging while the filter ran on (its readings came late): the step starts
                     # from the filter's attitude at the last stamp, so the contacts' drift while bridging
                     # is dropped instead of handed to this step's contacts as a turn.
