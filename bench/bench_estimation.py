@@ -1,7 +1,8 @@
 """Estimator cost per joint_states message: pitch_yaw_32 (3D contacts) and wheeled_8 (planar connection).
 
 Rows: the defaults; with an IMU reading per message (imu=True: the attitude filter's update_imu plus the
-update it orients; with imu_attitude_s=1 as the graph runs it: the contacts turn the chassis, the IMU pulls); without the Coulomb contact weights (coulomb_iterations=0); other options.
+update it orients; with imu_attitude_s=1 as the graph runs it: the contacts turn the chassis and the IMU
+pulls it); without the Coulomb contact weights (coulomb_iterations=0); other options.
 
 Prints median and p99 in microseconds of Estimator.update (the whole per-message work of estimator_node
 apart from message conversion), measured in one run on whatever else the machine is doing, against the

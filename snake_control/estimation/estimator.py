@@ -471,13 +471,7 @@ class Estimator:
                 # The contacts turn the chassis, and the attitude the IMU gives pulls it with time constant
                 # imu_attitude_s: joint vectors whose servos were read at different times (a driver holding
                 # some stale readings) then do not hand the contacts a wrong turn each step.
-                state = self._update_3d(t_s, q, v, quat, rate, None)
-                want = r_imu @ self._geom['rot'][self.imu_link].T
-                err = _log_rotation(self._gc[:3, :3].T @ want) * min(1.0, (t_s - self._t) / self.imu_attitude_s)
-                self._gc = self._gc.copy()
-                self._gc[:3, :3] = self._gc[:3, :3] @ _rodrigues(*err.tolist())
-                state = self._state_3d(t_s, state.twist, state.twist_covariance, state.slip_residual, state.rank,
-                                       state.rank_needed, state.singular, state.contacts)
+                state = self._update_3d(t_s, q, v, quat, rate, None, pull=r_imu)
             else:
                 state = self._update_3d(t_s, q, v, quat, rate, r_imu)
             if self._imu_anchor and fresh and quat is None and self._geom is not None:
@@ -604,7 +598,7 @@ class Estimator:
         k = self.body_link
         return se3_matrix(geom['rot'][k], geom['q'][k])
 
-    def _update_3d(self, t_s, q, v, quat, rate, r_imu=None) -> EstimatorState:
+    def _update_3d(self, t_s, q, v, quat, rate, r_imu=None, pull=None) -> EstimatorState:
         n_links = self.robot.n_links
         if quat is not None:
             r_imu = matrix_from_quaternion(quat)
@@ -722,6 +716,11 @@ class Estimator:
             gc = _rest_on_plane(gc, plane[0], geom['q'][contacts], self.radius)
         elif self.flat_ground:
             gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
+        if pull is not None:
+            # imu_attitude_s: the IMU link's attitude pull (3, 3) draws the contacts' chassis attitude toward
+            # the one it gives, by dt / imu_attitude_s of the way.
+            err = _log_rotation(gc[:3, :3].T @ pull @ geom['rot'][self.imu_link].T) * min(1.0, dt / self.imu_attitude_s)
+            gc[:3, :3] = gc[:3, :3] @ _rodrigues(*err.tolist())
         self._gc = gc
         if self.body_link is None:
             twist = step.displacement / dt
