@@ -50,9 +50,9 @@ def test_estimator_gets_the_matching_axial_weight_only_for_pitch_yaw_in_mujoco()
     assert 0 < est('pitch_yaw_32', 'mujoco')['axial_weight'] < 0.1
     assert 'axial_weight' not in est('pitch_yaw_32', 'none')
     assert 'axial_weight' not in est('wheeled_8', 'mujoco')
-    # The world publishes its head IMU on `imu`: the estimator knows the link, and fuses it only when
-    # asked (lost IMU messages under load make the heading jump, docs/estimation.md).
-    assert est('pitch_yaw_32', 'mujoco')['use_imu'] is False
+    # The world publishes its head IMU on `imu`: the estimator fuses it and knows the link.
+    assert est('pitch_yaw_32', 'mujoco')['use_imu'] is True
+    assert est('pitch_yaw_32', 'mujoco')['imu_attitude_s'] > 0      # the IMU pulls the contacts' attitude
     assert est('pitch_yaw_32', 'mujoco')['imu_link'] == 32
     assert 'imu_link' not in est('pitch_yaw_32', 'none') and 'imu_link' not in est('wheeled_8', 'mujoco')
 

@@ -188,7 +188,8 @@ def test_the_imu_holds_the_heading_that_a_miscalibrated_joint_loses(serpentine):
 
 def test_lost_imu_messages_do_not_throw_the_estimate(serpentine):
     """40 % of the IMU readings lost (as in the loaded graph): each joint update carries the last attitude
-    on at the last rate to its own stamp, so the estimate stays with the one that got every reading."""
+    on at the last rate to its own stamp, and the few runs of lost readings longer than imu_gap_s are
+    bridged with the contacts, so the estimate stays with the one that got every reading."""
     rec, case = serpentine
     truth = V.true_body_poses(rec.robot, rec.link_poses)
     keep = np.random.default_rng(1).random(len(rec.times_s)) > 0.4
@@ -205,6 +206,64 @@ def test_lost_imu_messages_do_not_throw_the_estimate(serpentine):
 
     every, lossy = final_error_m(np.ones_like(keep)), final_error_m(keep)
     assert lossy < every + 0.05, (every, lossy)      # 3.9 cm against 1.5 cm over 2.7 m (0.5 m held)
+
+
+def test_a_driver_repeating_stale_readings_does_not_move_the_estimate_sideways(serpentine):
+    """Half the joint_states repeat the last reading exactly for 1-5 cycles (a driver holding stale servo
+    reads, as in the loaded graph) while every IMU reading arrives: the frozen shape would pivot about its
+    contacts as the IMU turns the chassis (15 % of distance off); the estimator waits for a fresh reading
+    instead and stays with the estimate from fresh readings."""
+    rec, case = serpentine
+    truth = V.true_body_poses(rec.robot, rec.link_poses)
+    stale = rec.positions_rad.copy()
+    rng = np.random.default_rng(7)
+    k = 1
+    while k < len(stale):
+        if rng.random() < 0.5:
+            m = int(rng.integers(1, 6))
+            stale[k:k + m] = stale[k - 1]
+            k += m
+        k += 1
+
+    def run(positions):
+        est = Estimator(rec.robot, initial_pose=truth[0], imu_link=rec.imu_link, **V.case_estimator_options(case))
+        for k, (gyro, accel) in enumerate(zip(rec.still_gyro_rad_s, rec.still_accel_m_s2)):
+            est.update_imu((k - len(rec.still_gyro_rad_s)) * 0.01, gyro, accel)
+        for k, t in enumerate(rec.times_s):
+            est.update_imu(t, rec.gyro_rad_s[k], rec.accel_m_s2[k])
+            est.update(t, positions[k])
+        return est
+
+    fresh, held = run(rec.positions_rad), run(stale)
+    assert held.stale_held > len(stale) / 4
+    assert np.linalg.norm(held.pose[:2, 3] - fresh.pose[:2, 3]) < 0.05
+
+
+def test_joints_lagging_their_stamps_are_pulled_by_the_imu_not_overruled(serpentine):
+    """Joint vectors that lag their stamps by 0-70 ms (an emulated bus answering with the plant's last
+    tick under load) while the IMU is on time: the IMU attitude taken as it is turns the chassis by the
+    head's swing each message and the contacts pivot (14 % of distance off); with imu_attitude_s the contacts
+    turn the chassis and the IMU pulls it, and the estimate stays close."""
+    rec, case = serpentine
+    truth = V.true_body_poses(rec.robot, rec.link_poses)
+    rng = np.random.default_rng(5)
+    lagged = np.maximum.accumulate(np.arange(len(rec.times_s)) - rng.integers(0, 8, len(rec.times_s)))
+    positions = rec.positions_rad[np.maximum(lagged, 0)]
+
+    def error_m(attitude_s):
+        est = Estimator(rec.robot, initial_pose=truth[0], imu_link=rec.imu_link, imu_attitude_s=attitude_s,
+                        **V.case_estimator_options(case))
+        for k, (gyro, accel) in enumerate(zip(rec.still_gyro_rad_s, rec.still_accel_m_s2)):
+            est.update_imu((k - len(rec.still_gyro_rad_s)) * 0.01, gyro, accel)
+        for k, t in enumerate(rec.times_s):
+            est.update_imu(t, rec.gyro_rad_s[k], rec.accel_m_s2[k])
+            est.update(t, positions[k])
+        return float(np.linalg.norm(est.pose[:2, 3] - truth[-1, :2, 3]))
+
+    taken, pulled = error_m(0.0), error_m(1.0)
+    assert pulled < taken / 3, (taken, pulled)
+    with pytest.raises(ValueError, match='imu_attitude_s'):
+        Estimator(rec.robot, imu_attitude_s=-1.0)
 
 
 def test_without_imu_readings_the_estimate_is_unchanged(serpentine):

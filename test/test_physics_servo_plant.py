@@ -255,3 +255,18 @@ def test_the_plant_hands_on_an_imu_reading_every_10_ms_of_simulated_time():
     assert len(readings) == pytest.approx(20, abs=1)
     assert np.all(np.abs(np.diff(times) - 0.01) <= 0.002 + 1e-9)        # whole 2 ms timesteps
     assert np.linalg.norm(readings[-1][2]) == pytest.approx(9.81, abs=0.3)
+
+
+def test_a_long_tick_hands_on_every_imu_reading_of_its_span():
+    """A host stall makes one tick 80 ms long: the plant still reads the IMU every 10 ms of simulated time
+    within it (as a real IMU keeps sampling), each reading over its own 10 ms, not one over the tick."""
+    robot = load_robot('kinematic_snake_3')
+    readings = []
+    plant = configured(robot)
+    plant.on_imu = lambda t, gyro, accel: readings.append((t, gyro, accel))
+    plant.step(0.004, {}, {})
+    before = len(readings)
+    plant.step(0.08, {}, {})
+    times = np.array([r[0] for r in readings[before - 1:]])
+    assert len(readings) - before == 8
+    assert np.all(np.abs(np.diff(times) - 0.01) <= 0.002 + 1e-9)

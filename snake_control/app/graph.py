@@ -191,6 +191,12 @@ class NodeSpec:
 
 # Gaits the gamepad's next/previous buttons cycle through, by robot kind, in this order (the first is the
 # gait at start). Every other gait of the catalogue stays reachable through gait/select.
+# In the graph the joint vectors lag their stamps by varying amounts (the emulated bus answers with the
+# plant's last tick; a driver holds readings a cycle lost), so the IMU attitude taken as it is turns the
+# chassis by the head's swing each time they disagree: the contacts turn the chassis and the IMU pulls it
+# with this time constant (s) (docs/estimation.md, "The graph against offline").
+GRAPH_IMU_ATTITUDE_S = 1.0
+
 TELEOP_GAIT_CYCLES = {
     # aeh_sidewinding before the serpenoid one: its contacts hold still (a real tread) in MuJoCo, where
     # serpenoid sidewinding slips at about a third of the body speed.
@@ -214,15 +220,15 @@ def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
     sliding) would read serpentine as no motion, so the graph passes the weight that matches the world's
     friction, whatever the world's options (snake_control.physics.mjcf.matching_axial_weight,
     (mu_axial / mu_lateral)^2, about 0.028). Real robots take the robot YAML link.axial_weight (the
-    node default). The estimator is told which link carries the world's IMU (the head)."""
+    node default). The estimator fuses the world's IMU and is told which link carries it (the head)."""
     params = {'robot': robot_path}
     if args.physics == 'mujoco' and robot.kind == 'pitch_yaw':
         from snake_control.physics.mjcf import imu_link_index, matching_axial_weight
         params['axial_weight'] = float(matching_axial_weight())
-        # The world publishes its IMU on `imu` (snake_control.nodes.sim_imu), from this link. Not fused by
-        # default: on a loaded machine 40 % of its messages were lost, in gaps up to 0.5 s, and the heading
-        # then jumps (docs/estimation.md, "The graph against offline"); use_imu:=true fuses it.
-        params['use_imu'] = False
+        # The world publishes its IMU on `imu` (snake_control.nodes.sim_imu), from this link, and the
+        # estimator fuses it; lost and late readings are bridged with the contacts (docs/estimation.md).
+        params['use_imu'] = True
+        params['imu_attitude_s'] = GRAPH_IMU_ATTITUDE_S
         params['imu_link'] = imu_link_index(robot)
     return params
 

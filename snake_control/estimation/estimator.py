@@ -16,7 +16,7 @@ API
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=None,
 singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True,
-coulomb_iterations=3, static_slip_m_s=0.01)``
+coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -51,6 +51,10 @@ coulomb_iterations=3, static_slip_m_s=0.01)``
 - contact_ends (pitch-yaw): a module tilted along gravity touches the ground with its lower end (and is
   selected by that end's height); off, every contact is below its module's centre. Gaits that lift and
   lower modules need it: their modules pitch about the end on the ground.
+- imu_gap_s (pitch-yaw, with update_imu): raw IMU readings further apart are a gap, bridged with the
+  contacts; imu_attitude_s: 0 (default) gives each update the IMU's attitude as it is and leaves the
+  contacts only the translation; above 0 the contacts turn the chassis and the IMU's attitude pulls it with
+  that time constant (s), for joint vectors read inconsistently in time (see docs/estimation.md).
 - coulomb_iterations, static_slip_m_s (pitch-yaw): contacts weighted by their slip, so the estimate
   follows the ones that stick (contact.contact_step: reweighted least squares toward the least power
   dissipated by dry friction, the quasi-static motion of a body on a Coulomb floor; slips under
@@ -100,7 +104,7 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
-from snake_control.estimation.imu import AttitudeFilter, _rodrigues
+from snake_control.estimation.imu import AttitudeFilter, _log_rotation, _rodrigues
 from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
                                               resting_down, support_plane, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
@@ -182,7 +186,8 @@ class Estimator:
                  contact_enter_m: float | None = None, contact_exit_m: float | None = None,
                  axial_weight: float | None = None, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
                  hold_time_s: float = 1.0, flat_ground: bool = True, contact_ends: bool = True,
-                 ground_plane: bool = True, coulomb_iterations: int = 3, static_slip_m_s: float = 0.01):
+                 ground_plane: bool = True, coulomb_iterations: int = 3, static_slip_m_s: float = 0.01,
+                 imu_gap_s: float = 0.05, imu_attitude_s: float = 0.0):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -225,6 +230,12 @@ class Estimator:
             raise ValueError(f'coulomb_iterations must be >= 0 and static_slip_m_s positive, got '
                              f'{coulomb_iterations} and {static_slip_m_s}')
         self.coulomb_iterations = int(coulomb_iterations)
+        if not imu_gap_s > 0:
+            raise ValueError(f'imu_gap_s must be positive, got {imu_gap_s}')
+        self.imu_gap_s = float(imu_gap_s)
+        if not imu_attitude_s >= 0:
+            raise ValueError(f'imu_attitude_s must be >= 0, got {imu_attitude_s}')
+        self.imu_attitude_s = float(imu_attitude_s)
         self.static_slip_m_s = float(static_slip_m_s)
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
@@ -244,6 +255,7 @@ class Estimator:
         self._q = None
         self._v = None
         self.skipped = 0
+        self.stale_held = 0
         self.updates = 0
         self.selector.reset()
         n = self.robot.n_links
@@ -270,13 +282,21 @@ class Estimator:
         self._shape_still = None    # joints still at the last update (None: no joint update yet)
         self._still_since = None    # stamp since which the joints have not moved
         self._filtered = False      # this update's attitude came from the filter
+        self._last_fused = False    # the last joint update took its attitude from the filter
+        self._imu_anchor = True     # the filter's attitude is to be set from the joints' (at power-up, after a gap)
         self.imu_gaps = 0
+        self.imu_late = 0           # IMU readings older than the last one, dropped
+        self.imu_bridged = 0        # joint updates that took the contacts' rotation for want of a fresh IMU reading
 
     def rebase_time(self, t_s: float) -> None:
         """Move the last accepted stamp to t_s (s): the sender's time base jumped (a clock stepped back),
         so the next update measures its dt from there instead of being skipped as old."""
         if self._t is not None:
             self._t = float(t_s)
+        # The IMU's stamps jumped with it: its next reading starts the filter's time again, and the joints
+        # anchor the filter's attitude then, as after a gap.
+        self._imu_t = None
+        self._imu_anchor = True
 
     def reanchor(self) -> None:
         """Keep the pose and its covariance but forget the last shape: the next update re-initialises the
@@ -285,13 +305,13 @@ class Estimator:
         if self._t is None:
             return
         pose, p2, p3 = self.pose.copy(), self._p2.copy(), self._p3.copy()
-        skipped, updates = self.skipped, self.updates
-        imu, imu_t, imu_used = self.imu, self._imu_t, self._imu_used
-        gaps = self.imu_gaps
+        skipped, updates, held = self.skipped, self.updates, self.stale_held
+        imu, imu_t, imu_used, imu_rate = self.imu, self._imu_t, self._imu_used, self._imu_rate
+        counts = self.imu_gaps, self.imu_late, self.imu_bridged
         self.reset(pose=pose)
-        self._p2, self._p3, self.skipped, self.updates = p2, p3, skipped, updates
-        self.imu, self._imu_t, self._imu_used = imu, imu_t, imu_used
-        self.imu_gaps = gaps
+        self._p2, self._p3, self.skipped, self.updates, self.stale_held = p2, p3, skipped, updates, held
+        self.imu, self._imu_t, self._imu_used, self._imu_rate = imu, imu_t, imu_used, imu_rate
+        self.imu_gaps, self.imu_late, self.imu_bridged = counts
 
     @property
     def state(self) -> EstimatorState:
@@ -331,13 +351,12 @@ class Estimator:
     # --- update -------------------------------------------------------------------------------------
 
     # The body counts as still (the gyro reads its bias) once no joint has moved faster than
-    # STILL_JOINT_RAD_S for STILL_MIN_S and the gyro reads less than STILL_GYRO_RAD_S; an IMU gap longer
-    # than IMU_GAP_S is not integrated.
+    # STILL_JOINT_RAD_S for STILL_MIN_S and the gyro reads less than STILL_GYRO_RAD_S.
     STILL_JOINT_RAD_S = 0.02
     STILL_MIN_S = 0.5
     STILL_GYRO_RAD_S = 0.05
-    IMU_GAP_S = 0.5
-    IMU_EXTRAPOLATE_S = 0.1     # the attitude is carried at most this far from the last IMU reading
+    STALE_HOLD_S = 0.25         # with an IMU, an exactly repeated joint vector waits for a fresh one this long
+    IMU_CLOCK_STEP_S = 1.0      # an IMU stamp this far behind the last is a clock that stepped back: a gap
 
     def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
         """Advance the IMU link's attitude to time t_s (s) with a gyro reading (rad/s) and optionally an
@@ -347,30 +366,44 @@ class Estimator:
         .imu: roll and pitch from gravity and the gyro, yaw from the gyro), and its contacts give only
         the translation. The gyro bias is learnt while the body is still: its joints still at the last
         update (before any joint update: the gyro and accelerometer alone look still). Planar robots
-        ignore it. Returns the attitude (3, 3), IMU link -> odom. Older stamps are ignored.
+        ignore it. Returns the attitude (3, 3), IMU link -> odom.
+
+        Readings are integrated at their own stamps. One older than the last is dropped (counted in
+        ``imu_late``), unless it is IMU_CLOCK_STEP_S older (a clock stepped back: taken as a gap). One more
+        than imu_gap_s after the last is not integrated over the gap (one rate
+        held over half a second of a swinging head turns the heading by tens of degrees): the gap is
+        counted in ``imu_gaps`` and the next joint update sets the filter's attitude from the joints and
+        contacts, which carried it through the gap.
         """
         gyro = np.asarray(gyro_rad_s, dtype=float)
         if gyro.shape != (3,) or not math.isfinite(float(gyro.sum())):
             raise ValueError(f'gyro_rad_s must be (3,) finite angular rates (rad/s), got {gyro}')
+        if accel_m_s2 is not None:
+            accel_m_s2 = np.asarray(accel_m_s2, dtype=float)
+            if accel_m_s2.shape != (3,) or not math.isfinite(float(accel_m_s2.sum())):
+                raise ValueError(f'accel_m_s2 must be (3,) finite specific forces (m/s^2), got {accel_m_s2}')
         t_s = float(t_s)
-        if self._imu_t is None or t_s - self._imu_t > self.IMU_GAP_S:
+        if self._imu_t is not None and not t_s > self._imu_t and t_s > self._imu_t - self.IMU_CLOCK_STEP_S:
+            self.imu_late += 1
+            return self.imu.rotation
+        if self._imu_t is None or abs(t_s - self._imu_t) > self.imu_gap_s:
             if self._imu_t is not None:
                 self.imu_gaps += 1
+                self._imu_anchor = True
             self._imu_t = t_s
             if accel_m_s2 is not None:
                 # Only sets the level at the first reading; it never integrates across a gap.
                 self.imu.update(1e-9, np.zeros(3), accel_m_s2)
+            self._imu_rate = gyro - self.imu.bias
             self._imu_used = True
             return self.imu.rotation
-        if not t_s > self._imu_t:
-            return self.imu.rotation
-        b = self.imu.bias
-        quiet = math.hypot(gyro[0] - b[0], gyro[1] - b[1], gyro[2] - b[2]) < self.STILL_GYRO_RAD_S
+        d = gyro - self.imu.bias
+        quiet = float(d @ d) < self.STILL_GYRO_RAD_S ** 2
         if self._shape_still is None:
             still = quiet and accel_m_s2 is not None and self._accel_is_gravity(accel_m_s2)
         else:
             still = quiet and self._shape_still
-        self.imu.update(t_s - self._imu_t, gyro, accel_m_s2, still=still)
+        self.imu.step(t_s - self._imu_t, gyro, accel_m_s2, still=still)
         self._imu_t = t_s
         self._imu_rate = gyro - self.imu.bias
         self._imu_used = True
@@ -407,6 +440,14 @@ class Estimator:
         if self._t is not None and not t_s > self._t:
             self.skipped += 1
             return self._state
+        if self._imu_used and not self.planar and self._t is not None and t_s - self._t < self.STALE_HOLD_S \
+                and quat is None and bool((q == self._q).all()):
+            # A driver holding its last reading repeats the joint vector exactly while the robot moves on; with
+            # the IMU turning the chassis meanwhile, the frozen shape would pivot about its contacts and
+            # move the estimate sideways. Wait for a fresh reading (the step then spans the whole interval,
+            # with the attitude at both ends); a robot at rest still updates every STALE_HOLD_S.
+            self.stale_held += 1
+            return self._state
         if self._t is not None:
             if float(np.max(np.abs(q - self._q))) < self.STILL_JOINT_RAD_S * (t_s - self._t):
                 self._still_since = t_s if self._still_since is None else self._still_since
@@ -418,15 +459,41 @@ class Estimator:
         if self.planar:
             state = self._update_planar(t_s, q, v)
         else:
-            self._filtered = quat is None and self._imu_used and self.imu.initialised
+            # The filter gives the attitude only near its last reading (within imu_gap_s either way) and
+            # once anchored to the joints' attitude (not after a gap); otherwise this update bridges with
+            # the contacts' rotation, as without an IMU, rather than hold a stale rate.
+            fresh = self._imu_used and self.imu.initialised and abs(t_s - self._imu_t) <= self.imu_gap_s
+            self._filtered = quat is None and fresh and not (self._imu_anchor and self._t is not None)
             r_imu = None
             if self._filtered:
                 # The attitude at the joints' stamp: the IMU's last, carried on at its last rate (its
-                # readings come apart from joint_states, some lost; 10-20 ms at a head's 1 rad/s is a degree,
-                # and a degree of rotation handed to the contacts moves the estimate sideways).
-                ahead = min(max(t_s - self._imu_t, -self.IMU_EXTRAPOLATE_S), self.IMU_EXTRAPOLATE_S)
-                r_imu = self.imu.rotation @ _rodrigues(*(self._imu_rate * ahead))
-            state = self._update_3d(t_s, q, v, quat, rate, r_imu)
+                # readings come apart from joint_states; 10-20 ms at a head's 1 rad/s is a degree, and a
+                # degree of rotation handed to the contacts moves the estimate sideways).
+                r_imu = self.imu.rotation @ _rodrigues(*(self._imu_rate * (t_s - self._imu_t)).tolist())
+                if self._t is not None and not self._last_fused and abs(self._t - self._imu_t) <= self.imu_gap_s \
+                        and self.imu_attitude_s == 0.0:
+                    # Back from bridging while the filter ran on (its readings came late): the step starts
+                    # from the filter's attitude at the last stamp, so the contacts' drift while bridging
+                    # is dropped instead of handed to this step's contacts as a turn.
+                    r_prev = self.imu.rotation @ _rodrigues(*(self._imu_rate * (self._t - self._imu_t)))
+                    self._gc = self._gc.copy()
+                    self._gc[:3, :3] = r_prev @ self._geom['rot'][self.imu_link].T
+            elif quat is None and self._imu_used and self._t is not None:
+                self.imu_bridged += 1
+            if r_imu is not None and self.imu_attitude_s > 0.0 and self._t is not None:
+                # The contacts turn the chassis, and the attitude the IMU gives pulls it with time constant
+                # imu_attitude_s: joint vectors whose servos were read at different times (a driver holding
+                # some stale readings) then do not hand the contacts a wrong turn each step.
+                state = self._update_3d(t_s, q, v, quat, rate, None, pull=r_imu)
+            else:
+                state = self._update_3d(t_s, q, v, quat, rate, r_imu)
+            if self._imu_anchor and fresh and quat is None and self._geom is not None:
+                # Anchor the filter where the joints and contacts put the IMU link, carried to the filter's
+                # stamp at its own (fresh) rate; it keeps its bias.
+                self.imu.rotation = (self._gc[:3, :3] @ self._geom['rot'][self.imu_link]
+                                     @ _rodrigues(*(self._imu_rate * (self._imu_t - t_s))))
+                self._imu_anchor = False
+            self._last_fused = self._filtered
         self._t, self._q, self._v = t_s, q, v
         self.updates += 1
         self._state = state
@@ -544,7 +611,7 @@ class Estimator:
         k = self.body_link
         return se3_matrix(geom['rot'][k], geom['q'][k])
 
-    def _update_3d(self, t_s, q, v, quat, rate, r_imu=None) -> EstimatorState:
+    def _update_3d(self, t_s, q, v, quat, rate, r_imu=None, pull=None) -> EstimatorState:
         n_links = self.robot.n_links
         if quat is not None:
             r_imu = matrix_from_quaternion(quat)
@@ -587,9 +654,12 @@ class Estimator:
         g0 = self._geom
         geom = self._geometry(q, g0['r_tc'], None)
         r_wc = self._gc[:3, :3]
-        down = r_wc.T @ -_UP
+        r_wc1 = None
         if r_imu is not None:
-            down = (r_imu @ geom['rot'][self.imu_link].T).T @ -_UP
+            r_wc1 = r_imu @ geom['rot'][self.imu_link].T     # the chassis attitude the IMU gives
+            down = -r_wc1[2]
+        else:
+            down = -r_wc[2]
         plane = None
         if self.flat_ground and self.ground_plane and r_imu is None:
             # The ground is the face of the hull of module centres nearest to the predicted down: it fixes
@@ -620,8 +690,7 @@ class Estimator:
         if r_imu is not None:
             # A known attitude (IMU link in odom): the chassis turned by R_wc0^T R_wc1, exactly; the
             # contacts are left only the translation.
-            r_wc1 = r_imu @ geom['rot'][self.imu_link].T
-            rot_inc = so3_log(self._gc[:3, :3].T @ r_wc1)
+            rot_inc = _log_rotation(r_wc.T @ r_wc1)
         elif rate is not None:
             # Gyro: chassis rotation = IMU link rotation minus the link's rotation relative to the chassis.
             rel = geom['rot'][self.imu_link] @ g0['rot'][self.imu_link].T
@@ -648,8 +717,8 @@ class Estimator:
             gc = self._gc @ exp_step
             ad = _adjoint_of_inverse(exp_step)
             self._p3 = ad @ self._p3 @ ad.T + dt * max(dt, self.tau) * cov_xi
-        if r_imu is not None:
-            gc[:3, :3] = r_imu @ geom['rot'][self.imu_link].T
+        if r_wc1 is not None:
+            gc[:3, :3] = r_wc1
         elif self.updates % 50 == 0:
             gc[:3, :3] = orthonormalize(gc[:3, :3])
         if plane is not None and kern is not None:
@@ -660,6 +729,11 @@ class Estimator:
             gc = _rest_on_plane(gc, plane[0], geom['q'][contacts], self.radius)
         elif self.flat_ground:
             gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
+        if pull is not None:
+            # imu_attitude_s: the IMU link's attitude pull (3, 3) draws the contacts' chassis attitude toward
+            # the one it gives, by dt / imu_attitude_s of the way.
+            err = _log_rotation(gc[:3, :3].T @ pull @ geom['rot'][self.imu_link].T) * min(1.0, dt / self.imu_attitude_s)
+            gc[:3, :3] = gc[:3, :3] @ _rodrigues(*err.tolist())
         self._gc = gc
         if self.body_link is None:
             twist = step.displacement / dt
@@ -733,6 +807,10 @@ def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
     n = contact_centres.shape[0]
     if n == 0:
         return gc
+    if keep_attitude:
+        out = gc.copy()
+        out[2, 3] += radius_m - float((contact_centres @ gc[2, :3]).sum()) / n - gc[2, 3]
+        return out
     p = contact_centres @ gc[:3, :3].T + gc[:3, 3]
     centroid = p.sum(axis=0) / n
     r = p - centroid
@@ -740,7 +818,7 @@ def _settle_on_floor(gc, contact_centres, radius_m, keep_attitude=False):
     h = float(err.sum()) / n
     out = gc.copy()
     out[2, 3] += h
-    if keep_attitude or n < 3:
+    if n < 3:
         return out
     # Tilt normal equations, a_i = (r_iy, -r_ix): [[syy, -sxy], [-sxy, sxx]] d = (sum r_y e, -sum r_x e).
     s = r[:, :2].T @ r[:, :2]

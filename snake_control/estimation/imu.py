@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from snake_control.kinematics.lie import so3_exp
+from snake_control.kinematics.lie import so3_exp, so3_log
 
 STANDARD_GRAVITY_M_S2 = 9.80665
 
@@ -88,17 +88,17 @@ def attitude_step(rotation, bias_rad_s, gyro_rad_s, accel_m_s2, dt_s: float, k_p
     if not dt_s > 0.0:
         raise ValueError(f'dt_s must be positive, got {dt_s}')
     r = np.asarray(rotation, dtype=float)
-    bx, by, bz = (float(v) for v in bias_rad_s)
-    wx, wy, wz = (float(v) for v in gyro_rad_s)
+    bx, by, bz = np.asarray(bias_rad_s, dtype=float).tolist()
+    wx, wy, wz = np.asarray(gyro_rad_s, dtype=float).tolist()
     ex = ey = ez = 0.0
     if accel_m_s2 is not None:
-        fx, fy, fz = (float(v) for v in accel_m_s2)
+        fx, fy, fz = np.asarray(accel_m_s2, dtype=float).tolist()
         norm = math.sqrt(fx * fx + fy * fy + fz * fz)
         if norm > 0.0:
             # e = v x v_hat, v = f / |f|, v_hat = r[2] (up_error_rad), times the trust in f (accel_weight).
             trust = max(0.0, 1.0 - abs(norm - STANDARD_GRAVITY_M_S2) / (accel_band * STANDARD_GRAVITY_M_S2))
             k = trust / norm
-            ux, uy, uz = float(r[2, 0]), float(r[2, 1]), float(r[2, 2])
+            ux, uy, uz = r[2].tolist()
             ex, ey, ez = k * (fy * uz - fz * uy), k * (fz * ux - fx * uz), k * (fx * uy - fy * ux)
     if still_gain > 0.0:
         # Still: the reading is the bias (and what is left of it integrates to nothing).
@@ -121,6 +121,22 @@ def _rodrigues(x: float, y: float, z: float) -> np.ndarray:
     return np.array([[1.0 - b * (y * y + z * z), -a * z + b * x * y, a * y + b * x * z],
                      [a * z + b * x * y, 1.0 - b * (x * x + z * z), -a * x + b * y * z],
                      [-a * y + b * x * z, a * x + b * y * z, 1.0 - b * (x * x + y * y)]])
+
+
+def _log_rotation(r) -> np.ndarray:
+    """so3_log of a rotation matrix r (3, 3) written out for the per-message attitude increments (the
+    general one's numpy calls cost several times more); near pi it hands over to the general one."""
+    m = r.tolist()
+    c = 0.5 * (m[0][0] + m[1][1] + m[2][2] - 1.0)
+    x, y, z = 0.5 * (m[2][1] - m[1][2]), 0.5 * (m[0][2] - m[2][0]), 0.5 * (m[1][0] - m[0][1])
+    if c > 1.0 - 1e-12:
+        k = 1.0 + (x * x + y * y + z * z) / 6.0          # theta / sin theta, series
+    elif c > -0.999:
+        t = math.acos(c)
+        k = t / math.sin(t)
+    else:
+        return so3_log(np.asarray(r, dtype=float))
+    return np.array([k * x, k * y, k * z])
 
 
 class AttitudeFilter:
@@ -165,6 +181,10 @@ class AttitudeFilter:
             raise ValueError(f'gyro_rad_s must be (3,) finite, got {gyro}')
         if accel is not None and (accel.shape != (3,) or not math.isfinite(float(accel.sum()))):
             raise ValueError(f'accel_m_s2 must be (3,) finite, got {accel}')
+        return self.step(dt_s, gyro, accel, still)
+
+    def step(self, dt_s: float, gyro, accel=None, still: bool = False) -> np.ndarray:
+        """update() for readings already checked: gyro (3,) and accel (3,) or None, finite float arrays."""
         if not self.initialised and accel is not None and np.any(accel):
             self.rotation = level_from_accel(accel)
             self.initialised = True

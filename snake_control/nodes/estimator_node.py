@@ -5,7 +5,9 @@ A thin rclpy shell around snake_control.estimation.estimator.Estimator (all the 
 Subscribes: joint_states (sensor_msgs/JointState, best effort: accepts reliable and best-effort
 publishers), imu (sensor_msgs/Imu, only with use_imu:=true). An Imu without orientation
 (orientation_covariance[0] = -1) is a raw IMU: its gyro and accelerometer go to the estimator's attitude
-filter (Estimator.update_imu) at their own stamps; one with an orientation gives it (and its rate) to the
+filter (Estimator.update_imu) at their own stamps, and joint_states wait for the IMU reading at or after
+their stamp (snake_control.estimation.stamp_order; at most a quarter second of stamps: then the estimator
+bridges the missing readings with the contacts); one with an orientation gives it (and its rate) to the
 next joint_states update.
 Publishes: odom (nav_msgs/Odometry, frame odom_frame -> base frame, with covariance), /diagnostics
 (diagnostic_msgs/DiagnosticArray: slip residual, rank, singularity, message counts), and the odom -> base
@@ -21,6 +23,9 @@ Parameters (read-only ones are fixed at start):
                                     are decimated); 0 = every message
   diagnostics_rate_hz (float)       /diagnostics rate
   use_imu (bool, read-only), imu_link (int, read-only)
+  imu_gap_s (float, read-only)      raw IMU readings further apart are a gap, bridged with the contacts
+  imu_attitude_s (float, read-only) 0: the raw IMU's attitude taken as it is; above 0 it pulls the contacts'
+                                    attitude with this time constant (s)
   axial_weight (float, read-only)   pitch-yaw: weight of no-slip along each module (0..1; -1 = robot YAML)
   slip_warn_m_s (float)             slip rms above which diagnostics report WARN
   publish_tf (bool)                 publish odom -> link_0, the URDF root, on /tf (needs tf2_msgs)
@@ -43,12 +48,14 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from builtin_interfaces.msg import Time
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 
 from snake_control.estimation.estimator import Estimator, root_link_pose
 from snake_control.estimation.input_gate import KINDS as GATE_KINDS
 from snake_control.estimation.input_gate import ACCEPT, REBASE, REJECT, InputGate
+from snake_control.estimation.stamp_order import StampOrder
 from snake_control.kinematics.lie import quaternion_from_matrix
 from snake_control.nodes.qos import DIAGNOSTICS_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
@@ -99,6 +106,12 @@ class EstimatorNode(Node):
         p('use_imu', False, _desc('subscribe to imu (sensor_msgs/Imu) for orientation and rate',
                                   read_only=True))
         p('imu_link', 0, _desc('link index carrying the IMU', read_only=True, int_range=(0, 1000)))
+        p('imu_attitude_s', 0.0, _desc('0: each update takes the raw IMU attitude as it is; above 0 the contacts '
+                                       'turn the chassis and the IMU attitude pulls it with this time constant (s)',
+                                       read_only=True, float_range=(0.0, 100.0)))
+        p('imu_gap_s', 0.05, _desc('raw IMU readings further apart than this are a gap: not integrated, '
+                                   'bridged with the contacts (a few of the IMU periods)', read_only=True,
+                                   float_range=(0.001, 10.0)))
         p('axial_weight', -1.0, _desc('pitch-yaw robots: weight of no-slip along each module axis; '
                                       '-1 = the robot YAML link.axial_weight', read_only=True,
                                       float_range=(-1.0, 1.0)))
@@ -116,7 +129,8 @@ class EstimatorNode(Node):
         self._last_q = None
         self._body_in_root = None
         self.estimator = Estimator(self.robot, self.body_frame_choice,
-                                   imu_link=gp('imu_link').value,
+                                   imu_link=gp('imu_link').value, imu_gap_s=gp('imu_gap_s').value,
+                                   imu_attitude_s=gp('imu_attitude_s').value,
                                    axial_weight=None if gp('axial_weight').value < 0 else gp('axial_weight').value)
         self.gate = InputGate(self.robot.lower_rad, self.robot.upper_rad, self.robot.velocity_limit_rad_s,
                               limit_margin_rad=gp('limit_margin_rad').value,
@@ -143,6 +157,10 @@ class EstimatorNode(Node):
         self.last_publish = -math.inf
         self.last_receive_wall = None
         self._imu = (None, None)
+        # Raw IMU readings and joint_states are handed to the estimator in stamp order: a joint reading
+        # waits (at most StampOrder.hold_s of stamps) for the IMU reading at or after its stamp.
+        self.order = StampOrder()
+        self.last_order_wall = time.monotonic()
 
         self.odom_pub = self.create_publisher(Odometry, 'odom', STATE_QOS)
         # Built once; each publish writes the stamp and the numbers.
@@ -166,6 +184,8 @@ class EstimatorNode(Node):
         self.diag_timer = self.create_timer(period, self.publish_diagnostics)
         if self.use_imu:
             self.create_subscription(Imu, 'imu', self._on_imu, SENSOR_QOS)
+            # Joint readings left waiting when both streams stop go out after hold_s of wall time.
+            self.order_timer = self.create_timer(0.05, self._flush_order)
         # Subscribe last, once everything the callback touches exists.
         self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS)
         self.get_logger().info(f'estimating {self.robot.name} ({self.robot.kind}) in {self.odom_frame} -> '
@@ -215,14 +235,27 @@ class EstimatorNode(Node):
             a = msg.linear_acceleration
             accel = None if msg.linear_acceleration_covariance[0] == -1.0 else np.array([a.x, a.y, a.z])
             stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-            try:
-                self.estimator.update_imu(stamp if stamp > 0.0 else self.get_clock().now().nanoseconds * 1e-9,
-                                          rate, accel)
-            except ValueError as exc:
-                self.get_logger().warning(f'imu rejected: {exc}', throttle_duration_sec=5.0)
             self._imu = (None, None)
+            self.last_order_wall = time.monotonic()
+            self._process(self.order.imu(stamp if stamp > 0.0 else self.get_clock().now().nanoseconds * 1e-9,
+                                         (rate, accel)))
             return
         self._imu = (orientation, rate)
+
+    def _flush_order(self):
+        if self.order.waiting and time.monotonic() - self.last_order_wall > self.order.hold_s:
+            self._process(self.order.flush())
+
+    def _process(self, readings):
+        """Hand readings released by the StampOrder to the estimator, in their order."""
+        for kind, stamp, item in readings:
+            if kind == 'imu':
+                try:
+                    self.estimator.update_imu(stamp, *item)
+                except ValueError as exc:
+                    self.get_logger().warning(f'imu rejected: {exc}', throttle_duration_sec=5.0)
+            else:
+                self._update(stamp, *item)
 
     def _on_joint_states(self, msg: JointState):
         self.received += 1
@@ -244,6 +277,8 @@ class EstimatorNode(Node):
                 return
             if verdict.action == REBASE:
                 self._next_update = -math.inf
+                self._process(self.order.flush())      # what came before the jump goes in first
+                self.order.reset()
                 if verdict.kind == 'time_rebase':
                     self.estimator.rebase_time(stamp - self._nominal_dt())
                 else:
@@ -253,19 +288,33 @@ class EstimatorNode(Node):
             v = None
             if len(msg.velocity) == len(names):
                 v = reorder_joints(names, list(msg.velocity), self._joint_names)
-            orientation, rate = self._imu if self.use_imu else (None, None)
-            state = self.estimator.update(stamp, q, v, orientation, rate)
-            self._last_q = q
         except ValueError as exc:
-            self.rejected += 1
-            self.last_error = str(exc)
-            self.get_logger().warning(f'joint_states rejected: {exc}', throttle_duration_sec=5.0)
+            self._reject(exc)
             return
+        if self.use_imu:
+            self.last_order_wall = time.monotonic()
+            self._process(self.order.joints(stamp, (q, v)))
+        else:
+            self._update(stamp, q, v)
+
+    def _reject(self, exc):
+        self.rejected += 1
+        self.last_error = str(exc)
+        self.get_logger().warning(f'joint_states rejected: {exc}', throttle_duration_sec=5.0)
+
+    def _update(self, stamp, q, v):
+        orientation, rate = self._imu if self.use_imu else (None, None)
+        try:
+            state = self.estimator.update(stamp, q, v, orientation, rate)
+        except ValueError as exc:
+            self._reject(exc)
+            return
+        self._last_q = q
         if stamp - self.last_publish < self.publish_period:
             return
         self.last_publish = stamp
         sec = math.floor(stamp)
-        header_stamp = msg.header.stamp
+        header_stamp = Time()
         header_stamp.sec, header_stamp.nanosec = int(sec), int(round((stamp - sec) * 1e9)) % 1_000_000_000
         self._publish(state, header_stamp)
 
@@ -341,6 +390,11 @@ class EstimatorNode(Node):
             'received': str(self.received),
             'imu_received': str(self.imu_received),
             'imu_gaps': str(self.estimator.imu_gaps),
+            'imu_late': str(self.estimator.imu_late),
+            'imu_bridged': str(self.estimator.imu_bridged),
+            'stale_held': str(self.estimator.stale_held),
+            'held_for_imu': str(self.order.held),
+            'imu_timed_out': str(self.order.timed_out),
             'decimated': str(self.decimated),
             'rejected': str(self.rejected),
             'stale_stamps': str(self.estimator.skipped),

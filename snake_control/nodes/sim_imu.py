@@ -4,8 +4,10 @@ The world lives in the servo-bus emulator's process (snake_control.physics.servo
 that process's plant factory for `--physics mujoco` in the graph: the same MujocoPlant, plus a small node
 ``sim_imu`` that publishes every reading of the world's IMU (100 Hz of simulated time: gyro and
 accelerometer of the IMU link with their noise and bias, PhysicsOptions) as a real IMU driver would:
-stamped with the ROS clock when the reading is taken, frame ``link_<k>`` of the IMU link, no orientation
-(orientation_covariance[0] = -1: the estimator fuses the raw rates and forces itself).
+stamped with the ROS clock at the time the reading was taken (the plant steps the world in ticks; a tick
+that spans several readings publishes them after it, each stamped back by the simulated time since it was
+taken), frame ``link_<k>`` of the IMU link, no orientation (orientation_covariance[0] = -1: the
+estimator fuses the raw rates and forces itself).
 
 The namespace comes from SNAKE_SIM_IMU_NAMESPACE (bringup and the launch file set it to the graph's).
 Without rclpy the plant runs without publishing and says so once.
@@ -44,9 +46,12 @@ class ImuPublisher:
         self.published = 0
         atexit.register(self.close)
 
-    def publish(self, sim_time_s: float, gyro_rad_s, accel_m_s2) -> None:
+    def publish(self, sim_time_s: float, gyro_rad_s, accel_m_s2, age_s: float = 0.0) -> None:
+        """Publish one reading, stamped now less age_s (s): how much simulated time has passed since it
+        was taken (a tick that spans several readings publishes them together after it)."""
         msg = self._msg_type()
-        msg.header.stamp = self.node.get_clock().now().to_msg()
+        now_ns = self.node.get_clock().now().nanoseconds - int(round(max(age_s, 0.0) * 1e9))
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now_ns, 1_000_000_000)
         msg.header.frame_id = self.frame_id
         msg.orientation_covariance[0] = -1.0
         av, la = msg.angular_velocity, msg.linear_acceleration
@@ -74,5 +79,6 @@ def mujoco_plant(ids, models_by_id, robot=None):
         print(f'sim_imu: rclpy not available ({exc}): the world runs without publishing its IMU',
               file=sys.stderr)
         return plant
-    plant.on_imu = publisher.publish
+    world = plant.world
+    plant.on_imu = lambda t, gyro, accel: publisher.publish(t, gyro, accel, age_s=world.time_s - t)
     return plant

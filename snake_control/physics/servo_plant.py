@@ -51,7 +51,8 @@ class MujocoPlant(Plant):
     Parameters: robot (Robot or name); ids: the servo IDs the bus emulates (each must be a joint of the
     robot; default all); world: an existing SnakeWorld of that robot (default a new one); truth_csv: a
     path to write the ground-truth body pose to (see the module docstring), or None; on_imu: called with
-    (simulated time s, gyro rad/s, accelerometer m/s^2) every IMU_PERIOD_S of simulated time, or None.
+    (simulated time s, gyro rad/s, accelerometer m/s^2) every IMU_PERIOD_S of simulated time, or None
+    (a tick spanning several periods calls it once per period, after the tick).
     """
 
     threaded = True          # mj_step releases the interpreter lock: the emulator steps it in its own thread
@@ -139,18 +140,40 @@ class MujocoPlant(Plant):
             self._carry_s -= steps * self.world.timestep_s
             self._profile(target, steps * self.world.timestep_s, on)
             self.world.set_goals(self._setpoint)
-            self.world.step(steps)
-            if self.on_imu is not None and self.world.time_s >= self._imu_next_s - 1e-9:
-                # Keep the 100 Hz cadence when ticks do not divide the period (a tick that fell behind by a
-                # whole period restarts it instead of bursting).
-                self._imu_next_s += IMU_PERIOD_S
-                if self._imu_next_s <= self.world.time_s:
-                    self._imu_next_s = self.world.time_s + IMU_PERIOD_S
-                self.on_imu(self.world.time_s, *self.world.imu_reading())
+            if self.on_imu is None:
+                self.world.step(steps)
+            else:
+                self._step_reading_imu(steps)
             if (self._truth_file is not None or self._links_file is not None) and \
                     self.world.time_s >= self._truth_next_s - 1e-9:
                 self._write_truth()
         return self.read()
+
+    def _step_reading_imu(self, steps: int) -> None:
+        """world.step(steps), stopping at every IMU_PERIOD_S of simulated time to read the IMU: a long
+        tick (the host stalled) gives every reading of its span, as an IMU keeps sampling whatever its
+        host does, rather than one reading over the whole tick. Readings go to on_imu after the tick,
+        each with its own simulated time."""
+        readings = []
+        dt = self.world.timestep_s
+        while steps > 0:
+            to_next = int(math.ceil((self._imu_next_s - self.world.time_s) / dt - 1e-9))
+            if to_next <= 0:
+                readings.append((self.world.time_s, *self.world.imu_reading()))
+                self._imu_next_s += IMU_PERIOD_S
+                if self._imu_next_s <= self.world.time_s:
+                    self._imu_next_s = self.world.time_s + IMU_PERIOD_S
+                continue
+            n = min(steps, to_next)
+            self.world.step(n)
+            steps -= n
+        if self.world.time_s >= self._imu_next_s - 1e-9:
+            readings.append((self.world.time_s, *self.world.imu_reading()))
+            self._imu_next_s += IMU_PERIOD_S
+            if self._imu_next_s <= self.world.time_s:
+                self._imu_next_s = self.world.time_s + IMU_PERIOD_S
+        for reading in readings:
+            self.on_imu(*reading)
 
     def close(self) -> None:
         """Flush and close the ground-truth file, if any."""
