@@ -95,7 +95,9 @@ def test_lead_cuts_tracking_error_on_the_emulator_motor_model(robot):
           f'{DriverConfig.velocity_lead_s:g} s, {no_velocities:.4f} rad without velocities')
     # Measured: about 0.10 rad without, 0.02 rad with 0.04 s.
     assert with_lead < 0.5 * without
-    assert no_velocities > 0.7 * without
+    # Without velocities the goals carry no lead: clearly worse than with it. (Compared with the lead, not
+    # with the first run: a loaded host can double one run's error, and the runs take turns on it.)
+    assert no_velocities > 1.5 * with_lead
 
 
 @pytest.mark.slow
