@@ -386,12 +386,13 @@ def test_late_replies_are_a_slow_line_not_a_noisy_one(robot):
         try:
             sim.command('late 0.3 15')          # 30 % of requests answered 15 ms late (margin: 8 ms)
             c0 = d.counters.cycles
-            assert wait_for(lambda: d.counters.cycles >= c0 + 150 and d.counters.late_replies >= 40, 20.0), \
-                d.diagnostics()
+            # Late replies are counted as late, or as caught once the first read waits longer for them.
+            late = lambda: d.counters.late_replies + d.counters.late_replies_caught  # noqa: E731
+            assert wait_for(lambda: d.counters.cycles >= c0 + 150 and late() >= 40, 20.0), d.diagnostics()
             diag = d.diagnostics()
             assert sim.state()['counters']['late'] > 20
             assert diag.read_mode == 'fast' and diag.counters['mode_switches'] == 0, diag
-            assert diag.reply_failure_rate < 0.1 and diag.counters['late_replies'] >= 40
+            assert diag.reply_failure_rate < 0.1
             sim.command('late 0')
             sim.command('corrupt 0.03')
             assert wait_for(lambda: d.diagnostics().read_mode == 'noisy', 10.0), d.diagnostics()
