@@ -281,6 +281,47 @@ class MessageEncoder:
         return self._encode(message)
 
 
+class _ChannelCopier:
+    """Copies one or more MCAP files' channels into a writer: each schema once, each (renamed) topic
+    once. Every channel in a source's summary is registered before its messages are copied, so a topic
+    that had no messages (a subscriber that heard nothing) is still in the copy."""
+
+    def __init__(self, writer):
+        self.writer = writer
+        self.schemas: dict = {}
+        self.channels: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
+
+    def channel(self, schema, channel, topic: str) -> int:
+        if topic not in self.channels:
+            sid = 0
+            if schema is not None:
+                key = (schema.name, schema.encoding, schema.data)
+                if key not in self.schemas:
+                    self.schemas[key] = self.writer.register_schema(schema.name, schema.encoding, schema.data)
+                sid = self.schemas[key]
+            self.channels[topic] = self.writer.register_channel(topic, channel.message_encoding, sid,
+                                                                dict(channel.metadata))
+            self.counts[topic] = 0
+        return self.channels[topic]
+
+    def copy(self, reader, rename=lambda topic: topic, before=None) -> None:
+        """Every channel of reader, then its messages in log-time order (``before(t_ns)`` is called ahead
+        of each message, to interleave others)."""
+        summary = reader.get_summary()
+        if summary is not None:
+            for channel in summary.channels.values():
+                self.channel(summary.schemas.get(channel.schema_id), channel, rename(channel.topic))
+        for schema, channel, message in reader.iter_messages(log_time_order=True):
+            if before is not None:
+                before(message.log_time)
+            topic = rename(channel.topic)
+            cid = self.channel(schema, channel, topic)
+            self.writer.add_message(cid, message.log_time, message.data, message.publish_time,
+                                    sequence=self.counts[topic])
+            self.counts[topic] += 1
+
+
 def add_messages(path: str | Path, topic: str, datatype: str, definition: str, messages, qos_yaml=None) -> int:
     """Rewrite the MCAP file at path with the messages [(log_time_ns, dict)] added on a new channel topic
     (datatype with its full ros2msg definition), in log-time order with the rest. Returns the number added."""
@@ -296,21 +337,6 @@ def add_messages(path: str | Path, topic: str, datatype: str, definition: str, m
         header = reader.get_header()
         writer = Writer(f_out, compression=CompressionType.ZSTD)
         start_ros2_file(writer, header.library or 'snake_control')
-        schemas, channels, counts = {}, {}, {}
-
-        def channel_for(schema, channel):
-            if channel.topic not in channels:
-                sid = 0
-                if schema is not None:
-                    key = (schema.name, schema.encoding, schema.data)
-                    if key not in schemas:
-                        schemas[key] = writer.register_schema(schema.name, schema.encoding, schema.data)
-                    sid = schemas[key]
-                channels[channel.topic] = writer.register_channel(channel.topic, channel.message_encoding, sid,
-                                                                  dict(channel.metadata))
-                counts[channel.topic] = 0
-            return channels[channel.topic]
-
         new_sid = writer.register_schema(encoder.datatype, 'ros2msg', definition.encode())
         new_channel = writer.register_channel(topic, 'cdr', new_sid,
                                               {'offered_qos_profiles': qos_yaml or offered_qos_profiles()})
@@ -322,12 +348,7 @@ def add_messages(path: str | Path, topic: str, datatype: str, definition: str, m
                 writer.add_message(new_channel, extra[k][0], extra[k][1], extra[k][0], sequence=k)
                 k += 1
 
-        for schema, channel, message in reader.iter_messages(log_time_order=True):
-            flush_until(message.log_time)
-            cid = channel_for(schema, channel)
-            writer.add_message(cid, message.log_time, message.data, message.publish_time,
-                               sequence=counts[channel.topic])
-            counts[channel.topic] += 1
+        _ChannelCopier(writer).copy(reader, before=flush_until)
         flush_until(2 ** 63)
         writer.finish()
     tmp.replace(path)
@@ -336,39 +357,22 @@ def add_messages(path: str | Path, topic: str, datatype: str, definition: str, m
 
 def merge_recordings(parts: list[tuple[str, Path]], out_path: str | Path) -> dict:
     """Merge per-robot MCAP files into one: each robot's topics keep their /<robot>/ names, absolute
-    topics (/diagnostics, /rosout, /tf, ...) move under /<robot>/. Returns message counts per topic."""
+    topics (/diagnostics, /rosout, /tf, ...) move under /<robot>/. Returns message counts per topic
+    (every topic of the parts, with 0 for those without messages)."""
     from mcap.reader import make_reader
     from mcap.writer import CompressionType, Writer
 
     out_path = Path(out_path)
-    counts: dict[str, int] = {}
     with open(out_path, 'wb') as f_out:
         writer = Writer(f_out, compression=CompressionType.ZSTD)
         start_ros2_file(writer, 'snake_control demo')
-        schemas, channels = {}, {}
+        copier = _ChannelCopier(writer)
         for robot, path in parts:
             prefix = f'/{robot}'
             with open(path, 'rb') as f_in:
-                for schema, channel, message in make_reader(f_in).iter_messages(log_time_order=True):
-                    topic = channel.topic
-                    if not topic.startswith(prefix + '/'):
-                        topic = prefix + topic
-                    if topic not in channels:
-                        sid = 0
-                        if schema is not None:
-                            key = (schema.name, schema.encoding, schema.data)
-                            if key not in schemas:
-                                schemas[key] = writer.register_schema(schema.name, schema.encoding,
-                                                                      schema.data)
-                            sid = schemas[key]
-                        channels[topic] = writer.register_channel(topic, channel.message_encoding, sid,
-                                                                  dict(channel.metadata))
-                        counts[topic] = 0
-                    writer.add_message(channels[topic], message.log_time, message.data, message.publish_time,
-                                       sequence=counts[topic])
-                    counts[topic] += 1
+                copier.copy(make_reader(f_in), lambda t: t if t.startswith(prefix + '/') else prefix + t)
         writer.finish()
-    return counts
+    return copier.counts
 
 
 # ---------------------------------------------------------------------------------------------- reading

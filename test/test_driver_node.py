@@ -124,3 +124,13 @@ def test_driver_node_refuses_a_missing_bus(tmp_path):
                           '-p', f'robot:={ROBOT}', '-p', f'port:={tmp_path / "ttyUSB7"}'],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1 and 'no such device' in out.stderr
+
+
+@pytest.mark.parametrize('module,param', [('snake_control.nodes.driver_node', 'diagnostics_period:=0.01'),
+                                          ('snake_control.nodes.gait_node', 'state_rate_hz:=1000.0')])
+def test_a_parameter_out_of_range_is_one_line(module, param):
+    """An out-of-range -p value is refused before any servo is touched, in one line naming it."""
+    out = subprocess.run([sys.executable, '-m', module, '--ros-args', '-p', f'robot:={ROBOT}', '-p', param],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr
+    assert param.split(':=')[0] in out.stderr, out.stderr

@@ -184,11 +184,13 @@ def test_sdk_handler_sends_the_same_bytes_as_the_stock_one():
 
 
 def test_fault_spec_parse_and_errors():
-    f = FaultSpec.parse('corrupt=0.01,drop=0.5,silent=3@2+1.5,silent=4,trip=5:overload@1,unplug=2+1,seed=7')
+    f = FaultSpec.parse('corrupt=0.01,drop=0.5,silent=3@2+1.5,silent=4,trip=5:overload@1,unplug=2+1,seed=7,'
+                        'late=0.2+12')
     assert f.corrupt_rate == 0.01 and f.drop_rate == 0.5 and f.seed == 7
+    assert f.late_rate == 0.2 and f.late_ms == 12.0
     assert f.silent == {3: (2.0, 3.5), 4: (0.0, math.inf)}
     assert f.trips == [(1.0, 5, 'overload')] and f.unplugs == [(2.0, 1.0)]
-    for bad in ('corrupt=2', 'bogus=1', 'trip=3:melt@1', 'silent'):
+    for bad in ('corrupt=2', 'bogus=1', 'trip=3:melt@1', 'silent', 'late=0.1+-3', 'late=0.1+nan'):
         with pytest.raises(ValueError, match='--faults item'):
             FaultSpec.parse(bad)
 

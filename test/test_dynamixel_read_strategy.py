@@ -10,9 +10,9 @@ def feed(strategy, cycles, lost, requested=32):
     return [e for e in events if e]
 
 
-def cycles_until(strategy, mode, lost, limit=100_000, requested=32):
+def cycles_until(strategy, mode, lost, limit=100_000, requested=32, late=0):
     for k in range(1, limit + 1):
-        strategy.record(requested, lost)
+        strategy.record(requested, lost, late)
         if strategy.mode == mode:
             return k
     raise AssertionError(f'never reached {mode} (failure rate {strategy.failure_rate:.3f})')
@@ -67,6 +67,18 @@ def test_firmware_without_fast_read_uses_sync_read_and_goes_noisy_too():
     assert s.mode == 'slow' and not s.fast
     cycles_until(s, 'noisy', 20)
     assert cycles_until(s, 'slow', 0) >= MIN_NOISY_CYCLES
+
+
+def test_late_replies_are_not_a_noisy_line():
+    """Replies that arrived whole after the deadline (a loaded host) count as late, not lost: a fast
+    read that is often late stays fast; the losses that were not late still go noisy."""
+    s = ReadStrategy()
+    events = [s.record(32, 32, late=32) for _ in range(500)]
+    assert not any(events) and s.mode == 'fast' and s.failure_rate == 0.0 and s.late_rate > 0.99
+    s.record(32, 2, late=5)                 # late by more than was lost is still only the loss
+    assert s.failure_rate == 0.0 and s.mode == 'fast'
+    # Half of each cycle's losses came late, the other half garbled: the garbled half goes noisy.
+    assert cycles_until(s, 'noisy', 16, late=8) < 20
 
 
 def test_fixed_modes_only_measure():

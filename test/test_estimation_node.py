@@ -218,16 +218,21 @@ def test_a_raw_imu_turns_the_estimate_by_its_gyro(ros):
         peer.destroy_node()
 
 
-def test_tf_hangs_the_urdf_root_under_the_estimate(ros):
+@pytest.mark.parametrize('robot_name', ['wheeled_8', 'pitch_yaw_32'])
+def test_tf_hangs_the_urdf_root_under_the_estimate(ros, robot_name):
+    """odom -> link_0 times the chain's own frame of the reported body is the odometry pose: for a planar
+    robot (body link_4, root from the shape) and a pitch-yaw one (virtual chassis, root from the
+    estimator's own chain geometry)."""
     try:
         from tf2_msgs.msg import TFMessage
     except ImportError:
         pytest.skip('tf2_msgs not importable (make ros2-tools installs it from the shared folder)')
+    from snake_control.estimation.estimator import body_pose_from_links
     from snake_control.kinematics.chain import chain_frames
     from snake_control.kinematics.lie import matrix_from_quaternion
 
-    robot = load_robot('wheeled_8')
-    node = EstimatorNode(context=ros, parameter_overrides=[Parameter('robot', value='wheeled_8')])
+    robot = load_robot(robot_name)
+    node = EstimatorNode(context=ros, parameter_overrides=[Parameter('robot', value=robot_name)])
     peer = rclpy.create_node('estimator_tf_peer', context=ros)
     odoms, tfs = [], []
     peer.create_subscription(TFMessage, '/tf', tfs.append, QoSProfile(depth=100))
@@ -236,10 +241,12 @@ def test_tf_hangs_the_urdf_root_under_the_estimate(ros):
     executor = SingleThreadedExecutor(context=ros)
     executor.add_node(node)
     executor.add_node(peer)
+    k = np.arange(robot.n_joints)
     try:
-        assert _spin_until(executor, lambda: pub.get_subscription_count() > 0)
+        assert _spin_until(executor, lambda: pub.get_subscription_count() > 0 and
+                           node.tf_pub.get_subscription_count() > 0)
         for i, t in enumerate(np.arange(0.0, 0.6, 0.02)):
-            q = 0.5 * np.sin(2 * np.pi * t - 0.9 * np.arange(7))
+            q = 0.5 * np.sin(2 * np.pi * t - 0.9 * k)
             msg = JointState(name=robot.joint_names, position=[float(v) for v in q])
             msg.header.stamp.sec, msg.header.stamp.nanosec = 100, int(t * 1e9)
             for _ in range(3):
@@ -253,11 +260,19 @@ def test_tf_hangs_the_urdf_root_under_the_estimate(ros):
         root[:3, :3] = matrix_from_quaternion(np.array([tf.transform.rotation.x, tf.transform.rotation.y,
                                                         tf.transform.rotation.z, tf.transform.rotation.w]))
         root[:3, 3] = [tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z]
-        # link_0 in odom times the chain's own link_4 (the reported body link) is the odometry pose.
-        body = root @ chain_frames(q, robot.axis_vectors, robot.link_lengths_m)[4]
+        frames = chain_frames(q, robot.axis_vectors, robot.link_lengths_m)
+        if robot_name == 'wheeled_8':
+            # link_0 in odom times the chain's own link_4 (the reported body link) is the odometry pose.
+            body = root @ frames[4]
+            assert odoms[-1].child_frame_id == 'link_4'
+        else:
+            body = root @ body_pose_from_links(robot, frames)      # the virtual chassis of this shape
+            assert odoms[-1].child_frame_id == 'virtual_chassis'
+            o = odoms[-1].pose.pose.orientation
+            np.testing.assert_allclose(body[:3, :3], matrix_from_quaternion(np.array([o.x, o.y, o.z, o.w])),
+                                       atol=1e-6)
         p = odoms[-1].pose.pose.position
-        np.testing.assert_allclose(body[:3, 3], [p.x, p.y, p.z], atol=1e-9)
-        assert odoms[-1].child_frame_id == 'link_4'
+        np.testing.assert_allclose(body[:3, 3], [p.x, p.y, p.z], atol=1e-6)
     finally:
         executor.shutdown()
         node.destroy_node()

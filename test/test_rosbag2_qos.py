@@ -149,3 +149,24 @@ def test_merged_and_rewritten_files_keep_the_record(tmp_path):
 def test_bad_policy_names_are_refused(bad):
     with pytest.raises(ValueError, match=list(bad)[0]):
         offered_qos_profiles(**bad)
+
+
+def test_topics_without_messages_survive_rewrite_and_merge(tmp_path):
+    """A subscriber that heard nothing still leaves its channel; rewriting or merging the file keeps it."""
+    from mcap.reader import make_reader
+
+    from snake_control.mcap_io import TF_MESSAGE_MSGDEF, TF_MESSAGE_TYPE, tf_message
+    a = write_sample(tmp_path / 'a.mcap')
+    w = RawWriter(tmp_path / 'quiet.mcap')
+    w.register('/snake/imu', 'sensor_msgs/msg/Imu', definition='float64 x\n')
+    w.close()
+    add_messages(tmp_path / 'quiet.mcap', '/truth/tf', TF_MESSAGE_TYPE, TF_MESSAGE_MSGDEF,
+                 [(2_000, tf_message(0.0, [('odom', 'truth/link_0', np.eye(4))]))])
+
+    def topics(path):
+        with open(path, 'rb') as f:
+            return {c.topic for c in make_reader(f).get_summary().channels.values()}
+    assert topics(tmp_path / 'quiet.mcap') == {'/snake/imu', '/truth/tf'}
+    counts = merge_recordings([('snake', a), ('other', tmp_path / 'quiet.mcap')], tmp_path / 'm.mcap')
+    assert counts['/other/snake/imu'] == 0 and counts['/other/truth/tf'] == 1
+    assert topics(tmp_path / 'm.mcap') == set(counts)

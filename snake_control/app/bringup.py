@@ -46,16 +46,19 @@ FAULT_AIM = 0.001           # stale or failed servo reads, overruns: of the cycl
 
 
 def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_rate_hz: float | None,
-                  counters: dict) -> list[str]:
+                  counters: dict, servos: int = 1) -> list[str]:
     """WARN lines for the loop figures of a run that miss their aim (empty: the controller kept time).
 
     driver_rate_hz: the driver's own cycle rate; joint_states_rate_hz: as received by a subscriber;
-    counters: the driver's counters (cycles, overruns, read_failures, stale_hold_cycles, ...).
+    counters: the driver's counters (cycles, overruns, read_failures, stale_hold_cycles, ...); servos:
+    how many the driver reads each cycle (failed and rejected readings are a share of cycles x servos).
 
     >>> loop_warnings(100.0, 99.5, 99.8, {'cycles': 1000, 'overruns': 0, 'read_failures': 0})
     []
     >>> loop_warnings(100.0, 50.0, 99.8, {'cycles': 1000, 'overruns': 3})[0]
     'WARN driver loop at 50.0 Hz: below 95% of its 100 Hz target'
+    >>> loop_warnings(100.0, 99.5, 99.8, {'cycles': 290, 'read_failures': 882}, servos=32)
+    ['WARN 882 servo reads failed in 290 cycles of 32 servos (9.50%; aim under 0.1%)']
     """
     out = []
     for what, rate in (('driver loop', driver_rate_hz), ('joint_states', joint_states_rate_hz)):
@@ -65,12 +68,14 @@ def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_r
             out.append(f'WARN {what} at {rate:.1f} Hz: below {RATE_AIM:.0%} of its {target_hz:g} Hz target')
     cycles = int(counters.get('cycles', 0) or 0)
     if cycles > 0:
-        for key, what in (('overruns', 'cycles overran by a whole period'),
-                          ('read_failures', 'servo reads failed'),
-                          ('rejected_readings', 'servo readings were rejected as impossible')):
-            n = int(counters.get(key, 0) or 0)
-            if n > FAULT_AIM * cycles:
-                out.append(f'WARN {n} {what} in {cycles} cycles ({n / cycles:.2%}; aim under {FAULT_AIM:.1%})')
+        servos = max(int(servos), 1)
+        for key, what, per in (('overruns', 'cycles overran by a whole period', 1),
+                               ('read_failures', 'servo reads failed', servos),
+                               ('rejected_readings', 'servo readings were rejected as impossible', servos)):
+            n, of = int(counters.get(key, 0) or 0), cycles * per
+            if n > FAULT_AIM * of:
+                where = f'{cycles} cycles' + (f' of {per} servos' if per > 1 else '')
+                out.append(f'WARN {n} {what} in {where} ({n / of:.2%}; aim under {FAULT_AIM:.1%})')
     held = int(counters.get('stale_hold_cycles', 0) or 0)
     if held:
         out.append(f'WARN the driver held the robot for {held} cycles because servo readings went stale')
@@ -375,7 +380,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 d['cycle_rate_hz'] = bringup.driver_cycle_rate_hz(start) or d.get('cycle_rate_hz')
             target_hz = float(d.get('rate_hz_target') or by_name['driver_node'].parameters['rate'])
             result.warnings = loop_warnings(target_hz, d.get('cycle_rate_hz'), result.joint_states_rate_hz,
-                                            d.get('counters', {}))
+                                            d.get('counters', {}), len(d.get('servos') or ()) or 1)
             if 'script_player' in nodes:
                 result.joy_sent = nodes['script_player'].sent
         finally:
@@ -421,7 +426,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
         log(f'loop: driver {d.get("cycle_rate_hz", 0):.1f} Hz (target {d.get("rate_hz_target", 0):g} Hz), '
             f'joint_states {result.joint_states_rate_hz or 0:.1f} Hz; {c.get("cycles", 0)} cycles, '
             f'{c.get("overruns", 0)} overruns, {c.get("read_failures", 0)} failed reads, '
-            f'{c.get("stale_hold_cycles", 0)} stale holds')
+            f'{c.get("stale_hold_cycles", 0)} stale holds, {c.get("late_replies", 0)} late replies'
+            f' ({d.get("read_mode", "?")} read)')
     if result.final_odom_xy_yaw is not None:
         x, y, yaw = result.final_odom_xy_yaw
         log(f'odometry: {result.odom_distance_m:.2f} m travelled; at x {x:+.3f} m, y {y:+.3f} m, '

@@ -166,7 +166,8 @@ class RobotSummary:
                f'({self.wire_time_ms:.2f} ms wire time per cycle, {self.read_mode} sync read, '
                f'{DEMO_BAUD / 1e6:g} Mbit/s)',
                f'  faults: stale reads {self.stale_reads}, read failures {c.get("read_failures", 0)} '
-               f'(whole-bus {c.get("full_read_failures", 0)}), write failures {c.get("write_failures", 0)}, '
+               f'(whole-bus {c.get("full_read_failures", 0)}), late replies {c.get("late_replies", 0)}, '
+               f'write failures {c.get("write_failures", 0)}, '
                f'overruns {c.get("overruns", 0)}/{c.get("cycles", 0)} cycles, '
                f'goals clamped {c.get("clamped", 0)}, rejected {rejected}, '
                f'gait saturation reports {self.gait_saturation_messages}; torque {torque}']
@@ -177,7 +178,7 @@ class RobotSummary:
         the estimator's error, the achieved speed against the command, torque at the end."""
         from snake_control.app.bringup import FAULT_AIM, loop_warnings
         out = loop_warnings(self.control_rate_hz_target, self.cycle_rate_hz, self.joint_states_rate_hz,
-                            self.counters)
+                            self.counters, self.n_joints)
         if self.stale_reads > FAULT_AIM * max(int(self.counters.get('cycles', 0) or 0), 1):
             out.append(f'WARN {self.stale_reads} stale servo readings')
         if not self.final_position_error_pct <= ESTIMATOR_AIM_PCT:
@@ -194,7 +195,7 @@ class RobotSummary:
     def missed_rate(self) -> bool:
         from snake_control.app.bringup import loop_warnings, rate_missed
         return rate_missed(loop_warnings(self.control_rate_hz_target, self.cycle_rate_hz,
-                                         self.joint_states_rate_hz, self.counters))
+                                         self.joint_states_rate_hz, self.counters, self.n_joints))
 
     def _ratio(self) -> float:
         if self.commanded_speed_m_s <= 0:

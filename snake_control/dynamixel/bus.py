@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import collections
 import errno
 import os
 import re
@@ -23,6 +24,7 @@ import dynamixel_sdk as sdk
 from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
 
 from snake_control.dynamixel import protocol as P
+from snake_control.dynamixel.late_replies import LateReplies
 from snake_control.dynamixel.models import SUPPORTED_BAUDS, register
 
 
@@ -56,6 +58,8 @@ class SnakePortHandler(sdk.PortHandler):
         # Bytes written but not answered (a sync write): a reply can only start after they have left
         # the adapter, so the next timeout includes their wire time.
         self.backlog_bytes = 0
+        # Watches the bytes a request clears for late replies of reads that missed servos (ServoBus).
+        self.late: LateReplies | None = None
 
     def take_backlog_ms(self, request_bytes: int) -> float:
         """Wire time of the unanswered backlog plus this request (ms); clears the backlog."""
@@ -160,7 +164,25 @@ class SnakePortHandler(sdk.PortHandler):
             self.corked = False
             self.writePort(b'')
 
+    def take_pending(self) -> bytes:
+        """What waits in the input buffer now, without waiting for more."""
+        out = b''
+        while True:
+            try:
+                chunk = os.read(self.ser.fd, 4096)
+            except BlockingIOError:
+                return out
+            except OSError as exc:
+                raise PortGone(f'{self.port_name}: adapter gone (read: {exc})') from exc
+            if not chunk:
+                return out
+            out += chunk
+
     def clearPort(self):
+        if self.late is not None and self.late.outstanding:
+            # A read missed servos: whether what waits here is their whole replies, late, tells a
+            # slow answer from a noisy line (late_replies).
+            self.late.feed(self.take_pending())
         try:
             self.ser.reset_input_buffer()
         except Exception as exc:      # termios.error on a hung-up tty
@@ -233,6 +255,7 @@ class ServoBus:
         self.port = SnakePortHandler(port, margin_ms)
         self.ph = SnakePacketHandler()
         self.is_open = False
+        self.late = self.port.late = LateReplies()
 
     @property
     def byte_time_ms(self) -> float:
@@ -294,9 +317,10 @@ class ServoBus:
 
     # -------------------------------------------------------------- single servo
     def _exchange(self, servo_id: int, instruction: int, params: bytes, n_data: int,
-                  what: str) -> tuple[int, bytes] | None:
+                  what: str, quiet_ms: float | None = None) -> tuple[int, bytes] | None:
         """Send one instruction (framed by the SDK) and take the status of ``servo_id`` that carries
-        ``n_data`` bytes (or none, with an error code). None when no such status arrives in time.
+        ``n_data`` bytes (or none, with an error code). None when no such status arrives in time; the
+        line is then drained until quiet for ``quiet_ms`` (default: the margin).
 
         The SDK's own receiver takes the first status with the right ID, so a late reply to an
         earlier request (of another length) can pass for this one; matching the length too closes
@@ -320,10 +344,11 @@ class ServoBus:
             while True:
                 chunk = self.port.readPort(max(1, expected - len(parser.buffer)))
                 if not chunk:
-                    self.drain()
+                    self.drain(quiet_ms)
                     return None
                 for pkt in parser.feed(chunk):
                     if not (pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id == servo_id):
+                        self.late.note(pkt)             # another read's reply, late
                         continue
                     if len(pkt.params) == n_data + 1 or (len(pkt.params) == 1 and pkt.params[0] & 0x7F):
                         return pkt.params[0], bytes(pkt.params[1:])
@@ -360,10 +385,11 @@ class ServoBus:
         error, data = self._status(reply, servo_id, what)
         return data, error
 
-    def write(self, servo_id: int, address: int, data: bytes) -> int:
-        """Write and wait for the status; returns the error byte (Alert bit kept)."""
+    def write(self, servo_id: int, address: int, data: bytes, quiet_ms: float | None = None) -> int:
+        """Write and wait for the status; returns the error byte (Alert bit kept). ``quiet_ms``: the
+        drain after a lost status (see _exchange)."""
         what = f'write {len(data)} bytes at {address}'
-        reply = self._exchange(servo_id, P.WRITE, P.le(address, 2) + bytes(data), 0, what)
+        reply = self._exchange(servo_id, P.WRITE, P.le(address, 2) + bytes(data), 0, what, quiet_ms)
         error, _ = self._status(reply, servo_id, what)
         return error
 
@@ -418,7 +444,19 @@ class ServoBus:
             if not chunk:
                 break
             dropped += len(chunk)
+            self.late.feed(chunk)
         return dropped
+
+    def collect_late(self) -> collections.Counter:
+        """The replies (servo ID -> count) that watched reads missed but that arrived later, whole,
+        since the last call (what waits in the input buffer now included)."""
+        if self.late.outstanding and self.is_open:
+            try:
+                self.late.feed(self.port.take_pending())
+            except PortGone:
+                self.is_open = False
+                raise
+        return self.late.take()
 
     def _read_raw(self, n_bytes: int) -> bytes:
         """Up to n_bytes, waiting no longer than the packet deadline already set on the port."""
@@ -454,14 +492,16 @@ class ServoBus:
             raise CommError(f'{self.port_name}: sync write at {address}: {self.ph.getTxRxResult(result)}')
 
     def sync_read(self, address: int, size: int, ids: list[int], fast: bool,
-                  timeout_ms: float | None = None, drain: bool = True) -> dict[int, tuple[int, bytes]]:
+                  timeout_ms: float | None = None, drain: bool = True,
+                  extra_ms: float = 0.0) -> dict[int, tuple[int, bytes]]:
         """{id: (error byte, data)} for every servo whose reply arrived intact; missing ones absent.
 
         Fast: one packet of blocks; a truncated or partly corrupted reply still yields the blocks
         before the damage. Slow: one status per servo, each taken on its own, so a silent servo
         costs only itself. ``timeout_ms`` bounds the whole exchange (default: wire time + margin).
         ``drain=False``: an incomplete read is not drained; the caller makes sure no late reply can pass
-        for a later read's (each request clears the input buffer before it leaves).
+        for a later read's (each request clears the input buffer before it leaves). ``extra_ms``: wait
+        this much longer for the (first) reply, as when the servos' side is known to answer late.
         """
         if not ids:
             self.port.flush_held()
@@ -470,7 +510,7 @@ class ServoBus:
         reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
         if timeout_ms is None:
             timeout_ms = reply_bytes * self.byte_time_ms + self.port.margin_ms
-        timeout_ms += self.port.take_backlog_ms(14 + n)
+        timeout_ms += self.port.take_backlog_ms(14 + n) + extra_ms
         out: dict[int, tuple[int, bytes]] = {}
         with self.transaction():
             result = self.ph.syncReadTx(self.port, address, size, list(ids), n, fast)
@@ -487,6 +527,9 @@ class ServoBus:
                     for err, sid, data in P.parse_fast_blocks(raw[start:], [size] * n):
                         if sid in wanted:
                             out[sid] = (err, data)
+                if len(out) < n:
+                    self.late.expect([sid for sid in ids if sid not in out], size, True,
+                                     raw[start:] if start >= 0 else raw)
             else:
                 parser = P.PacketParser(expected_length=size + 4)
                 received = 0
@@ -499,6 +542,8 @@ class ServoBus:
                 gap_ms = (11 + size) * self.byte_time_ms + port.margin_ms
                 # The first reply: the request's wire time, one reply and the margin.
                 port.packet_timeout -= (reply_bytes - (11 + size)) * self.byte_time_ms
+                # An earlier read's fast reply still due may come first: it is watched for here.
+                in_flight = self.late.outstanding and self.late.fast_size is not None
                 # Every byte the replies can have has arrived (some garbled), or the last servo asked has
                 # answered (replies come in the order asked, so the missing ones before it are lost):
                 # waiting longer gains nothing.
@@ -509,10 +554,19 @@ class ServoBus:
                     now_ms = port.getCurrentTime()
                     port.packet_start_time, port.packet_timeout = now_ms, min(gap_ms, deadline_ms - now_ms)
                     received += len(chunk)
+                    if in_flight:
+                        self.late.feed(chunk, in_flight=True)
                     for pkt in parser.feed(chunk):
                         if pkt.crc_ok and pkt.instruction == P.STATUS and pkt.servo_id in wanted \
                                 and len(pkt.params) == size + 1:
+                            if pkt.servo_id in out:
+                                self.late.duplicate(pkt.servo_id)   # the first was an earlier read's
                             out[pkt.servo_id] = (pkt.params[0], bytes(pkt.params[1:]))
+                        elif not in_flight:
+                            self.late.note(pkt)         # another read's reply, late
+                if len(out) < n:
+                    self.late.expect([sid for sid in ids if sid not in out], size, False,
+                                     bytes(parser.buffer), in_flight=in_flight)
                 if last_id in out:
                     return out          # the line is quiet: nothing of this read is still in flight
         if len(out) < n and drain:

@@ -1,8 +1,9 @@
 """The emulated bus's control channel: one command per line in, one JSON-able answer out.
 
-``state`` (per-servo torque, goal, position, hardware error, temperature, goal-write record summary),
+``state`` (per-servo torque, goal, position, hardware error, temperature, Bus Watchdog and how often it
+tripped, goal-write record summary),
 ``goals`` (every goal write: [t_s, id, ticks, accepted]), ``silent ID SECONDS``,
-``trip ID overload|overheating``, ``unplug SECONDS``, ``corrupt RATE``, ``drop RATE``,
+``trip ID overload|overheating``, ``unplug SECONDS``, ``corrupt RATE``, ``drop RATE``, ``late RATE MS``,
 ``set ID REGISTER VALUE`` (a Present register sets the quantity behind it: ``set 3 present_temperature
 70`` makes servo 3 read 70 °C, and it cools or heats from there), ``stall SECONDS`` (the emulator stops
 reading the wire for a while, as a stalled host would: what the driver writes piles up in the pty until
@@ -10,7 +11,7 @@ its buffer is full).
 
 An emulator serving several buses (one pty each) takes the same commands through ``command_buses``:
 ``state`` and ``goals`` cover every bus (``state`` lists each bus's device under ``paths``); a command
-naming a servo goes to that servo's bus; the others (unplug, corrupt, drop, stall) go to every bus, or
+naming a servo goes to that servo's bus; the others (unplug, corrupt, drop, late, stall) go to every bus, or
 to one with the prefix ``bus K`` (K from 0, in the order of ``paths``).
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 import time
 
 from snake_control.dynamixel import protocol as P
-from snake_control.dynamixel.faults import rate
+from snake_control.dynamixel.faults import delay_ms, rate
 from snake_control.dynamixel.models import register
 from snake_control.dynamixel.servo import ADDR_HW_ERROR
 
@@ -63,6 +64,8 @@ def command(bus, line: str) -> dict:
             bus.set_corrupt_rate(rate(args[0]))
         elif cmd == 'drop':
             bus.faults.drop_rate = rate(args[0])
+        elif cmd == 'late':
+            bus.faults.late_rate, bus.faults.late_ms = rate(args[0]), delay_ms(args[1] if len(args) > 1 else '5')
         elif cmd == 'set':
             bus.servos[int(args[0])].set_present(register(args[1]).name, float(args[2]))
         elif cmd == 'stall':
@@ -84,7 +87,8 @@ def _state(bus, now: float) -> dict:
                        'min_limit': s.get('min_position_limit'), 'max_limit': s.get('max_position_limit'),
                        'goal_writes': s.goal_stats[0], 'goal_min': s.goal_stats[1],
                        'goal_max': s.goal_stats[2], 'goal_refused': s.goal_stats[3],
-                       'temperature': s.temperature_c, 'watchdog': s.get('bus_watchdog')}
+                       'temperature': s.temperature_c, 'watchdog': s.get('bus_watchdog'),
+                       'watchdog_trips': s.watchdog_trips}
     return {'servos': out, 'counters': bus.counters, 'plugged': bus.master >= 0, 'paths': [bus.path]}
 
 

@@ -9,17 +9,20 @@ Start-up (``start``): ping every servo of the robot YAML and check its model num
 with a StartupError that names each missing or wrong servo; with torque off write the configuration
 (status return level 2 first, so every later write is confirmed; return delay 0, position mode,
 position limits from the joint limits, velocity limit and profiles from the joint limits, indirect
-addresses, bus watchdog); read the present positions and make them the first goals; only then torque
-on. Start-up and recovery exchanges wait up to SETUP_MARGIN_MS; the cycle's own timeouts are wire time
-plus a margin from the control period (0.2 period, 3..8 ms).
+addresses, bus watchdog cleared); read the present positions and make them the first goals; only then
+torque on; then the loop starts, arms every servo's bus watchdog and start() returns once each one reads
+armed. Start-up and recovery exchanges wait up to SETUP_MARGIN_MS; the cycle's own timeouts are wire
+time plus a margin from the control period (0.2 period, 3..8 ms).
 
 Each cycle: one sync write of goal positions (joint rad -> servo rad through offset and direction ->
 ticks); one fast sync read (sync read where the firmware lacks it) of Indirect Data 1..11 = hardware
 error status, present current, velocity and position; a follow-up sync read of the servos the first
 read missed when the cycle has time left (a servo silent for ``stale_limit`` cycles leaves the main
 read and is probed every PROBE_EVERY cycles, so a dead servo does not cost a timeout every cycle);
-every ``health_every`` cycles one servo's temperature,
-voltage and bus watchdog, round-robin (a tripped watchdog is cleared and re-armed). The read mode
+every ``health_every`` cycles one servo's temperature and
+voltage, round-robin. The state block carries each servo's bus watchdog: the loop arms a servo whose
+watchdog reads off (torque comes on with it off, see _first_goals_and_torque_on) and clears one that
+tripped, holding the robot until it is. The read mode
 follows the recent reply-failure rate (``read_strategy``): on a noisy line, where one garbled byte in
 the long fast reply costs every servo after it, the cycle reads per-servo status packets (sync read) and
 retries the lost servos with a short margin while the cycle has time; it returns to fast sync read once
@@ -59,6 +62,7 @@ from snake_control.dynamixel.conversion import (current_a_to_torque_nm, joint_to
                                                 velocity_units_to_rad_s)
 from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, RAD_PER_TICK,
                                             RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
+from snake_control.dynamixel.late_replies import LateWindow
 from snake_control.dynamixel.read_strategy import ReadStrategy
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
@@ -83,11 +87,23 @@ MAX_NOISY_FOLLOW_UPS = 20
 # Goals per sync write packet on a noisy line (read_strategy mode 'noisy').
 NOISY_WRITE_GROUP = 4
 FOLLOW_UP_BUDGET = 0.85
+# start() waits this long for the loop to see every servo's bus watchdog armed (a few cycles on a noisy
+# line); a servo still unarmed then fails the start-up rather than run unguarded.
+ARM_DEADLINE_S = 2.0
 # Reply margin of follow-up reads and the quiet that ends the drain after an incomplete read (ms): each
 # lost reply of a noisy line costs this, not the first read's margin, so a cycle has room for several
 # rounds. A reply later than this is lost for the cycle (stale), never taken for another's: every
 # request clears the input buffer before it leaves.
 QUICK_MARGIN_MS = 1.0
+# How long a lost first-read reply may take to turn up whole before the read strategy counts it lost
+# (a line noise suspect) rather than late: an emulator on a loaded host stalls for tens of milliseconds,
+# then answers every queued request at once. Mode switches come this much later, a fraction of the
+# strategy's own memory (about 20 cycles).
+LATE_WINDOW_S = 0.25
+# While more than this share of first-read replies comes late (read_strategy.late_rate), the first read
+# waits longer for its reply: up to what the cycle's follow-up budget leaves. Follow-ups would only queue
+# more requests behind the late answer.
+LATE_EXTEND_RATE = 0.02
 
 
 def grid_start(epoch: float | None, now: float, period_s: float) -> float:
@@ -178,7 +194,12 @@ class Driver:
         self._ramp: RampState | None = None  # resuming from a hold: the goal ramps to the command
         self._transmit_fault_since = None   # first of consecutive cycles whose packets did not leave
         self._unsettled_since = None        # when the last incomplete state read ended (_settle)
-        self._rearm_pending: list[int] = []  # servos whose tripped bus watchdog awaits re-arming
+        # The last cycles' first reads, judged by the read strategy once the replies they lost have had
+        # LATE_WINDOW_S to turn up late (late_replies).
+        self._first_reads = LateWindow(math.ceil(LATE_WINDOW_S * self.rate_hz))
+        self._last_read_ms = self._last_read_ms_due = 0.0     # the last state read: took, would have had
+        self._rearm_pending: list[int] = []  # servos whose tripped bus watchdog awaits clearing
+        self._arm_pending: set[int] = set()  # servos whose bus watchdog read off: armed with the next goals
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
         self.max_goal_step_rad = 0.0        # largest goal change of a joint between running cycles
         self._torque_off_done = False
@@ -229,8 +250,9 @@ class Driver:
                     for _ in range(3):
                         if self._read_servo_health(s) is not None:
                             break
-                # Torque on last: from then on each servo's bus watchdog runs, and the loop must start
-                # before it ends (on a noisy line the health reads above take longer than it).
+                # Torque on last, with the bus watchdog off: turning 32 servos on over a noisy line takes
+                # longer than the watchdog, which would stop the first ones before the loop writes to
+                # them. Each holds its present position meanwhile, as a tripped watchdog would.
                 self._first_goals_and_torque_on()
         except (StartupError, DxlError, PortGone) as exc:
             with contextlib.suppress(PortGone):
@@ -248,6 +270,27 @@ class Driver:
         self._torque_off_done = False
         self._thread = threading.Thread(target=self._run, name='dxl-bus', daemon=True)
         self._thread.start()
+        self._wait_armed()
+
+    def _wait_armed(self):
+        """Return once the loop, writing goals every cycle, has armed every servo's bus watchdog (read
+        back in its state block); stop (torque off) and raise StartupError naming the servos it could
+        not arm by ARM_DEADLINE_S."""
+        if not self.watchdog_ms:
+            return
+        units = watchdog_units(self.watchdog_ms)
+        deadline = time.monotonic() + ARM_DEADLINE_S
+        while not np.all(self.table.watchdog == units):
+            if time.monotonic() >= deadline or not self.running or self.mode not in ('hold', 'running'):
+                unarmed = [f'{self.names[k]} (ID {self.ids[k]}, reads {int(self.table.watchdog[k])})'
+                           for k in np.flatnonzero(self.table.watchdog != units).tolist()]
+                why = self.fatal_error or '; '.join(self.reasons) or 'no answer'
+                off = ('torque is off' if self.stop() else
+                       f'torque off NOT confirmed on {", ".join(self.torque_off_unconfirmed)}')
+                raise StartupError(f'{self.port}: bus watchdog ({self.watchdog_ms} ms) not armed on '
+                                   f'{", ".join(unarmed)} after {ARM_DEADLINE_S:g} s ({why}); {off}')
+            time.sleep(self.period_s / 2)
+        log.info('bus watchdog armed on all %d servos (%d ms)', len(self.servos), self.watchdog_ms)
 
     def stop(self) -> bool:
         """Stop the loop, turn torque off on every servo (each confirmed, retried until the config's
@@ -276,8 +319,7 @@ class Driver:
                 except PortGone:
                     time.sleep(0.05)
                     continue
-            with self._patient():
-                self._torque_off_all(pending, deadline_s=max(0.0, deadline - time.monotonic()))
+            self._torque_off_all(pending, deadline_s=max(0.0, deadline - time.monotonic()))
             pending = [s.servo_id for s in self.servos if s.torque]
         self.bus.close()
         self.torque_off_unconfirmed = [self.by_id[sid].name for sid in pending]
@@ -454,14 +496,13 @@ class Driver:
         w('profile_velocity', vel)
         indirect = b''.join(P.le(src, 2) for src in INDIRECT_SOURCES)
         self._retry(self.bus.write, sid, INDIRECT_ADDRESS_0, indirect)
-        self._arm_watchdog(sid)
+        self._clear_watchdog(sid)
         w('status_return_level', 2)
 
-    def _arm_watchdog(self, sid: int):
-        """Clear the Bus Watchdog (0 also clears a trip) and arm it with watchdog_ms (0: leave it off)."""
+    def _clear_watchdog(self, sid: int):
+        """Bus Watchdog off (0 also clears a trip): torque comes on without it, and the loop arms it."""
         self._retry(self.bus.write_register, sid, 'bus_watchdog', 0)
-        if self.watchdog_ms:
-            self._retry(self.bus.write_register, sid, 'bus_watchdog', watchdog_units(self.watchdog_ms))
+        self.by_id[sid].watchdog = 0
 
     def _configure_all(self):
         for sid in self.ids:
@@ -502,28 +543,42 @@ class Driver:
         confirmed, whose acknowledgement confirms it (status return level 2), repeated until every servo
         is confirmed or ``deadline_s`` has passed (at least one round). One short exchange per servo gets
         through a noisy line far more often than a read and a write. A servo once confirmed stays
-        confirmed. True if every servo is off."""
+        confirmed. True if every servo is off.
+
+        A lost acknowledgement costs the reply margin twice (the wait, then a drain until the line is
+        quiet that long); with the start-up margin, at 5 % garbled bytes (most tries fail) the 2 s
+        deadline would go on some 50 tries. So the tries wait the cycle's margin, which this line
+        answers within every cycle, and drain only briefly: a late acknowledgement can only be this
+        servo's to the same write (the others' carry their IDs), and it does confirm it. Only after a
+        round in which no servo answered (a slow adapter or a starved host, not noise) does the next
+        round wait the start-up margin."""
         if not self.bus.is_open:
             return False
         pending = [s for s in self.servos if ids is None or s.servo_id in ids]
         t_end = time.monotonic() + deadline_s
+        margin_ms = self.margin_ms
+        outer_margin_ms = self.bus.port.margin_ms
         try:
             with contextlib.suppress(CommError):
                 self.bus.sync_write(TORQUE.address, 1, {s.servo_id: b'\x00' for s in pending})
             while True:
+                self.bus.port.margin_ms = margin_ms
                 left = []
                 for s in pending:
                     try:
-                        self.bus.write(s.servo_id, TORQUE.address, b'\x00')
+                        self.bus.write(s.servo_id, TORQUE.address, b'\x00', quiet_ms=QUICK_MARGIN_MS)
                         s.torque = False
                     except DxlError:
                         s.torque = True          # unconfirmed: assume still on
                         left.append(s)
+                margin_ms = max(self.margin_ms, SETUP_MARGIN_MS) if len(left) == len(pending) else self.margin_ms
                 pending = left
                 if not pending or time.monotonic() >= t_end:
                     break
         except PortGone:
             return False
+        finally:
+            self.bus.port.margin_ms = outer_margin_ms
         return not pending
 
     # ================================================================ loop
@@ -621,7 +676,7 @@ class Driver:
             self._configure_servo(sid)
         for sid in self.ids:
             if sid not in off:
-                self._arm_watchdog(sid)
+                self._clear_watchdog(sid)
         on_again = [sid for sid in off if not hw[sid]]
         self._first_goals_and_torque_on([sid for sid in self.ids if sid not in off] + on_again)
         for sid, bits in hw.items():
@@ -641,7 +696,7 @@ class Driver:
             self._rearm()
         self._service_reboots(now)
         if self._rearm_pending:
-            # A servo whose tripped watchdog is not yet re-armed ignores goals: hold until every one is,
+            # A servo whose tripped watchdog is not yet cleared ignores goals: hold until every one is,
             # so that the resume ramps from where they all stopped.
             self._resume_after = time.monotonic()
         goal = self._decide(now, command, estop)
@@ -694,12 +749,10 @@ class Driver:
             if d.entered:
                 self.counters.policy_actions += 1
                 self._event(f'torque off: {"; ".join(reasons)}')
-                with self._patient():
-                    self._torque_off_all(deadline_s=0.5)
+                self._torque_off_all(deadline_s=0.5)
             elif self.counters.cycles % TORQUE_OFF_RETRY_EVERY == 0 and any(s.torque for s in self.servos):
                 # Torque off not yet confirmed everywhere (lost replies, a silent servo): keep trying.
-                with self._patient():
-                    self._torque_off_all([s.servo_id for s in self.servos if s.torque])
+                self._torque_off_all([s.servo_id for s in self.servos if s.torque])
             unconfirmed = [s.name for s in self.servos if s.torque]
             if unconfirmed:
                 reasons.append(f'torque off not confirmed on {", ".join(unconfirmed)}')
@@ -751,6 +804,8 @@ class Driver:
             ids = [s.servo_id for s in self.servos if not s.hardware_error]
             try:
                 with self._patient():
+                    for sid in ids:             # torque on without the watchdog; the loop arms it again
+                        self._clear_watchdog(sid)
                     self._first_goals_and_torque_on(ids)
             except (DxlError, StartupError) as exc:
                 self._event(f're-arm failed (trying again): {exc}')
@@ -813,20 +868,33 @@ class Driver:
                 for k in (range(len(self.ids)) if sendable.all() else np.flatnonzero(sendable).tolist())}
         if not data:
             return True
-        # On a noisy line one garbled byte voids a whole sync write: 32 goals in one 174-byte packet reach
-        # their servos 17 % of the time at 1 %, in packets of NOISY_WRITE_GROUP (34 bytes) 71 %, for 14
-        # bytes more per packet. All still leave in one write to the adapter, with the read request.
         try:
-            if not self.read_strategy.noisy or len(data) <= NOISY_WRITE_GROUP:
-                self.bus.sync_write(GOAL.address, 4, data, hold=True)
-            else:
-                items = list(data.items())
-                for k in range(0, len(items), NOISY_WRITE_GROUP):
-                    self.bus.sync_write(GOAL.address, 4, dict(items[k:k + NOISY_WRITE_GROUP]), hold=True)
+            if self._arm_pending:
+                self._arm_watchdogs()
+            self._held_sync_write(GOAL.address, 4, data)
         except CommError:
             self.counters.write_failures += 1
             return False
         return True
+
+    def _held_sync_write(self, address: int, size: int, data: dict):
+        """Sync write held back to leave with the cycle's read request. On a noisy line one garbled byte
+        voids a whole sync write: 32 goals in one 174-byte packet reach their servos 17 % of the time at
+        1 %, in packets of NOISY_WRITE_GROUP (34 bytes) 71 %, for 14 bytes more per packet."""
+        if not self.read_strategy.noisy or len(data) <= NOISY_WRITE_GROUP:
+            self.bus.sync_write(address, size, data, hold=True)
+            return
+        items = list(data.items())
+        for k in range(0, len(items), NOISY_WRITE_GROUP):
+            self.bus.sync_write(address, size, dict(items[k:k + NOISY_WRITE_GROUP]), hold=True)
+
+    def _arm_watchdogs(self):
+        """Arm the bus watchdog of the servos whose last read showed it off, in the packet before this
+        cycle's goals: from here on the loop writes to them every cycle. Not confirmed: the cycle's read
+        carries the register, and a servo the write missed is armed again next cycle."""
+        value = bytes((watchdog_units(self.watchdog_ms),))
+        ids, self._arm_pending = sorted(self._arm_pending), set()
+        self._held_sync_write(CONTROL_TABLE['bus_watchdog'].address, 1, dict.fromkeys(ids, value))
 
     def _read_state(self, now: float) -> bool:
         """Read every servo's state block into the servo table; mark the others stale. False when the
@@ -846,12 +914,13 @@ class Driver:
                       if (self.counters.cycles + self.k_by_id[sid]) % PROBE_EVERY == 0}
             ids = [sid for sid in active if sid not in quarantined or sid in probes]
         strategy = self.read_strategy
-        addr, size = STATE_BLOCK.data_address, STATE_BLOCK.size
         got: dict = {}
         self._settle()
+        self._judge_first_read()
+        extra_ms = self._first_read_extra_ms(now, len(ids), strategy.fast)
         try:
             if ids:
-                got = self._sync_read(ids, strategy.fast, quick=False)
+                got = self._sync_read(ids, strategy.fast, quick=False, extra_ms=extra_ms)
         except CommError:                   # the request did not leave: no reply this cycle
             self.table.fresh[:] = False
             self.table.stale_cycles += 1
@@ -862,10 +931,9 @@ class Driver:
         # The failure rate counts servos expected to answer, not quarantined ones' probes.
         counted = [sid for sid in ids if sid not in quarantined] if quarantined else ids
         lost = [sid for sid in counted if sid not in got]
-        event = strategy.record(len(counted), len(lost))
-        if event:
-            self.counters.mode_switches += 1
-            self._event(event)
+        # Replies taken after the deadline the read would have had without the extension.
+        caught = len(counted) - len(lost) if extra_ms and self._last_read_ms > self._last_read_ms_due else 0
+        self._first_reads.add(len(counted), set(lost), caught)
         self._follow_up(now, got, lost)
         if ids and not got:
             self.counters.full_read_failures += 1
@@ -884,6 +952,35 @@ class Driver:
         c, n = self.counters.cycles, len(self.ids)
         self._read_order = self._ids_array[np.lexsort(((self._positions + c) % n, t.stale_cycles))].tolist()
         return True
+
+    def _judge_first_read(self):
+        """First reads of LATE_WINDOW_S ago go into the read strategy: their lost replies that arrived
+        whole since (inside a later read, or cleared before a request) were late, not garbled, and are
+        counted as late_replies instead of toward a noisy line."""
+        window = self._first_reads
+        late = self.bus.collect_late()
+        if late:
+            window.credit(late)
+        for requested, lost, n_late, caught in window.judged():
+            self.counters.late_replies += n_late
+            self.counters.late_replies_caught += caught
+            event = self.read_strategy.record(requested, lost, n_late, caught)
+            if event:
+                self.counters.mode_switches += 1
+                self._event(event)
+        self.bus.late.watch_only(window.watched())
+
+    def _first_read_extra_ms(self, now: float, n: int, fast: bool) -> float:
+        """How much longer than wire time plus margin the first read waits for its reply: nothing on a
+        line that answers in time; while replies come late (LATE_EXTEND_RATE), whatever the cycle's
+        follow-up budget leaves after the read itself."""
+        if self.read_strategy.late_rate < LATE_EXTEND_RATE or not n:
+            return 0.0
+        size = STATE_BLOCK.size
+        reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
+        read_ms = (14 + n + reply_bytes) * self.bus.byte_time_ms + self.margin_ms
+        elapsed_ms = (time.monotonic() - now) * 1000.0
+        return max(0.0, FOLLOW_UP_BUDGET * self.period_s * 1000.0 - elapsed_ms - read_ms)
 
     def _follow_up(self, now: float, got: dict, missing: list):
         """Read again the servos the first read lost, in rounds of sync read while the cycle has time
@@ -908,13 +1005,20 @@ class Driver:
             got.update(more)
             missing = [sid for sid in missing if sid not in got]
 
-    def _sync_read(self, ids: list, fast: bool, quick: bool) -> dict:
-        """One sync read of the state block (``quick``: with the short margin). An incomplete one is
-        not drained here: the next read of the cycle follows at once (a late reply it takes is still
-        this cycle's), and the next cycle's first read settles the line first (_settle)."""
+    def _sync_read(self, ids: list, fast: bool, quick: bool, extra_ms: float = 0.0) -> dict:
+        """One sync read of the state block (``quick``: with the short margin; ``extra_ms``: waiting that
+        much longer for the reply). An incomplete one is not drained here: the next read of the cycle
+        follows at once (a late reply it takes is still this cycle's), and the next cycle's first read
+        settles the line first (_settle)."""
         self.counters.state_reads += 1
+        start = time.monotonic()
         with self._quick_margin(quick):
-            got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False)
+            got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False,
+                                     extra_ms=extra_ms)
+            size = STATE_BLOCK.size
+            reply_bytes = (8 + len(ids) * (size + 4)) if fast else len(ids) * (11 + size)
+            self._last_read_ms_due = (14 + len(ids) + reply_bytes) * self.bus.byte_time_ms + self.bus.port.margin_ms
+        self._last_read_ms = (time.monotonic() - start) * 1000.0
         self._unsettled_since = None if len(got) == len(ids) else time.monotonic()
         return got
 
@@ -996,9 +1100,14 @@ class Driver:
         t.fresh[k] = t.ever_read[k] = True
         t.stale_cycles[k] = 0
         good[k] = True
+        t.watchdog[k] = watchdog
         if self.watchdog_ms:
-            for j in k[(watchdog == WATCHDOG_TRIPPED) & t.torque[k]].tolist():
+            on = t.torque[k]
+            for j in k[(watchdog == WATCHDOG_TRIPPED) & on].tolist():
                 self._rearm_watchdog(self.servos[j])
+            unarmed = (watchdog != watchdog_units(self.watchdog_ms)) & (watchdog != WATCHDOG_TRIPPED) & on
+            if unarmed.any():
+                self._arm_pending.update(self._ids_array[k[unarmed]].tolist())
         return good
 
     def _reject(self, s: ServoState, hw, pos, vel, cur):
@@ -1019,9 +1128,9 @@ class Driver:
         self._rearm_pending.append(s.servo_id)
 
     def _service_rearms(self, now: float):
-        """Clear and re-arm tripped watchdogs: at least one servo per cycle, more while the cycle has
-        time. After a stall every servo has tripped, and two confirmed writes each in one cycle would
-        make it long enough (on a noisy line, where writes are lost and retried) to trip them again."""
+        """Clear tripped watchdogs (one confirmed write each; the next cycle's read then shows the
+        watchdog off and arms it with the goals): at least one servo per cycle, more while the cycle has
+        time, so that after a stall the servos are not kept waiting long enough to trip again."""
         budget_s = FOLLOW_UP_BUDGET * self.period_s
         first = True
         while self._rearm_pending and (first or time.monotonic() - now < budget_s):
@@ -1029,10 +1138,9 @@ class Driver:
             s = self.by_id[self._rearm_pending.pop(0)]
             try:
                 self.bus.write_register(s.servo_id, 'bus_watchdog', 0)
-                self.bus.write_register(s.servo_id, 'bus_watchdog', watchdog_units(self.watchdog_ms))
-                self._event(f'{s.name}: bus watchdog re-armed')
+                self._event(f'{s.name}: bus watchdog cleared')
             except DxlError as exc:         # the next read still shows it tripped: queued again
-                self._event(f'{s.name}: re-arming the bus watchdog failed: {exc}')
+                self._event(f'{s.name}: clearing the bus watchdog failed: {exc}')
 
     def _read_health(self):
         if self.config.health_every <= 0 or self.counters.cycles % self.config.health_every:

@@ -24,7 +24,8 @@ Mechanics come from a Plant (snake_control.dynamixel.plant); the default MotorMo
 within the profile limits. Temperature rises with current; overload and overheating trip.
 
 Faults (snake_control.dynamixel.faults.FaultSpec, from ``--faults`` or the control channel): corrupted
-bytes at a rate in both directions, dropped replies at a rate, a servo that stops answering from a time
+bytes at a rate in both directions, dropped replies at a rate, a share of requests answered late (whole
+replies, after a delay in which the emulator reads nothing, as a host busy elsewhere), a servo that stops answering from a time
 for a while, an overload/overheating trip, the adapter unplugged and plugged back (the pty closes; a
 new one appears behind the same symlink).
 
@@ -203,7 +204,7 @@ class BusEmulator:
             self._mech_thread = threading.Thread(target=self._mechanics_loop, name='mechanics', daemon=True)
             self._mech_thread.start()
         self.counters = {'packets': 0, 'crc_errors': 0, 'replies': 0, 'dropped': 0, 'corrupted_bytes': 0,
-                         'junk_bytes': 0}
+                         'junk_bytes': 0, 'late': 0}
         self._open_pty()
 
     # -------------------------------------------------------------- pty
@@ -298,8 +299,8 @@ class BusEmulator:
         return not (window and window[0] <= now < window[1])
 
     # -------------------------------------------------------------- time
-    def tick(self, now: float):
-        """Advance mechanics and scheduled faults to ``now``."""
+    def tick(self, now: float, watch: bool = True):
+        """Advance mechanics and scheduled faults to ``now`` (``watch``: and the bus watchdogs)."""
         t_rel = now - self.t0
         while self._pending_trips and self._pending_trips[0][0] <= t_rel:
             _, sid, kind = self._pending_trips.pop(0)
@@ -320,7 +321,7 @@ class BusEmulator:
             if state:
                 self._apply_state(state)
             for s in self.servos.values():
-                s.tick(now, dt)
+                s.tick(now, dt, watch)
             return
         if self._mech_thread is not None:
             with self._mech_lock:
@@ -328,7 +329,7 @@ class BusEmulator:
             if state:
                 self._apply_state(state)
             for s in self.servos.values():
-                s.tick(now, dt)
+                s.tick(now, dt, watch)
             return
         goals, torque = {}, {}
         for i, s in self.servos.items():
@@ -339,7 +340,7 @@ class BusEmulator:
             torque[i] = s.torque_on
         self._apply_state(self.plant.step(dt, goals, torque))
         for s in self.servos.values():
-            s.tick(now, dt)
+            s.tick(now, dt, watch)
 
     def _apply_state(self, state: dict) -> None:
         for i, (q, v, c) in state.items():
@@ -405,6 +406,11 @@ class BusEmulator:
                     s.reboot(now)
             return replies
         finally:
+            if replies and self.faults.late_rate and self.rng.random() < self.faults.late_rate:
+                self.counters['late'] += 1
+                late_s = self.faults.late_ms / 1000.0
+                replies[:] = [(t + late_s, raw) for t, raw in replies]     # the list being returned
+                clock[0] += late_s
             self.bus_free_at = clock[0]
 
     def _single(self, s: Servo, inst: int, prm: bytes, now: float, bcast: bool) -> bytes | None:
@@ -571,8 +577,12 @@ class BusEmulator:
         except InterruptedError:
             ready = []
         now = time.monotonic()
-        self.tick(now)
-        if self.master >= 0 and self.master in ready and not stalled:
+        waiting = self.master >= 0 and self.master in ready and not stalled
+        # Bytes already waiting reached the servos before now: an emulator that was itself kept from
+        # running must serve them before a watchdog judges the silence (a real servo is never late).
+        due = now - self.last_tick >= MECHANICS_STEP_S      # the servos' checks run at the mechanics' pace
+        self.tick(now, watch=not waiting)
+        if waiting:
             try:
                 data = os.read(self.master, 65536)
             except (BlockingIOError, OSError):
@@ -586,6 +596,9 @@ class BusEmulator:
                                                     or now - self._last_rx > BYTE_TIMEOUT_S)
                 self._last_rx = now
                 self._serve(data, now, cut)
+            if due:
+                for s in self.servos.values():
+                    s.watch_bus(now)
         return [fd for fd in ready if fd in extra_fds]
 
     def _serve(self, data: bytes, now: float, cut: bool = False):

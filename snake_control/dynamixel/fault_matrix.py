@@ -53,7 +53,10 @@ class FaultResult:
 
 
 def run_fault(fault: str, robot, sim_extra=(), seconds_before=0.6, seconds_after=2.5,
-              config: DriverConfig | None = None) -> FaultResult:
+              config: DriverConfig | None = None, settle_s: float = 0.0) -> FaultResult:
+    """Drive the robot through one fault of FAULTS. ``settle_s``: after the run, go on commanding for up
+    to this long until the driver is running (a test asking whether the robot resumes, not whether it
+    had resumed at one instant of a loaded host); the fractions count the run alone."""
     spec, command = FAULTS[fault]
     args = [*robot_args(robot, spread_rad=0.3), *(['--faults', spec] if spec else []), *sim_extra]
     rate = robot.bus.control_rate_hz
@@ -73,12 +76,16 @@ def run_fault(fault: str, robot, sim_extra=(), seconds_before=0.6, seconds_after
                 q = 0.3 * np.sin(2 * math.pi * 0.3 * t + np.arange(robot.n_joints))
                 d.set_command(robot.joint_names, q)
                 time.sleep(1.0 / rate)
-            survived = d.running and d.fatal_error is None
-            mode, read_mode = d.mode, d.read_strategy.mode
             cycles = max(1, d.counters.cycles - c0)
             reads_per_cycle = (d.counters.state_reads - r0) / cycles
             fresh = min(1.0, (d.counters.all_fresh_cycles - f0) / cycles)
             servo_fresh = min(1 - (s.stale_count - a) / cycles for s, a in zip(d.servos, stale0))
+            t_settle = time.monotonic() + settle_s
+            while d.mode != 'running' and d.running and time.monotonic() < t_settle:
+                d.set_command(robot.joint_names, q)
+                time.sleep(1.0 / rate)
+            survived = d.running and d.fatal_error is None
+            mode, read_mode = d.mode, d.read_strategy.mode
         finally:
             d.stop()
         state = sim.state()['servos']

@@ -11,6 +11,8 @@ class FaultSpec:
 
     corrupt_rate: float = 0.0       # probability that any byte on the wire (either way) is garbled
     drop_rate: float = 0.0          # probability that a servo's reply is lost
+    late_rate: float = 0.0          # probability that a request's replies leave late_ms late, whole
+    late_ms: float = 0.0            # (the servos' host busy elsewhere: a slow line, not a noisy one)
     silent: dict = field(default_factory=dict)      # id -> (start_s, end_s): servo does not answer
     trips: list = field(default_factory=list)       # (time_s, id, 'overload'|'overheating')
     unplugs: list = field(default_factory=list)     # (time_s, duration_s)
@@ -18,10 +20,11 @@ class FaultSpec:
 
     @classmethod
     def parse(cls, spec: str | None) -> 'FaultSpec':
-        """Parse ``corrupt=0.01,drop=0.001,silent=3@2+1.5,trip=5:overload@1,unplug=2+1,seed=7``.
+        """Parse ``corrupt=0.01,drop=0.001,late=0.2+8,silent=3@2+1.5,trip=5:overload@1,unplug=2+1,seed=7``.
 
-        ``silent=ID@START+DURATION`` (duration may be omitted: forever), ``trip=ID:KIND@TIME``,
-        ``unplug=TIME+DURATION``. Items repeat freely.
+        ``late=RATE+MS`` (that share of requests answered MS ms late), ``silent=ID@START+DURATION``
+        (duration may be omitted: forever), ``trip=ID:KIND@TIME``, ``unplug=TIME+DURATION``. Items
+        repeat freely.
         """
         out = cls()
         if not spec:
@@ -38,6 +41,9 @@ class FaultSpec:
                     out.corrupt_rate = rate(value)
                 elif key == 'drop':
                     out.drop_rate = rate(value)
+                elif key == 'late':
+                    share, _, ms = value.partition('+')
+                    out.late_rate, out.late_ms = rate(share), delay_ms(ms or '5')
                 elif key == 'seed':
                     out.seed = int(value)
                 elif key == 'silent':
@@ -54,7 +60,7 @@ class FaultSpec:
                     start, _, dur = value.partition('+')
                     out.unplugs.append((float(start), float(dur or 1.0)))
                 else:
-                    raise ValueError('unknown fault (corrupt, drop, silent, trip, unplug, seed)')
+                    raise ValueError('unknown fault (corrupt, drop, late, silent, trip, unplug, seed)')
             except ValueError as exc:
                 raise ValueError(f'--faults item {item!r}: {exc}') from None
         times = [start for start, _ in out.silent.values()]
@@ -72,4 +78,12 @@ def rate(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
         raise ValueError(f'rate {value} is not within 0..1')
+    return value
+
+
+def delay_ms(text: str) -> float:
+    """A delay in ms from text; ValueError unless finite and within 0..10 000 ms."""
+    value = float(text)
+    if not 0.0 <= value <= 10_000.0:
+        raise ValueError(f'delay {value} ms is not within 0..10000 ms')
     return value

@@ -52,6 +52,8 @@ MODES = ('stopped', 'running', 'hold', 'torque_off', 'disconnected', 'fatal')
 POLICY_CODES = (None, 'hold', 'torque_off')
 TEXT_BYTES = 2048            # each bus's reasons (and fault reasons): enough for 32 servos' stale names
 _HEAD = 6                    # seq, stamp, cycles, mode code, own fault policy code, grid slot
+RING = 32                    # cycles each bus keeps in shared memory, so a parent that falls behind for
+                             # up to this many cycles still publishes every one of them
 STATUS_EVERY_S = 0.02        # the child's main thread refreshes mode and reasons this often (a bus loop
                              # that ended or a closed port publishes no more cycles)
 START_TIMEOUT_S = 120.0      # a child imports numpy and the SDK, then checks every servo
@@ -68,22 +70,31 @@ class _Shared:
 
     @classmethod
     def create(cls, ctx, n: int) -> '_Shared':
-        return cls(n, ctx.RawArray(ctypes.c_double, _HEAD + 5 * n), ctx.RawArray(ctypes.c_char, TEXT_BYTES),
-                   ctx.RawArray(ctypes.c_char, TEXT_BYTES))
+        return cls(n, ctx.RawArray(ctypes.c_double, _HEAD + RING * (2 + 5 * n)),
+                   ctx.RawArray(ctypes.c_char, TEXT_BYTES), ctx.RawArray(ctypes.c_char, TEXT_BYTES))
 
     def __reduce__(self):
         return _Shared, (self.n, self.block, self.reasons_buf, self.fault_buf)
 
     # written by the child
+    # Each cycle's entry in the ring, at cycles % RING: stamp, grid slot, then position, velocity, effort,
+    # current and fresh of the n servos.
+    def _entry(self, a: np.ndarray, cycles: int) -> np.ndarray:
+        width = 2 + 5 * self.n
+        start = _HEAD + (cycles % RING) * width
+        return a[start:start + width]
+
     def write_state(self, snap: JointStateSnapshot, cycles: int, slot: int):
         a, n = self.a, self.n
         a[0] += 1                                   # odd: being written
         a[1], a[2], a[5] = snap.stamp_s, cycles, slot
-        a[_HEAD:_HEAD + n] = snap.position_rad
-        a[_HEAD + n:_HEAD + 2 * n] = snap.velocity_rad_s
-        a[_HEAD + 2 * n:_HEAD + 3 * n] = snap.effort
-        a[_HEAD + 3 * n:_HEAD + 4 * n] = snap.current_a
-        a[_HEAD + 4 * n:_HEAD + 5 * n] = snap.fresh
+        e = self._entry(a, cycles)
+        e[0], e[1] = snap.stamp_s, slot
+        e[2:2 + n] = snap.position_rad
+        e[2 + n:2 + 2 * n] = snap.velocity_rad_s
+        e[2 + 2 * n:2 + 3 * n] = snap.effort
+        e[2 + 3 * n:2 + 4 * n] = snap.current_a
+        e[2 + 4 * n:2 + 5 * n] = snap.fresh
         a[0] += 1
 
     def write_status(self, mode: str, policy: str | None, reasons, fault_reasons):
@@ -127,9 +138,10 @@ class _Shared:
         text = bytes(buf.value).decode(errors='replace')
         return text.split('\n') if text else []
 
-    def read_state(self, names) -> JointStateSnapshot | None:
-        """The latest cycle's state (None before the first), consistent: retried while being written."""
-        a, n = self.a, self.n
+    def _copy(self) -> np.ndarray | None:
+        """A consistent copy of the block (retried while the child writes it); None before its first
+        cycle."""
+        a = self.a
         for _ in range(100):
             seq = a[0]
             if seq % 2:
@@ -137,14 +149,30 @@ class _Shared:
                 continue
             copy = a.copy()
             if a[0] == seq:
-                break
-        else:
-            return None
-        if copy[0] == 0:
-            return None
-        part = lambda k: copy[_HEAD + k * n:_HEAD + (k + 1) * n]  # noqa: E731
-        return JointStateSnapshot(float(copy[1]), list(names), part(0), part(1), part(2), part(4) > 0.5,
-                                  part(3))
+                return copy if copy[0] != 0 else None
+        return None
+
+    def _reading(self, e: np.ndarray, names) -> JointStateSnapshot:
+        n = self.n
+        part = lambda k: e[2 + k * n:2 + (k + 1) * n]  # noqa: E731
+        return JointStateSnapshot(float(e[0]), list(names), part(0), part(1), part(2), part(4) > 0.5, part(3))
+
+    def read_state(self, names) -> JointStateSnapshot | None:
+        """The latest cycle's state (None before the first), consistent: retried while being written."""
+        copy = self._copy()
+        return None if copy is None else self._reading(self._entry(copy, int(copy[2])), names)
+
+    def read_slots(self, names, first: int, last: int) -> dict[int, JointStateSnapshot]:
+        """This bus's readings of grid slots first..last still in the ring, by slot."""
+        copy = self._copy()
+        if copy is None:
+            return {}
+        cycles, out = int(copy[2]), {}
+        for c in range(max(1, cycles - RING + 1), cycles + 1):
+            e = self._entry(copy, c)
+            if first <= int(e[1]) <= last:
+                out[int(e[1])] = self._reading(e, names)
+        return out
 
 
 def peer_fault(shared: list[_Shared], ports: list[str], k: int) -> tuple[str | None, tuple]:
@@ -196,7 +224,7 @@ def _child_main(k, robot, config, ports, shared, conn, wake, epoch, thread_setup
         status()
         try:
             os.write(wake_fd, b'.')
-        except (BlockingIOError, BrokenPipeError):      # the parent is behind (it merges the latest) or gone
+        except (BlockingIOError, BrokenPipeError):      # the parent is behind (it catches up from the ring) or gone
             pass
     d.on_state = on_state
     try:
@@ -363,6 +391,7 @@ class ProcessMultiBusDriver(BusGroup):
         self._where = [np.array([index[n] for n in b.names]) for b in self.buses]
         self._lower, self._upper = robot.lower_rad.copy(), robot.upper_rad.copy()
         self._lock = threading.Lock()
+        self._publishing = threading.Lock()         # one bus reader thread publishes at a time
         self._merged_slot = -1                      # the grid slot of the last merged joint_states
         self._snapshot: JointStateSnapshot | None = None
         self._readers: list[threading.Thread] = []
@@ -520,23 +549,33 @@ class ProcessMultiBusDriver(BusGroup):
                 self._torque_off_here(b)
 
     def _take(self, k: int):
-        """Bus k has read: publish every bus's latest reading as one, once per slot of the time grid."""
+        """Bus k has read: publish one joint_states of every bus's reading for each slot of the time grid
+        that every bus has read since the last, in order (a parent that fell behind catches up from the
+        buses' rings instead of skipping to the latest)."""
         with self._lock:
-            # One joint_states per grid slot that every bus has read (a bus that overran skips slots;
-            # its peers' phase on the machine's scheduler does not make or lose one).
-            slot = min(b.shared.slot for b in self.buses)
-            if slot <= self._merged_slot or any(b.shared.a[0] == 0 for b in self.buses):
+            # A slot some bus skipped (it overran) is not published; its peers' phase on the machine's
+            # scheduler neither makes nor loses one.
+            latest = min(b.shared.slot for b in self.buses)
+            if latest <= self._merged_slot or any(b.shared.a[0] == 0 for b in self.buses):
                 return
-            self._merged_slot = slot
-            parts = [b.shared.read_state(b.names) for b in self.buses]
-            if any(p is None for p in parts):
+            first = max(self._merged_slot + 1, latest - RING + 1) if self._merged_slot >= 0 else latest
+            rings = [b.shared.read_slots(b.names, first, latest) for b in self.buses]
+            self._merged_slot = latest
+            merged = [self.merged_state([r[s] for r in rings]) for s in range(first, latest + 1)
+                      if all(s in r for r in rings)]
+            if not merged:
                 return
-            merged = self._snapshot = self.merged_state(parts)
-        if self.on_state is not None:
-            try:
-                self.on_state(merged)
-            except Exception:       # a subscriber's error must never stop the merging
-                log.exception('on_state callback failed')
+            self._snapshot = merged[-1]
+            self._publishing.acquire()      # taken before the merge lock is let go: slots go out in order
+        try:
+            if self.on_state is not None:
+                for m in merged:
+                    try:
+                        self.on_state(m)
+                    except Exception:       # a subscriber's error must never stop the merging
+                        log.exception('on_state callback failed')
+        finally:
+            self._publishing.release()
 
     # ---------------------------------------------------------------- the Driver API
     def _send_config(self, change: dict):

@@ -22,7 +22,9 @@ costs a round trip (the adapter's latency), and for a fixed number of reads per 
 then retries of the missing keeps the most servos fresh (docs/dynamixel.md, "A noisy line").
 
 The failure rate is an exponential average (SMOOTHING) of the share of servo replies lost in a cycle's
-first read, before any retry. ``fast``/``slow`` go ``noisy`` above ENTER_NOISY (a clean line loses
+first read, before any retry, less those that arrived whole after the read's deadline (late_replies):
+a late reply is a slow host or emulator, not a noisy line, and per-servo packets would only add round
+trips to wait for (the late rate is kept apart, ``late_rate``). ``fast``/``slow`` go ``noisy`` above ENTER_NOISY (a clean line loses
 none; a servo that stopped answering alone costs 1/N and is soon quarantined); ``noisy`` goes back after
 at least MIN_NOISY_CYCLES once the rate is under LEAVE_NOISY: a sync read of 32 servos losing 1 % of
 them means p ~ 1.5e-4 per byte (68 bytes each, its own reply and the shared request), at which the fast
@@ -53,6 +55,7 @@ class ReadStrategy:
         self.fast_capable = fast_capable and read_mode != 'slow'
         self.mode = 'fast' if self.fast_capable else 'slow'
         self.failure_rate = 0.0
+        self.late_rate = 0.0        # the same average of the share that came late but whole
         self.switches = 0
         self._cycles_in_mode = 0
         self._noisy_wait = MIN_NOISY_CYCLES
@@ -71,12 +74,15 @@ class ReadStrategy:
     def noisy(self) -> bool:
         return self.mode == 'noisy'
 
-    def record(self, requested: int, lost: int) -> str | None:
-        """Take one cycle's first read (servo replies asked, lost); returns an event text when the
-        mode changes."""
+    def record(self, requested: int, lost: int, late: int = 0, caught_late: int = 0) -> str | None:
+        """Take one cycle's first read (servo replies asked, lost, and of those lost how many arrived
+        whole after the deadline; ``caught_late``: replies taken only thanks to an extended deadline);
+        returns an event text when the mode changes."""
         if requested <= 0:
             return None
-        self.failure_rate += SMOOTHING * (lost / requested - self.failure_rate)
+        late = min(late, lost)
+        self.failure_rate += SMOOTHING * ((lost - late) / requested - self.failure_rate)
+        self.late_rate += SMOOTHING * (min(requested, late + caught_late) / requested - self.late_rate)
         self._cycles_in_mode += 1
         if self.read_mode != 'auto':
             return None

@@ -105,7 +105,7 @@ class ServoTable:
 
     FIELDS = {'position_rad': float, 'velocity_rad_s': float, 'current_a': float, 'hardware_error': np.int64,
               'alert': bool, 'torque': bool, 'fresh': bool, 'ever_read': bool, 'stale_cycles': np.int64,
-              'stale_count': np.int64, 'rebooting_until': float}
+              'stale_count': np.int64, 'rebooting_until': float, 'watchdog': np.int64}
 
     def __init__(self, n: int):
         for name, kind in self.FIELDS.items():
@@ -155,6 +155,7 @@ class ServoState:
     ever_read = _table_field('ever_read', 'read at least once')
     stale_cycles = _table_field('stale_cycles', 'consecutive cycles without a good reading')
     stale_count = _table_field('stale_count', 'cycles without a good reading, in all')
+    watchdog = _table_field('watchdog', 'Bus Watchdog register as last read (0 off, -1 tripped)')
     rebooting_until = property(_rebooting_get, _rebooting_set, doc='monotonic time a reboot ends (None: none)')
 
     def __repr__(self):
@@ -178,6 +179,9 @@ class Counters:
     cycles: int = 0
     overruns: int = 0
     read_failures: int = 0               # servo reads missing from a cycle
+    late_replies: int = 0                # first-read replies that missed their deadline but came whole
+    late_replies_caught: int = 0         # first-read replies taken only thanks to a deadline extended
+                                         # for a late line
     all_fresh_cycles: int = 0            # cycles that read every servo
     rejected_readings: int = 0           # replies whose values cannot be real (never published)
     health_failures: int = 0             # temperature/voltage reads failed or rejected

@@ -88,6 +88,7 @@ class Servo:
         self.silent_until = 0.0            # reboot in progress
         self.overload_since: float | None = None
         self.last_instruction_t = time.monotonic()
+        self.watchdog_trips = 0            # times the Bus Watchdog stopped this servo (a test's record)
         self.pending_reboot = False
         self.profile_changed = False
         # Every goal write (t_s, ticks, accepted): the latest GOAL_LOG_SIZE, plus whole-run statistics.
@@ -360,8 +361,8 @@ class Servo:
         """Control Table Backup, restore: EEPROM from the backup area (the caller reboots the servo)."""
         self._restore(ram=False)
 
-    def tick(self, now: float, dt: float) -> None:
-        """Temperature, overload, overheating and the bus watchdog over dt seconds."""
+    def tick(self, now: float, dt: float, watch: bool = True) -> None:
+        """Temperature, overload, overheating and (``watch``) the bus watchdog over dt seconds."""
         t = self.table                      # every servo, every cycle: the registers read in place
         if dt > 0:
             rise = HEATING_C_PER_A2_S * self.current_a ** 2 - (self.temperature_c - AMBIENT_C) / THERMAL_TAU_S
@@ -377,8 +378,15 @@ class Servo:
                 self.trip(P.HW_OVERLOAD)
         else:
             self.overload_since = None
+        if watch:
+            self.watch_bus(now)
+
+    def watch_bus(self, now: float) -> None:
+        """The Bus Watchdog: with torque on, no instruction for longer than it stops the servo."""
+        t = self.table
         wd = t[ADDR_WATCHDOG]               # signed: 0xFF (-1) once it has tripped
         if 0 < wd < 128 and t[ADDR_TORQUE] == 1 and now - self.last_instruction_t > wd * WATCHDOG_UNIT_S:
             self.set('bus_watchdog', -1)
+            self.watchdog_trips += 1
             self.refresh_present(now)
             self.table[ADDR_GOAL:ADDR_GOAL + 4] = self.table[132:136]   # stop where it is

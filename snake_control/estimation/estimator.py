@@ -318,6 +318,19 @@ class Estimator:
         """The latest EstimatorState."""
         return self._state
 
+    def root_pose(self) -> np.ndarray | None:
+        """Pose (4x4) of link 0, the URDF's root, in odom at the last update, from that update's own
+        chain geometry (no second pass over the chain): what root_link_pose gives for the last shape, with
+        the virtual chassis exactly as the estimate used it. None for planar robots and before the
+        first update (use root_link_pose there)."""
+        if self.planar or self._geom is None:
+            return None
+        r_tc, o_tc = self._geom['r_tc'], self._geom['o_tc']
+        tail_in_chassis = np.eye(4)
+        tail_in_chassis[:3, :3] = r_tc.T
+        tail_in_chassis[:3, 3] = -(r_tc.T @ o_tc)
+        return self._gc @ tail_in_chassis
+
     pose = property(lambda self: self._state.pose, doc='4x4 pose of the body frame in odom.')
     pose_xyz_quat = property(lambda self: self._state.pose_xyz_quat, doc='(x, y, z, qx, qy, qz, qw).')
     pose_se2 = property(lambda self: self._state.pose_se2, doc='(x, y, theta) in the odom plane.')

@@ -60,6 +60,10 @@ class InputGate:
         self.limit_margin = float(limit_margin_rad)
         self.speed_factor = float(speed_factor)
         self.step_margin = float(step_margin_rad)
+        # Fixed for the gate's life; built once, not per sample.
+        self._low = self.lower - self.limit_margin
+        self._high = self.upper + self.limit_margin
+        self._fast = self.speed_factor * self.vmax
         self.max_ahead = float(max_stamp_ahead_s)
         self.recover_after = int(recover_after)
         self.counts = dict.fromkeys(KINDS, 0)
@@ -79,11 +83,9 @@ class InputGate:
             return Verdict(ACCEPT)
         if t_s > now_s + self.max_ahead:
             return self._reject('future_stamp', f'stamp {t_s - now_s:.3g} s ahead of this clock')
-        low = self.lower - self.limit_margin
-        high = self.upper + self.limit_margin
-        out = np.flatnonzero((q < low) | (q > high))
-        if out.size:
-            k = int(out[0])
+        outside = (q < self._low) | (q > self._high)
+        if outside.any():
+            k = int(np.argmax(outside))
             return self._reject('out_of_limits',
                                 f'joint {k} at {q[k]:.3f} rad, outside its limits [{self.lower[k]:.3f}, '
                                 f'{self.upper[k]:.3f}] by more than {self.limit_margin:g} rad')
@@ -97,8 +99,7 @@ class InputGate:
                 return self._reject('old_stamp', f'stamp {self.last_t - t_s:.3g} s before the last one')
             rebase = True
         dt = max(t_s - self.last_t, 0.0) if not rebase else 0.0
-        allowed = self.speed_factor * self.vmax * dt + self.step_margin
-        excess = np.abs(q - self.last_q) - allowed
+        excess = np.abs(q - self.last_q) - (self._fast * dt + self.step_margin)
         if not rebase and np.any(excess > 0):
             k = int(np.argmax(excess))
             if self._jump_q is not None and t_s > self._jump_t and np.all(

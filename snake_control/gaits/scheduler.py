@@ -301,7 +301,7 @@ class GaitScheduler:
                 raise ValueError(f'{name} must be a number, got {v!r}') from None
             if not math.isfinite(f):
                 raise ValueError(f'{name} must be finite, got {v!r}')
-            values.append(float(np.clip(f, -1e3, 1e3)))
+            values.append(min(max(f, -1e3), 1e3))
         self._command = tuple(values)
         self._hold_turn = False
 

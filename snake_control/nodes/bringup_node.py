@@ -12,6 +12,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from snake_control.nodes.messages import header_stamp_s
 from snake_control.nodes.qos import DESCRIPTION_QOS, STATE_QOS
 
 
@@ -29,6 +30,9 @@ class BringupNode(Node):
         self.gait = {}
         self.gaits_chosen: list = []    # target gaits in the order they were chosen
         self.joint_states = 0
+        # A list here gets (receive monotonic s, stamp s) of every joint_states message, for benchmarks:
+        # one subscription in the process measured rather than a second one of their own.
+        self.joint_state_stamps: list | None = None
         self.description_pub = self.create_publisher(String, 'robot_description', DESCRIPTION_QOS)
         try:
             from snake_control.description import urdf_xml
@@ -37,7 +41,8 @@ class BringupNode(Node):
             self.get_logger().warn(f'robot_description not published: {exc}')
         self.create_subscription(Odometry, 'odom', self._on_odom, STATE_QOS)
         self.create_subscription(DiagnosticStatus, 'gait/state', self._on_gait, STATE_QOS)
-        self.create_subscription(JointState, 'joint_states', self._on_joints, STATE_QOS)
+        # Counted only: the bytes, not a message built from them.
+        self.create_subscription(JointState, 'joint_states', self._on_joints, STATE_QOS, raw=True)
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
         self.driver_bus: dict = {}          # the driver's bus status values (strings), latest
         self.driver_servos: dict = {}       # servo status name -> values (strings), latest
@@ -100,8 +105,10 @@ class BringupNode(Node):
         if target and (not self.gaits_chosen or self.gaits_chosen[-1] != target):
             self.gaits_chosen.append(target)
 
-    def _on_joints(self, msg: JointState):
+    def _on_joints(self, data: bytes):
         self.joint_states += 1
+        if self.joint_state_stamps is not None:
+            self.joint_state_stamps.append((time.monotonic(), header_stamp_s(data)))
 
     def status_line(self, t_s: float) -> str:
         odom = 'odom: none yet' if self.odom_xy_yaw is None else \

@@ -38,6 +38,7 @@ from snake_control.dynamixel.driver import POLICIES, DriverConfig, StartupError
 from snake_control.dynamixel.driver_config import VELOCITY_LEAD_MAX_S
 from snake_control.dynamixel.multibus import make_driver
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
+from snake_control.nodes.messages import float64_array, set_stamp
 from snake_control.nodes.qos import ESTOP_SUB_QOS
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
 
@@ -125,6 +126,7 @@ class DriverNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
         self._state_msg = JointState()
+        self._state_names = None
         self._state_lock = threading.Lock()
         # The bus thread publishes each cycle's reading as soon as it has it, stamped with when the
         # servos were read.
@@ -171,11 +173,12 @@ class DriverNode(Node):
         ns = self.get_clock().now().nanoseconds - int((time.monotonic() - snap.stamp_s) * 1e9)
         with self._state_lock:
             msg = self._state_msg
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 1_000_000_000)
-            msg.name = snap.names
-            msg.position = snap.position_rad.tolist()
-            msg.velocity = snap.velocity_rad_s.tolist()
-            msg.effort = snap.effort.tolist()
+            set_stamp(msg.header.stamp, ns)
+            if snap.names != self._state_names:      # the same joints every cycle: set once
+                msg.name = self._state_names = list(snap.names)
+            msg.position = float64_array(snap.position_rad)
+            msg.velocity = float64_array(snap.velocity_rad_s)
+            msg.effort = float64_array(snap.effort)
             self.state_pub.publish(msg)
 
     def _publish_diagnostics(self):
@@ -253,26 +256,27 @@ def torque_off_line(prog: str, unconfirmed: list[str]) -> str:
 
 
 def main(args=None):
+    from rclpy.exceptions import ParameterException
     from rclpy.signals import SignalHandlerOptions
 
     from snake_control.nodes.runner import SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, ignore_stop_signals, make_executor
 
-    # Our own signal handling: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) leave
-    # spin() through the finally below, which turns torque off before the process exits. A second
-    # signal (Ctrl-C under ros2 launch reaches a node twice) must not interrupt that torque off: only its
-    # deadline ends it.
+    # Our own signal handling: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) end the spin
+    # loop (within SPIN_TIMEOUT_S) and reach the finally below, which turns torque off before the process
+    # exits. The handler only takes note: Python runs it at the next Python code, usually inside one of
+    # the node's callbacks, where an exception would be caught and reported by the executor as a callback
+    # failure with its traceback. A second signal (Ctrl-C under ros2 launch reaches a node twice) must
+    # not interrupt that torque off: only its deadline ends it.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stopping, spinning = [], []
+    stopping = []
 
     def interrupt(signum, frame):
         if stopping:
             print(f'driver_node: {signal.Signals(signum).name} ignored: turning torque off', file=sys.stderr,
                   flush=True)
             return
-        stopping.append(signum)
-        if spinning:                # during start-up the node is built first, then stopped below
-            raise KeyboardInterrupt
+        stopping.append(signum)     # during start-up the node is built first, then stopped below
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupt)
     node = None
@@ -280,23 +284,22 @@ def main(args=None):
     try:
         node = DriverNode()
         if not stopping:
-            spinning.append(True)
             executor = make_executor()
             executor.add_node(node)
             context = rclpy.get_default_context()
             # The bus loop ends by itself only on a bug (it has turned torque off by then): the node must
             # not go on as if it drove the robot.
-            while context.ok() and node.driver.running:
+            while context.ok() and node.driver.running and not stopping:
                 executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
-            if context.ok() and not node.driver.running:
+            if context.ok() and not node.driver.running and not stopping:
                 raise DriverStopped(node.driver.fatal_error or 'the bus loop ended')
     except KeyboardInterrupt:
         pass
     except DriverStopped as exc:
         print(f'driver_node: error: the driver stopped: {exc}', file=sys.stderr, flush=True)
         code = 1
-    except (StartupError, ValueError) as exc:     # bus or robot YAML not as expected: one clear line
-        print(f'driver_node: {exc}', file=sys.stderr)
+    except (StartupError, ValueError, ParameterException) as exc:  # bus, robot YAML or a parameter not as
+        print(f'driver_node: {exc}', file=sys.stderr)                 # expected: one clear line
         return 1
     finally:
         stopping.append('finally')

@@ -163,6 +163,10 @@ class EstimatorNode(Node):
         self.last_order_wall = time.monotonic()
 
         self.odom_pub = self.create_publisher(Odometry, 'odom', STATE_QOS)
+        # Built once; each publish writes the stamp and the numbers.
+        self._odom = Odometry()
+        self._odom.header.frame_id = self.odom_frame
+        self._odom.child_frame_id = self.base_frame
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', DIAGNOSTICS_QOS)
         self.tf_pub = None
         if gp('publish_tf').value:
@@ -315,32 +319,42 @@ class EstimatorNode(Node):
         self._publish(state, header_stamp)
 
     def _publish(self, state, stamp):
-        odom = Odometry()
-        odom.header.stamp = stamp
-        odom.header.frame_id = self.odom_frame
-        odom.child_frame_id = self.base_frame
-        x, y, z, qx, qy, qz, qw = state.pose_xyz_quat.tolist()
-        pose = odom.pose.pose
-        pose.position.x, pose.position.y, pose.position.z = x, y, z
-        pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = qx, qy, qz, qw
-        # float64 arrays go into the covariance fields as they are (no per-element conversion).
-        odom.pose.covariance = np.array(state.pose_covariance, dtype=np.float64).ravel()
-        tw = odom.twist.twist
-        vx, vy, vz, wx, wy, wz = state.twist.tolist()
-        tw.linear.x, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y, tw.angular.z = vx, vy, vz, wx, wy, wz
-        odom.twist.covariance = np.array(state.twist_covariance, dtype=np.float64).ravel()
-        self.odom_pub.publish(odom)
+        # Only what someone listens to is built (a count is a few microseconds; the odom message and the
+        # root transform are tens to hundreds).
+        if self.odom_pub.get_subscription_count():
+            odom = self._odom
+            odom.header.stamp = stamp
+            x, y, z, qx, qy, qz, qw = state.pose_xyz_quat.tolist()
+            pose = odom.pose.pose
+            pose.position.x, pose.position.y, pose.position.z = x, y, z
+            pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = qx, qy, qz, qw
+            # float64 arrays go into the covariance fields as they are (no per-element conversion).
+            odom.pose.covariance = np.array(state.pose_covariance, dtype=np.float64).ravel()
+            tw = odom.twist.twist
+            vx, vy, vz, wx, wy, wz = state.twist.tolist()
+            tw.linear.x, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y, tw.angular.z = vx, vy, vz, wx, wy, wz
+            odom.twist.covariance = np.array(state.twist_covariance, dtype=np.float64).ravel()
+            self.odom_pub.publish(odom)
         if self.tf_pub is not None and self._last_q is not None:
             # TF carries odom -> link_0, the URDF's root, so robot_state_publisher's tree hangs under the
             # estimate; a transform to the body link itself would give that link a second parent.
-            root, self._body_in_root = root_link_pose(self.robot, self.estimator.pose, self._last_q,
-                                                      self.body_frame_choice, self._body_in_root)
-            t = self._tf_msg.transforms[0]
-            t.header.stamp = stamp
-            tr, rot = t.transform.translation, t.transform.rotation
-            tr.x, tr.y, tr.z = root[:3, 3].tolist()
-            rot.x, rot.y, rot.z, rot.w = quaternion_from_matrix(root[:3, :3]).tolist()
-            self.tf_pub.publish(self._tf_msg)
+            root = None
+            if self.robot.kind == 'planar':
+                # From the shape, on every message, so the body frame's axes stay continuous whether or not
+                # anyone listens.
+                root, self._body_in_root = root_link_pose(self.robot, self.estimator.pose, self._last_q,
+                                                          self.body_frame_choice, self._body_in_root)
+            if self.tf_pub.get_subscription_count():
+                # 3D: from the update's own chain geometry (it exists once _last_q does).
+                self._publish_root(self.estimator.root_pose() if root is None else root, stamp)
+
+    def _publish_root(self, root, stamp):
+        t = self._tf_msg.transforms[0]
+        t.header.stamp = stamp
+        tr, rot = t.transform.translation, t.transform.rotation
+        tr.x, tr.y, tr.z = root[:3, 3].tolist()
+        rot.x, rot.y, rot.z, rot.w = quaternion_from_matrix(root[:3, :3]).tolist()
+        self.tf_pub.publish(self._tf_msg)
 
     def publish_diagnostics(self):
         state = self.estimator.state

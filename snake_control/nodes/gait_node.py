@@ -68,6 +68,7 @@ from snake_control.gaits.calibration import find_calibration, load_calibration
 from snake_control.gaits.controller import ERROR, OK, WARN, GaitController, default_gait
 from snake_control.gaits.feasibility import feasible_ranges
 from snake_control.gaits.trim import TrimSettings, heading_from_quaternion
+from snake_control.nodes.messages import float64_array, set_stamp
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
@@ -211,6 +212,8 @@ class GaitNode(Node):
 
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.joint_pub = self.create_publisher(JointState, 'joint_commands', COMMAND_QOS)
+        self._msg = JointState(name=self.joint_names)
+        self._msg_lock = threading.Lock()
         self.state_pub = self.create_publisher(DiagnosticStatus, 'gait/state', STATE_QOS)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(1.0 / self.get_parameter('state_rate_hz').value, self._publish_state, clock=steady)
@@ -375,12 +378,13 @@ class GaitNode(Node):
 
     # -- the loop ---------------------------------------------------------------------------------
     def _publish(self, out):
-        msg = JointState()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.name = self.joint_names
-        msg.position = out.positions_rad.tolist()
-        msg.velocity = out.velocities_rad_s.tolist()
-        self.joint_pub.publish(msg)
+        # One message, refilled (publish copies it); the lock: the tick thread and an e-stop's hold.
+        with self._msg_lock:
+            msg = self._msg
+            set_stamp(msg.header.stamp, self.get_clock().now().nanoseconds)
+            msg.position = float64_array(out.positions_rad)
+            msg.velocity = float64_array(out.velocities_rad_s)
+            self.joint_pub.publish(msg)
 
     def _tick_loop(self):
         next_t = time.monotonic()

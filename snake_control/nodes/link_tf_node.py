@@ -6,7 +6,11 @@ parent -> child transform (link_j -> link_{j+1}), stamped with the joint_states 
 odom -> every link, for Foxglove, RViz and recordings, without a ROS installation. Publishing needs only
 the tf2_msgs message package (tf2_ros is not needed).
 
-Subscribes: joint_states (sensor_msgs/JointState, best effort). Publishes: /tf (tf2_msgs/TFMessage).
+Subscribes: joint_states (sensor_msgs/JointState, best effort), only while something subscribes to /tf
+(looked at every LISTENERS_PERIOD_S): a tree of 32 transforms costs a few hundred microseconds to compute
+and publish, and every message a subscription takes costs its process about a tenth of a millisecond
+even unused. The messages are taken as bytes and built only for a tree that is published.
+Publishes: /tf (tf2_msgs/TFMessage).
 Parameters: robot (str, read-only) robot name or YAML path; publish_rate_hz (float) at most this many
 trees per second (robot_state_publisher's publish_frequency); 0 = every joint_states message.
 """
@@ -17,15 +21,18 @@ import math
 import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 
 from snake_control.kinematics.chain import urdf_joint_transforms
 from snake_control.kinematics.tf_tree import link_name, xyz_quat, xyz_quats
 from snake_control.nodes.qos import SENSOR_QOS, STATE_QOS
+from snake_control.nodes.messages import header_stamp_s
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot, reorder_joints
 
 DEFAULT_RATE_HZ = 20.0      # robot_state_publisher's default publish_frequency: enough to watch and record
+LISTENERS_PERIOD_S = 1.0    # a viewer that starts gets the tree within this
 
 
 def tf2_msgs_available() -> bool:
@@ -76,20 +83,44 @@ class LinkTfNode(Node):
         hz = float(self.get_parameter('publish_rate_hz').value)
         self.period_s = 0.0 if hz <= 0 else 1.0 / hz
         self._next_s = -math.inf
+        self.received = 0
         self.published = 0
         # One message, built once with every frame name; each tree only writes the numbers and stamps.
         self._out = TFMessage(transforms=transform_msgs(
             [(link_name(j), link_name(j + 1), np.eye(4)) for j in range(self.robot.n_joints)], None))
         self.tf_pub = self.create_publisher(TFMessage, '/tf', STATE_QOS)
-        self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS)
+        self._joint_states_sub = None
+        self.create_timer(LISTENERS_PERIOD_S, self._follow_listeners)
+        self._follow_listeners()
 
-    def _on_joint_states(self, msg: JointState):
-        stamp_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+    @property
+    def listening(self) -> bool:
+        """Whether joint_states are taken (something subscribes to /tf)."""
+        return self._joint_states_sub is not None
+
+    def _follow_listeners(self):
+        wanted = self.tf_pub.get_subscription_count() > 0
+        if wanted and self._joint_states_sub is None:
+            self._joint_states_sub = self.create_subscription(JointState, 'joint_states', self._on_joint_states,
+                                                              SENSOR_QOS, raw=True)
+        elif not wanted and self._joint_states_sub is not None:
+            self.destroy_subscription(self._joint_states_sub)
+            self._joint_states_sub = None
+
+    def _on_joint_states(self, data: bytes):
+        self.received += 1
+        msg = None
+        stamp_s = header_stamp_s(data)
+        if stamp_s is None:
+            msg = deserialize_message(data, JointState)
+            stamp_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         if self._next_s - stamp_s > max(1.0, 2.0 * self.period_s):
             self._next_s = -math.inf        # the clock stepped back: start over rather than wait for it
         if stamp_s < self._next_s:
             return
         self._next_s = max(self._next_s + self.period_s, stamp_s + 0.5 * self.period_s)
+        if msg is None:
+            msg = deserialize_message(data, JointState)
         try:
             q = reorder_joints(list(msg.name), list(msg.position), self._joint_names)
         except ValueError as exc:

@@ -66,9 +66,10 @@ def ignore_stop_signals() -> None:
 def run_node(node_class, args=None) -> int:
     """A process's main: run one node until Ctrl-C or shutdown; stop signals are ignored from then on
     (ignore_stop_signals). A configuration error (ValueError, FileNotFoundError, raised by the
-    constructor with the file and key in its message) is printed as one line, exit 2."""
+    constructor with the file and key in its message, or a parameter outside its declared range) is
+    printed as one line, exit 2."""
+    from rclpy.exceptions import ParameterException
     from rclpy.executors import ExternalShutdownException
-
     from rclpy.signals import SignalHandlerOptions
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -83,7 +84,7 @@ def run_node(node_class, args=None) -> int:
         executor = make_executor(context)
         executor.add_node(node)
         spin_until(executor, context, stop)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, ParameterException) as exc:   # one line, never a traceback
         print(f'{getattr(node_class, "NODE_NAME", node_class.__name__)}: error: {exc}', file=sys.stderr)
         return 2
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -1,0 +1,83 @@
+"""Telling a late line from a noisy one: which of the replies a read missed arrived later, whole. The
+driver's use of it against the emulated bus (a fault that answers late) is in test_dynamixel_driver.py."""
+from snake_control.dynamixel import protocol as P
+import collections
+
+from snake_control.dynamixel.late_replies import LateReplies, LateWindow
+
+SIZE = 11
+
+
+def fast_reply(ids):
+    return P.build_fast_status([(0, sid, bytes(range(sid, sid + SIZE))) for sid in ids])
+
+
+def status(sid):
+    return P.build_status(sid, 0, bytes(SIZE))
+
+
+def garble(raw: bytes, at: int) -> bytes:
+    return raw[:at] + bytes((raw[at] ^ 0x5A,)) + raw[at + 1:]
+
+
+def test_a_fast_reply_that_comes_whole_after_the_deadline_is_late():
+    late = LateReplies()
+    raw = fast_reply([1, 2, 3, 4])
+    # The first two blocks came in time (the read took them), the rest after the deadline.
+    late.expect([3, 4], SIZE, fast=True, tail=raw[:40])
+    assert late.outstanding
+    late.feed(raw[40:70])
+    late.feed(raw[70:])
+    assert late.take() == {3: 1, 4: 1}
+    assert late.take() == {}
+    late.watch_only(set())
+    assert not late.outstanding
+
+
+def test_garbled_or_absent_bytes_leave_the_loss_a_loss():
+    late = LateReplies()
+    raw = fast_reply([1, 2, 3, 4])
+    late.expect([1, 2, 3, 4], SIZE, fast=True)
+    late.feed(garble(raw, 30))
+    assert not late.take()
+    late.expect([5, 6], SIZE, fast=False)
+    late.feed(b'\x13\x37' + garble(status(5), 12) + b'\xff\xff')
+    late.feed(status(9))                     # a servo the read did not miss
+    assert not late.take()
+    late.expect([7], SIZE, fast=False)       # nothing at all comes (a garbled request): lost
+    assert not late.take()
+
+
+def test_a_later_reads_own_replies_are_not_late_but_an_earlier_fast_reply_inside_it_is():
+    late = LateReplies()
+    late.expect([1, 2, 3], SIZE, fast=True)
+    # The follow-up (sync read of 1, 2, 3) receives the first read's fast reply, then its own replies.
+    stream = fast_reply([1, 2, 3]) + status(1) + status(2)
+    late.feed(stream[:25], in_flight=True)
+    late.feed(stream[25:], in_flight=True)
+    assert set(late.take()) == {1, 2, 3}
+    late.watch_only(set())
+    late.expect([1, 2], SIZE, fast=False)
+    late.feed(status(1) + status(2), in_flight=True)    # the follow-up's own: not evidence
+    assert not late.take()
+
+
+def test_per_servo_replies_late_as_strays_or_twice_in_one_read():
+    late = LateReplies()
+    late.expect([4, 5, 6], SIZE, fast=False, tail=status(4)[:6])
+    late.feed(status(4)[6:] + status(5))      # cleared by the next request, or drained: late
+    late.duplicate(6)                         # a follow-up got servo 6 twice
+    late.duplicate(9)                         # not missed: nothing
+    assert set(late.take()) == {4, 5, 6}
+
+
+def test_the_window_credits_each_late_reply_to_the_oldest_cycle_that_lost_it():
+    w = LateWindow(2)
+    w.add(4, {1, 2, 3, 4})
+    w.add(4, {1, 2})
+    w.credit(collections.Counter({1: 2, 2: 1, 3: 1}))
+    assert w.judged() == [] and w.watched() == {2, 4}
+    w.add(4, set())
+    assert w.judged() == [(4, 4, 3, 0)]            # servo 4's reply never came: lost
+    w.add(4, set())
+    assert w.judged() == [(4, 2, 1, 0)] and w.watched() == set()
