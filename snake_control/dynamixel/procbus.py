@@ -157,11 +157,6 @@ class _Shared:
         part = lambda k: e[2 + k * n:2 + (k + 1) * n]  # noqa: E731
         return JointStateSnapshot(float(e[0]), list(names), part(0), part(1), part(2), part(4) > 0.5, part(3))
 
-    def read_state(self, names) -> JointStateSnapshot | None:
-        """The latest cycle's state (None before the first), consistent: retried while being written."""
-        copy = self._copy()
-        return None if copy is None else self._reading(self._entry(copy, int(copy[2])), names)
-
     def read_slots(self, names, first: int, last: int) -> dict[int, JointStateSnapshot]:
         """This bus's readings of grid slots first..last still in the ring, by slot."""
         copy = self._copy()
