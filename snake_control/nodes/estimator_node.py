@@ -57,6 +57,7 @@ from snake_control.estimation.input_gate import KINDS as GATE_KINDS
 from snake_control.estimation.input_gate import ACCEPT, REBASE, REJECT, InputGate
 from snake_control.estimation.stamp_order import StampOrder
 from snake_control.kinematics.lie import quaternion_from_matrix
+from snake_control.nodes.messages import set_stamp
 from snake_control.nodes.qos import DIAGNOSTICS_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot, reorder_joints
@@ -313,9 +314,8 @@ class EstimatorNode(Node):
         if stamp - self.last_publish < self.publish_period:
             return
         self.last_publish = stamp
-        sec = math.floor(stamp)
         header_stamp = Time()
-        header_stamp.sec, header_stamp.nanosec = int(sec), int(round((stamp - sec) * 1e9)) % 1_000_000_000
+        set_stamp(header_stamp, round(stamp * 1e9))
         self._publish(state, header_stamp)
 
     def _publish(self, state, stamp):
