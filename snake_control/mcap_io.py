@@ -237,9 +237,7 @@ def write_joint_states(path, joint_names, t_s, positions_rad, velocities_rad_s=N
         writer = Writer(f)
         schema = writer.register_msgdef(JOINT_STATE_TYPE, JOINT_STATE_MSGDEF)
         for k, (t, q) in enumerate(zip(t_s, positions_rad)):
-            sec = int(np.floor(t))
-            msg = {'header': {'stamp': {'sec': sec, 'nanosec': int(round((t - sec) * 1e9)) % 1_000_000_000},
-                              'frame_id': ''},
+            msg = {'header': {'stamp': stamp_dict(t), 'frame_id': ''},
                    'name': list(joint_names), 'position': [float(v) for v in q],
                    'velocity': [] if velocities_rad_s is None else [float(v) for v in velocities_rad_s[k]],
                    'effort': []}
