@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# Isolate DDS: every make invocation gets its own domain unless the caller chose one.
+# DDS stays on this machine; the tests and the demo each pick a ROS_DOMAIN_ID of their own unless the
+# caller chose one (test/conftest.py, snake demo).
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
 PYTEST_ARGS ?=

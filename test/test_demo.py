@@ -125,3 +125,13 @@ def test_truth_jumps_drop_isolated_and_lasting_jumps_only():
     xy[2] = (1.0, 0.0)          # an isolated glitch
     xy[5] = (0.05, 0.9)         # a lasting jump at the end
     assert truth_jumps(t, xy).tolist() == [False, False, True, False, False, True]
+
+
+def test_the_demo_takes_a_dds_domain_the_tests_do_not_use_unless_one_is_chosen():
+    from snake_control.commands.demo import DEMO_DOMAINS, private_domain
+    env = {}
+    chosen = private_domain(env)
+    assert chosen == env['ROS_DOMAIN_ID'] and DEMO_DOMAINS[0] <= int(chosen) <= DEMO_DOMAINS[1]
+    assert DEMO_DOMAINS[0] > 101     # test/conftest.py draws from 1-101
+    env = {'ROS_DOMAIN_ID': '7'}
+    assert private_domain(env) is None and env == {'ROS_DOMAIN_ID': '7'}

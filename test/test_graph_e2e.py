@@ -103,6 +103,7 @@ class Session:
         self.goals = run.sim.command('goals', timeout_s=30)['goals']
         self.state = run.sim.command('state')
         self.player_start = run.nodes['script_player'].started_s
+        self.gait_started = run.nodes['bringup'].gait_since_s
         self.sent_log = list(run.nodes['script_player'].sent_log)
         self.estop_stamps_ns = list(run.nodes['gait_node'].estop_stamps_ns)
 
@@ -160,6 +161,8 @@ def test_scripted_session_forward_turn_stop_estop(tmp_path):
     assert s.result.stop_reason == 'duration'
     assert s.result.torque_off is True, 'torque off after bringup ends'
     assert len(s.odom) > 100
+    # The script's clock starts once the gait runs and its commands are heard, so no event is lost.
+    assert s.gait_started is not None and s.player_start >= s.gait_started
 
     start, fwd_end, turn_end, stop_end = (s.odom_at(t) for t in (1.0, 7.0, 13.0, 15.9))
     heading0 = start[2]

@@ -37,6 +37,7 @@ STARTUP_ORDER = ('driver_node', 'estimator_node', 'gait_node', 'teleop_node')
 EXECUTORS = ('events', 'multi')     # multi: rclpy's MultiThreadedExecutor, kept for comparison in benches
 MULTI_THREADS = 4
 DRIVER_START_TIMEOUT_S = 60.0       # servo check, configuration and torque-on of every servo
+SCRIPT_START_TIMEOUT_S = 30.0       # then the gait's start from the measured pose, and discovery
 DRIVER_STOP_TIMEOUT_S = 15.0        # torque-off is retried until its own deadline before the driver exits
 
 
@@ -344,6 +345,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             if on_ready is not None:
                 on_ready(run)
             if 'script_player' in nodes:
+                _wait_for_script_audience(bringup, nodes, stop)
                 nodes['script_player'].start()
             start = time.monotonic()
             states_at_start = bringup.joint_states
@@ -455,6 +457,36 @@ def _wait_for_driver(bringup, driver_proc: DriverProcess | None, stop: threading
             raise RuntimeError(f'the driver published no joint_states within {DRIVER_START_TIMEOUT_S:g} s' +
                                (f': {driver_proc.failure()}' if driver_proc is not None else ''))
         stop.wait(0.05)
+
+
+def _script_audience_missing(bringup, nodes) -> list[str]:
+    """What still stands between the script's Joy and a moving gait ([] when nothing)."""
+    missing = []
+    if nodes['script_player'].joy_pub.get_subscription_count() == 0:
+        missing.append('no teleop subscribes to joy yet')
+    gait = nodes.get('gait_node')
+    if gait is not None:
+        if any(sub.get_publisher_count() == 0 for sub in gait.command_subs):
+            missing.append('the gait node has not yet discovered the teleop\'s cmd_vel and gait/select')
+        if not bringup.gait:
+            missing.append(f'the gait has not started: {gait.waiting_for}')
+    return missing
+
+
+def _wait_for_script_audience(bringup, nodes, stop: threading.Event):
+    """Until the script's Joy reaches the teleop, the teleop's commands reach the gait node, and the gait
+    has started from the measured pose (its first gait/state). A script started earlier loses its first
+    events (a speed scale-up, a gait switch) to discovery or a slow start, and the run is not the script.
+    RuntimeError naming what is missing after SCRIPT_START_TIMEOUT_S."""
+    deadline = time.monotonic() + SCRIPT_START_TIMEOUT_S
+    while not stop.is_set():
+        missing = _script_audience_missing(bringup, nodes)
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f'the script could not start within {SCRIPT_START_TIMEOUT_S:g} s of the driver: '
+                               + '; '.join(missing))
+        stop.wait(0.02)
 
 
 def torque_is_off(sim) -> bool | None:

@@ -62,7 +62,21 @@ def draw_models(out_dir):
     return path
 
 
+DEMO_DOMAINS = (102, 232)   # above the tests' 1-101 (test/conftest.py); Fast DDS accepts up to 232
+
+
+def private_domain(environ) -> str | None:
+    """Give the demo a DDS domain of its own unless the caller chose one (returned when chosen here): a
+    second demo, a test run or a robot's graph on this machine then cannot hear it, nor it them."""
+    if environ.get('ROS_DOMAIN_ID', '').strip():
+        return None
+    import random
+    environ['ROS_DOMAIN_ID'] = str(random.SystemRandom().randint(*DEMO_DOMAINS))
+    return environ['ROS_DOMAIN_ID']
+
+
 def run(args) -> int:
+    import os
     import sys
 
     from snake_control.app.render import set_gl_backend
@@ -78,6 +92,9 @@ def run(args) -> int:
                   file=sys.stderr)
             return 2
         docs = root / 'docs'
+    domain = private_domain(os.environ)
+    if domain is not None:
+        print(f'DDS domain {domain}, private to this demo (set ROS_DOMAIN_ID to choose one)', flush=True)
     summaries = run_demo(args.out, quick=args.quick, docs_dir=docs)
     print(f'wrote {draw_models(args.out)}')
     missed = [s.robot for s in summaries if s.missed_rate()]

@@ -28,6 +28,7 @@ class BringupNode(Node):
         self.odom_distance_m = 0.0
         self._odom_sample = None        # (x, y) where the last path step ended
         self.gait = {}
+        self.gait_since_s = None        # monotonic time of the first gait/state: the gait has started
         self.gaits_chosen: list = []    # target gaits in the order they were chosen
         self.joint_states = 0
         # A list here gets (receive monotonic s, stamp s) of every joint_states message, for benchmarks:
@@ -99,6 +100,8 @@ class BringupNode(Node):
             self._odom_sample = (p.x, p.y)
 
     def _on_gait(self, msg: DiagnosticStatus):
+        if self.gait_since_s is None:
+            self.gait_since_s = time.monotonic()
         self.gait = {kv.key: kv.value for kv in msg.values}
         self.gait['_message'] = msg.message
         target = self.gait.get('target_gait')

@@ -206,6 +206,7 @@ class GaitNode(Node):
         self.estop_stamps_ns = []   # when each e-stop reached this node (ROS time, ns): tests compare stamps
         self.estop_received_s = []  # the same in monotonic time (benchmarks)
         self._warn_s = {}
+        self.waiting_for = 'no joint_states from the driver yet'   # why the gait has not started
         self.joint_names = list(self.robot.joint_names)
         self.lower = np.asarray(self.robot.lower_rad, dtype=float)
         self.upper = np.asarray(self.robot.upper_rad, dtype=float)
@@ -218,8 +219,8 @@ class GaitNode(Node):
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(1.0 / self.get_parameter('state_rate_hz').value, self._publish_state, clock=steady)
         # Subscriptions last, once the scheduler and publishers exist.
-        self.create_subscription(Twist, 'cmd_vel', self._on_cmd_vel, COMMAND_QOS)
-        self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS)
+        self.command_subs = (self.create_subscription(Twist, 'cmd_vel', self._on_cmd_vel, COMMAND_QOS),
+                             self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS))
         self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_SUB_QOS)
         self.create_subscription(Odometry, 'odom', self._on_odom, STATE_QOS)
         if self.scheduler is None:
@@ -302,6 +303,8 @@ class GaitNode(Node):
     # -- inputs -----------------------------------------------------------------------------------
     def _warn(self, key: str, text: str, every_s: float = 2.0):
         """Warn at most every every_s per kind, so a flood of garbage does not flood the log."""
+        if key == 'joint_states':
+            self.waiting_for = text
         now = time.monotonic()
         if now - self._warn_s.get(key, -math.inf) >= every_s:
             self._warn_s[key] = now
