@@ -60,6 +60,8 @@ def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_r
     'WARN driver loop at 50.0 Hz: below 95% of its 100 Hz target'
     >>> loop_warnings(100.0, 99.5, 99.8, {'cycles': 290, 'read_failures': 882}, servos=32)
     ['WARN 882 servo reads failed in 290 cycles of 32 servos (9.50%; aim under 0.1%)']
+    >>> loop_warnings(100.0, 99.5, 99.8, {'cycles': 1000, 'watchdog_trips': 2})[0][:31]
+    'WARN 2 servo Bus Watchdog trips'
     """
     out = []
     for what, rate in (('driver loop', driver_rate_hz), ('joint_states', joint_states_rate_hz)):
@@ -80,6 +82,11 @@ def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_r
     held = int(counters.get('stale_hold_cycles', 0) or 0)
     if held:
         out.append(f'WARN the driver held the robot for {held} cycles because servo readings went stale')
+    trips = int(counters.get('watchdog_trips', 0) or 0)
+    if trips:
+        # The safety net worked, but the robot stopped: the host or the line stalled past the watchdog.
+        out.append(f'WARN {trips} servo Bus Watchdog trips: no packet reached those servos within the '
+                   f'watchdog time, so they stopped until the driver re-armed them')
     return out
 
 

@@ -179,7 +179,9 @@ class RobotSummary:
         from snake_control.app.bringup import FAULT_AIM, loop_warnings
         out = loop_warnings(self.control_rate_hz_target, self.cycle_rate_hz, self.joint_states_rate_hz,
                             self.counters, self.n_joints)
-        if self.stale_reads > FAULT_AIM * max(int(self.counters.get('cycles', 0) or 0), 1):
+        # Stale readings are failed reads unless something else made them stale (that line is above).
+        if self.stale_reads != int(self.counters.get('read_failures', 0) or 0) \
+                and self.stale_reads > FAULT_AIM * max(int(self.counters.get('cycles', 0) or 0), 1):
             out.append(f'WARN {self.stale_reads} stale servo readings')
         if not self.final_position_error_pct <= ESTIMATOR_AIM_PCT:
             out.append(f'WARN estimator error {self.final_position_error_pct:.1f} % of the distance '
