@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import signal
 import sys
 import threading
 import time
@@ -259,39 +258,30 @@ def main(args=None):
     from rclpy.exceptions import ParameterException
     from rclpy.signals import SignalHandlerOptions
 
-    from snake_control.nodes.runner import SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, ignore_stop_signals, make_executor
+    from snake_control.nodes.runner import (SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, ignore_stop_signals,
+                                            install_stop_signals, make_executor)
 
-    # Our own signal handling: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) end the spin
-    # loop (within SPIN_TIMEOUT_S) and reach the finally below, which turns torque off before the process
-    # exits. The handler only takes note: Python runs it at the next Python code, usually inside one of
-    # the node's callbacks, where an exception would be caught and reported by the executor as a callback
-    # failure with its traceback. A second signal (Ctrl-C under ros2 launch reaches a node twice) must
-    # not interrupt that torque off: only its deadline ends it.
+    # SIGINT, SIGTERM and SIGHUP end the spin loop (within SPIN_TIMEOUT_S) and reach the finally below,
+    # which turns torque off before the process exits. A second signal (Ctrl-C under ros2 launch reaches
+    # a node twice) must not interrupt that torque off: only its deadline ends it.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stopping = []
-
-    def interrupt(signum, frame):
-        if stopping:
-            print(f'driver_node: {signal.Signals(signum).name} ignored: turning torque off', file=sys.stderr,
-                  flush=True)
-            return
-        stopping.append(signum)     # during start-up the node is built first, then stopped below
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, interrupt)
+    stopping = threading.Event()
+    install_stop_signals(stopping, on_repeat=lambda name: print(
+        f'driver_node: {name} ignored: turning torque off', file=sys.stderr, flush=True))
     node = None
     code = 0
     try:
         node = DriverNode()
-        if not stopping:
+        if not stopping.is_set():     # during start-up the node is built first, then stopped below
             executor = make_executor()
             executor.add_node(node)
             context = rclpy.get_default_context()
             # The bus loop ends by itself only on a bug (it has turned torque off by then): the node must
             # not go on as if it drove the robot.
-            while context.ok() and node.driver.running and not stopping:
+            while context.ok() and node.driver.running and not stopping.is_set():
                 executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
-            if context.ok() and not node.driver.running and not stopping:
+            if context.ok() and not node.driver.running and not stopping.is_set():
                 raise DriverStopped(node.driver.fatal_error or 'the bus loop ended')
     except KeyboardInterrupt:
         pass
@@ -302,7 +292,7 @@ def main(args=None):
         print(f'driver_node: {exc}', file=sys.stderr)                 # expected: one clear line
         return 1
     finally:
-        stopping.append('finally')
+        stopping.set()
         if node is not None:
             ok = node.shutdown_driver()
             print(torque_off_line('driver_node', node.driver.torque_off_unconfirmed),

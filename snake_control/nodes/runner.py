@@ -44,11 +44,15 @@ def spin_until(executor, context, stop: threading.Event | None = None) -> None:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def install_stop_signals(stop: threading.Event) -> None:
-    """SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) set `stop`. Later ones do nothing:
-    a terminal's Ctrl-C under `ros2 launch` reaches each node twice (from the terminal and from launch),
-    and the shutdown the first one started must not be interrupted. Main thread only."""
+def install_stop_signals(stop: threading.Event, on_repeat=None) -> None:
+    """SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) set `stop`. Later ones do nothing
+    but call on_repeat(signal name) if given: a terminal's Ctrl-C under `ros2 launch` reaches each node
+    twice (from the terminal and from launch), and the shutdown the first one started must not be
+    interrupted. The handler raises nothing: Python runs it inside whatever callback is running, where an
+    exception would be reported as that callback's failure. Main thread only."""
     def handler(signum, frame):
+        if stop.is_set() and on_repeat is not None:
+            on_repeat(signal.Signals(signum).name)
         stop.set()
     for sig in STOP_SIGNALS:
         signal.signal(sig, handler)
