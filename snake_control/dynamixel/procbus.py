@@ -51,7 +51,8 @@ log = logging.getLogger(__name__)
 MODES = ('stopped', 'running', 'hold', 'torque_off', 'disconnected', 'fatal')
 POLICY_CODES = (None, 'hold', 'torque_off')
 TEXT_BYTES = 2048            # each bus's reasons (and fault reasons): enough for 32 servos' stale names
-_HEAD = 6                    # seq, stamp, cycles, mode code, own fault policy code, grid slot
+_HEAD = 6                    # seq, (unused: stamps live in the ring), cycles, mode code, own fault
+                             # policy code, grid slot
 RING = 32                    # cycles each bus keeps in shared memory, so a parent that falls behind for
                              # up to this many cycles still publishes every one of them
 STATUS_EVERY_S = 0.02        # the child's main thread refreshes mode and reasons this often (a bus loop
@@ -87,7 +88,7 @@ class _Shared:
     def write_state(self, snap: JointStateSnapshot, cycles: int, slot: int):
         a, n = self.a, self.n
         a[0] += 1                                   # odd: being written
-        a[1], a[2], a[5] = snap.stamp_s, cycles, slot
+        a[2], a[5] = cycles, slot
         e = self._entry(a, cycles)
         e[0], e[1] = snap.stamp_s, slot
         e[2:2 + n] = snap.position_rad
