@@ -33,13 +33,19 @@ DOC_LIMIT_HZ = {(1_000_000, True): 148, (1_000_000, False): 112, (2_000_000, Tru
                 (2_000_000, False): 222, (4_000_000, True): 592, (4_000_000, False): 448}
 
 
-def cycle_bytes(fast: bool, block: int, health_every: int) -> float:
-    """Bytes on the wire per cycle: goal sync write, state read request and replies, and the
-    temperature/voltage read (request 14 + reply 14 bytes) every health_every cycles."""
+def cycle_bytes(fast: bool, block: int) -> float:
+    """Bytes on the wire per cycle: goal sync write, state read request and replies."""
     write = 14 + 5 * N
     request = 14 + N
     reply = 8 + N * (block + 4) if fast else N * (11 + block)
-    return write + request + reply + (14 + 14) / health_every
+    return write + request + reply
+
+
+def own_limit_hz(baud: int, fast: bool, block: int, health_period_s: float) -> float:
+    """Cycles per second the wire allows our loop: 10 bits a byte, less the temperature/voltage read
+    (request 14 + reply 14 bytes) every health_period_s."""
+    health_bytes_s = (14 + 14) / health_period_s if health_period_s > 0 else 0.0
+    return (baud / 10.0 - health_bytes_s) / cycle_bytes(fast, block)
 
 
 def _cpu_s(pid: int) -> float:
@@ -249,8 +255,8 @@ def main():
                                                                      pid)
                 _, jitter, cpu, fails100, _, cpu100_ms, _ = run_driver(robot, sim.path, baud, fast, 100.0, RUN_S)
                 # Our cycle: 12-byte blocks (error, current, velocity, position, bus watchdog), a health
-                # read every health_every cycles.
-                own_limit = baud / 10.0 / cycle_bytes(fast, STATE_BLOCK.size, DriverConfig().health_every)
+                # read every health_period_s.
+                own_limit = own_limit_hz(baud, fast, STATE_BLOCK.size, DriverConfig().health_period_s)
                 doc = DOC_LIMIT_HZ[(baud, fast)]
                 _, sdk_cpu, sdk_ok = run_sdk_baseline(sim.path, baud, fast, 100.0, RUN_S)
                 print(f'{baud:>9} {"fast" if fast else "sync":>5} {rate:>8.1f} {doc:>9d} {rate / doc:>6.0%} '

@@ -122,7 +122,7 @@ def test_garbled_health_reading_keeps_the_last_good_value_marked_stale(tmp_path)
     # garbled reply would read: the driver must keep the last good voltage, mark it stale and count.
     robot = _robot(tmp_path)
     with SimBusProcess(sim_bus_args(robot, BAUD, spread_rad=0.3)) as sim:
-        d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=8.0, health_every=1))
+        d = Driver(robot, sim.path, config=DriverConfig(rate_hz=50, margin_ms=8.0, health_period_s=0.001))
         d.start()
         try:
             servos = d.diagnostics().servos

@@ -19,7 +19,7 @@ ticks); one fast sync read (sync read where the firmware lacks it) of Indirect D
 error status, present current, velocity and position; a follow-up sync read of the servos the first
 read missed when the cycle has time left (a servo silent for ``stale_limit`` cycles leaves the main
 read and is probed every PROBE_EVERY cycles, so a dead servo does not cost a timeout every cycle);
-every ``health_every`` cycles one servo's temperature and
+every ``health_period_s`` one servo's temperature and
 voltage, round-robin. The state block carries each servo's bus watchdog: the loop arms a servo whose
 watchdog reads off (torque comes on with it off, see _first_goals_and_torque_on) and clears one that
 tripped, holding the robot until it is. The read mode
@@ -187,6 +187,7 @@ class Driver:
         self._jitter = collections.deque(maxlen=1000)
         self._cycle_starts = collections.deque(maxlen=200)
         self._health_next = 0
+        self._health_due = 0.0                # monotonic s of the next health read
         self._read_order = list(self.ids)
         self._disconnected_since = None
         self._last_reconnect_try = -math.inf
@@ -1143,8 +1144,14 @@ class Driver:
                 self._event(f'{s.name}: clearing the bus watchdog failed: {exc}')
 
     def _read_health(self):
-        if self.config.health_every <= 0 or self.counters.cycles % self.config.health_every:
+        # Time-based, not every N cycles: a health read costs a round trip, which at 400 Hz is a large
+        # share of the period, and temperature and voltage change over seconds whatever the rate.
+        if self.config.health_period_s <= 0:
             return
+        now = time.monotonic()
+        if now < self._health_due:
+            return
+        self._health_due = max(self._health_due + self.config.health_period_s, now)
         s = self.servos[self._health_next % len(self.servos)]
         self._health_next += 1
         if s.rebooting_until is not None:

@@ -52,7 +52,8 @@ class DriverConfig:
     watchdog_ms: int | None = None           # Bus Watchdog (0: off; None: default_watchdog_ms(rate))
     margin_ms: float | None = None           # packet timeout margin; None: from the control period
     reconnect_interval_s: float = 0.5
-    health_every: int = 4                    # one servo's temperature/voltage every N cycles
+    health_period_s: float = 0.04            # one servo's temperature/voltage this often, whatever the
+                                             # control rate (at 400 Hz, every 16 cycles); 0: never
     torque_off_deadline_s: float = TORQUE_OFF_DEADLINE_S
     # Goal = commanded position + commanded velocity x velocity_lead_s (0: off): cancels the lag of the
     # servo's own profile (docs/dynamixel.md, "Command velocities").
