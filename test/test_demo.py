@@ -135,3 +135,54 @@ def test_the_demo_takes_a_dds_domain_the_tests_do_not_use_unless_one_is_chosen()
     assert DEMO_DOMAINS[0] > 101     # test/conftest.py draws from 1-101
     env = {'ROS_DOMAIN_ID': '7'}
     assert private_domain(env) is None and env == {'ROS_DOMAIN_ID': '7'}
+
+
+def _wiggling_body(t_s, v_m_s, start_s, period_s, n_links=8, link_m=0.1, amplitude_m=0.1, delta_rad=0.5):
+    """(link-centre poses (T, n_links, 4, 4), gait phase (T,) rad) of a chain sliding along +x at v_m_s
+    from start_s while a wave of amplitude_m swings every link sideways (phase lag delta_rad per link)."""
+    moving_s = np.clip(np.asarray(t_s) - start_s, 0.0, None)
+    phase = 2 * math.pi * moving_s / period_s
+    poses = np.tile(np.eye(4), (len(t_s), n_links, 1, 1))
+    for i in range(n_links):
+        poses[:, i, 0, 3] = v_m_s * moving_s + i * link_m
+        poses[:, i, 1, 3] = amplitude_m * np.sin(phase - i * delta_rad)
+    return poses, phase
+
+
+def test_demo_speed_is_the_centroid_progress_not_a_wiggling_link_path():
+    """A body moving at v along x while its links swing sideways reads v, as the acceptance harness
+    measures it; a link's path length (the wave's swing counted as travel) reads far more."""
+    from snake_control.app.demo import PATH_SAMPLE_S, span_speeds
+
+    v, start, period = 0.1, 1.0, 4.0
+    t = np.arange(0.0, 11.0, 0.02)
+    poses, phase = _wiggling_body(t, v, start, period)
+    gait_t = np.arange(0.0, 11.0, 0.1)
+    command = np.column_stack((np.where(gait_t >= start, v, 0.0), np.zeros_like(gait_t)))
+    gait_phase = np.interp(gait_t, t, phase)
+    [span] = span_speeds(t, poses, gait_t, gait_phase, command, np.ones(len(gait_t), bool))
+    assert span.cycles == 2 and span.t_start_s == pytest.approx(start)
+    assert span.commanded_m_s == pytest.approx(v)
+    assert span.achieved_m_s == pytest.approx(v, rel=0.01)
+    # The data wiggles enough to tell the two measures apart: the middle link's path reads x1.3 or more.
+    moving = t >= start
+    middle = poses[moving, 4, :2, 3]
+    assert path_length_m(t[moving], middle, PATH_SAMPLE_S) / (t[-1] - start) > 1.3 * v
+
+
+def test_demo_speed_spans_skip_blends_and_average_the_command_over_the_window():
+    from snake_control.app.demo import motion_spans, span_speeds
+
+    cmd = np.array([[0, 0], [0.1, 0], [0.1, 0], [0.1, 0], [0, 0.05], [0, 0.05], [0, 0]], float)
+    steady = np.array([True, True, True, False, True, True, True])
+    assert motion_spans(np.arange(7), cmd, steady) == [(1, 2), (4, 5)]
+    # The measured window is the one whole cycle (0 to 4 s) of the 7.9 s span: half of it at 0.05 m/s,
+    # half at 0.15 m/s, so the command's mean over it is 0.1 m/s (the 0.3 m/s after it does not count).
+    t = np.arange(0.0, 8.0, 0.02)
+    poses, phase = _wiggling_body(t, 0.1, 0.0, 4.0)
+    gait_t = np.arange(0.0, 8.0, 0.1)
+    command = np.column_stack((np.select([gait_t < 2.0, gait_t < 4.0], [0.05, 0.15], 0.3), 0 * gait_t))
+    [span] = span_speeds(t, poses, gait_t, np.interp(gait_t, t, phase), command, np.ones(len(gait_t), bool))
+    assert span.cycles == 1 and span.window_s == pytest.approx(4.0, abs=0.02)
+    assert span.commanded_m_s == pytest.approx(0.1, rel=0.01)
+    assert span.achieved_m_s == pytest.approx(0.1, rel=0.01)

@@ -209,11 +209,15 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 duration_s: float | None = None, log=print, status_period_s: float = 2.0,
                 stop_event: threading.Event | None = None, on_ready=None, before_stop=None,
                 executor_kind: str = 'events', driver_in_process: bool = False,
-                keyboard=None) -> BringupResult:
+                keyboard=None, truth_links: str | Path | None = None) -> BringupResult:
     """Run the graph until duration_s (or the script's end), SIGINT/SIGTERM/SIGHUP or stop_event.
 
     keyboard: a snake_control.teleop.keyboard.KeyboardPad to publish as the gamepad (its keys are fed by
     the caller, snake_control.app.keyboard.KeyboardTerminal); not together with script.
+
+    truth_links: with MuJoCo physics, the file the plant writes every link's true pose to
+    (snake_control.app.truth.read_truth_links reads it), kept after the run; without it the plant writes
+    them to a temporary file only when recording (they become the recording's truth tree either way).
 
     on_ready(run) is called once every node exists and the driver publishes joint_states, and
     before_stop(run) when the run ends, before anything is shut down (tests and benchmarks hook in
@@ -256,6 +260,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     context = None
     spin = None
     previous = {}
+    links_path = Path(truth_links) if truth_links is not None else None
     truth_links = None
     with tempfile.TemporaryDirectory(prefix='snake_bringup_') as tmp:
         try:
@@ -265,10 +270,10 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 from snake_control.robot import load_robot
                 baud = args.baud or load_robot(args.robot).bus.baud
                 truth_links = None
-                if args.physics == 'mujoco' and record:
+                if args.physics == 'mujoco' and (record or links_path is not None):
                     # The plant writes its links' poses; they become the recording's truth/ tree at the end.
                     from snake_control.physics.servo_plant import TRUTH_LINKS_ENV
-                    truth_links = Path(tmp) / 'truth_links.csv'
+                    truth_links = links_path or Path(tmp) / 'truth_links.csv'
                     os.environ[TRUTH_LINKS_ENV] = str(truth_links)
                 from snake_control.nodes.sim_imu import NAMESPACE_ENV
                 # The world's IMU publishes into the graph's namespace (snake_control.nodes.sim_imu).

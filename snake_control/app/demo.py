@@ -33,6 +33,10 @@ DEMO_BAUD = 4_000_000
 VIDEO = {'speed': 2.0, 'fps': 15.0, 'size': (288, 384)}
 # Path length is summed over samples this far apart: the body frame's small per-cycle wiggle is not travel.
 PATH_SAMPLE_S = 0.25
+# A gait command below this (m/s) is no motion command; a motion span shorter than MIN_SPAN_S is not
+# measured (too short to tell the body's progress from the wave's swing).
+MOVING_M_S = 1e-3
+MIN_SPAN_S = 1.0
 # No gait moves the body this fast: a larger step between ground-truth samples is a glitch, not travel.
 MAX_TRUE_SPEED_M_S = 2.0
 
@@ -82,6 +86,75 @@ def path_length_m(t_s: np.ndarray, xy_m: np.ndarray, sample_s: float = PATH_SAMP
     grid = np.append(grid, t_s[-1])
     pts = np.column_stack([np.interp(grid, t_s, xy_m[:, i]) for i in range(2)])
     return float(np.sum(np.linalg.norm(np.diff(pts, axis=0), axis=1)))
+
+
+def motion_spans(gait_t_s, command_xy_m_s, steady) -> list[tuple[int, int]]:
+    """[(first, last)] sample indices of the runs of gait/state samples (times gait_t_s (G,) s) with a
+    motion command (command_xy_m_s (G, 2): forward, sideways m/s, of norm over MOVING_M_S) in one gait
+    that is not blending into another (steady (G,) bool, False also where the gait changes)."""
+    cmd = np.asarray(command_xy_m_s, dtype=float).reshape(-1, 2)
+    on = (np.hypot(cmd[:, 0], cmd[:, 1]) > MOVING_M_S) & np.asarray(steady, dtype=bool)
+    spans, start = [], None
+    for k, flag in enumerate(on):
+        if flag and start is None:
+            start = k
+        elif not flag and start is not None:
+            spans.append((start, k - 1))
+            start = None
+    if start is not None:
+        spans.append((start, len(on) - 1))
+    return [(a, b) for a, b in spans if b > a]
+
+
+@dataclass(frozen=True)
+class SpeedSpan:
+    """One motion span of a session: start (s), the window measured (s: its whole gait cycles, or all
+    of it when shorter than a cycle), whole cycles in it, mean commanded speed (m/s) over the window and
+    the achieved speed along the commanded direction (m/s)."""
+
+    t_start_s: float
+    window_s: float
+    cycles: int
+    commanded_m_s: float
+    achieved_m_s: float
+
+
+def span_speeds(t_s, link_poses, gait_t_s, phase_rad, command_xy_m_s, steady,
+                min_span_s: float = MIN_SPAN_S) -> list[SpeedSpan]:
+    """Commanded against achieved speed over every motion span (motion_spans) of a session.
+
+    t_s (T,) s and link_poses (T, n_links, 4, 4): the true link-centre poses in the world; gait_t_s (G,)
+    s, phase_rad (G,) the gait's phase, command_xy_m_s (G, 2) and steady (G,): gait/state, on the same
+    clock. The achieved speed is the acceptance harness's (snake_control.validation.cmdvel.achieved_motion):
+    the link centroid's displacement between phase-aligned ends of whole gait cycles, stretched to its
+    mean path, so the body wave's swing (a link wiggles sideways on every stride) is not counted as
+    travel. It is taken along the span's mean command direction; the command (piecewise constant
+    between gait/state samples) is averaged over the same window.
+    """
+    from snake_control.validation.cmdvel import achieved_motion
+
+    t, poses = np.asarray(t_s, dtype=float), np.asarray(link_poses, dtype=float)
+    gt, cmd = np.asarray(gait_t_s, dtype=float), np.asarray(command_xy_m_s, dtype=float).reshape(-1, 2)
+    phase = np.asarray(phase_rad, dtype=float)
+    out = []
+    for a, b in motion_spans(gt, cmd, steady):
+        inside = (t >= gt[a]) & (t <= gt[b])
+        if gt[b] - gt[a] < min_span_s or inside.sum() < 3:
+            continue
+        ts = t[inside]
+        phases = np.interp(ts, gt[a:b + 1], np.unwrap(phase[a:b + 1]))
+        got = achieved_motion(ts, poses[inside], phases)
+        # The command holds from one gait/state sample to the next: its mean over the measured window.
+        end = ts[0] + got.window_s
+        edges = np.clip(np.append(gt[a:b + 1], np.inf), ts[0], end)
+        weights = np.diff(edges)
+        mean_cmd = weights @ cmd[a:b + 1] / max(weights.sum(), 1e-12)
+        norm = float(np.hypot(*mean_cmd))
+        if norm <= MOVING_M_S:
+            continue
+        along = (got.forward_m_s * mean_cmd[0] + got.lateral_m_s * mean_cmd[1]) / norm
+        out.append(SpeedSpan(float(ts[0]), float(got.window_s), int(got.cycles), norm, float(along)))
+    return out
 
 
 def truth_jumps(t_s: np.ndarray, xy_m: np.ndarray, max_speed_m_s: float = MAX_TRUE_SPEED_M_S,
@@ -135,6 +208,7 @@ class RobotSummary:
     commanded_speed_m_s: float = 0.0
     achieved_speed_m_s: float = 0.0
     moving_time_s: float = 0.0
+    speed_cycles: int = 0
     counters: dict = field(default_factory=dict)
     stale_reads: int = 0
     gait_saturation_messages: int = 0
@@ -158,9 +232,9 @@ class RobotSummary:
                f'({self.final_position_error_pct:.1f} % of the distance), '
                f'heading {self.final_heading_error_deg:+.1f} deg'
                + (f' ({self.truth_jumps} ground-truth samples dropped as jumps)' if self.truth_jumps else ''),
-               f'  speed while commanded ({self.moving_time_s:.0f} s): '
-               f'commanded {self.commanded_speed_m_s:.3f} m/s, '
-               f'achieved {self.achieved_speed_m_s:.3f} m/s (x{self._ratio():.1f})',
+               f'  speed while commanded ({self.moving_time_s:.0f} s, {self.speed_cycles} whole gait cycles; '
+               f'link centroid\'s mean path): commanded {self.commanded_speed_m_s:.3f} m/s, '
+               f'achieved {self.achieved_speed_m_s:.3f} m/s (x{self._ratio():.2f})',
                f'  loop: driver {self.cycle_rate_hz:.1f} Hz (target {self.control_rate_hz_target:g} Hz), '
                f'joint_states {self.joint_states_rate_hz:.1f} Hz; bus limit {self.wire_limit_hz:.0f} Hz '
                f'({self.wire_time_ms:.2f} ms wire time per cycle, {self.read_mode} sync read, '
@@ -240,7 +314,9 @@ class _Extra:
 
     t_first_ns: int = 0
     gait_t_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    gait_speed_m_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    gait_command_xy_m_s: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    gait_phase_rad: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    gait_steady: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     saturation_messages: int = 0
     diag_t_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     diag_rate_hz: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -249,8 +325,9 @@ class _Extra:
 def _read_extra(path: Path, namespace: str) -> _Extra:
     from snake_control.mcap_io import ros2_messages
 
-    ex, gait, diag = _Extra(), [], []
+    ex, gait, steady, diag = _Extra(), [], [], []
     gait_topic = f'/{namespace}/gait/state'
+    previous_gait = None
     for m in ros2_messages(path):
         if not ex.t_first_ns:
             ex.t_first_ns = m.log_time_ns
@@ -258,10 +335,16 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
         if m.channel.topic == gait_topic:
             v = {kv.key: kv.value for kv in m.ros_msg.values}
             try:
-                gait.append((t, math.hypot(float(v.get('command_forward_m_s', 0)),
-                                           float(v.get('command_sideways_m_s', 0)))))
+                gait.append((t, float(v.get('command_forward_m_s', 0)), float(v.get('command_sideways_m_s', 0)),
+                             float(v.get('phase_rad', 'nan'))))
             except ValueError:
                 continue
+            # One gait, not blending, not e-stopped, and the same gait as the sample before: its phase
+            # runs continuously.
+            active = v.get('active_gait')
+            steady.append(active == v.get('target_gait') == previous_gait and v.get('estop') != 'true'
+                          and float(v.get('transition_progress', 1) or 1) >= 1.0)
+            previous_gait = active
             ex.saturation_messages += bool(v.get('saturated_joints'))
         elif m.channel.topic.endswith('/diagnostics') or m.channel.topic == '/diagnostics':
             for st in m.ros_msg.status:
@@ -270,7 +353,8 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
                     diag.append((t, float(v['cycle_rate_hz'])))
     if gait:
         a = np.array(gait)
-        ex.gait_t_s, ex.gait_speed_m_s = a[:, 0], a[:, 1]
+        ex.gait_t_s, ex.gait_command_xy_m_s, ex.gait_phase_rad = a[:, 0], a[:, 1:3], a[:, 3]
+        ex.gait_steady = np.array(steady, dtype=bool) & np.isfinite(a[:, 3])
     if diag:
         a = np.array(diag)
         ex.diag_t_s, ex.diag_rate_hz = a[:, 0], a[:, 1]
@@ -291,7 +375,8 @@ def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
     parts = out / 'demo_parts'
     parts.mkdir(parents=True, exist_ok=True)
     truth_path, mcap_path = parts / f'truth_{robot}.csv', parts / f'{robot}.mcap'
-    for p in (truth_path, mcap_path):
+    links_path = parts / f'truth_links_{robot}.csv'
+    for p in (truth_path, mcap_path, links_path):
         p.unlink(missing_ok=True)
     script = Path(script) if script else demo_script_path(robot)
     anchors, diagnostics = [], {}
@@ -310,14 +395,16 @@ def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
         result = run_bringup(
             GraphArgs(robot=robot, bus='sim', physics='mujoco', baud=DEMO_BAUD, namespace=robot, joy=False),
             script=str(script), record=str(mcap_path), duration_s=duration_s, log=log,
-            status_period_s=3.0, on_ready=lambda run: anchor(), before_stop=before_stop)
+            status_period_s=3.0, on_ready=lambda run: anchor(), before_stop=before_stop,
+            truth_links=links_path)
     finally:
         if previous is None:
             os.environ.pop(TRUTH_ENV, None)
         else:
             os.environ[TRUTH_ENV] = previous
     diagnostics.update(result.driver_diagnostics)
-    summary = analyse(robot, mcap_path, truth_path, anchors, diagnostics, out / f'demo_{robot}.png')
+    summary = analyse(robot, mcap_path, truth_path, anchors, diagnostics, out / f'demo_{robot}.png',
+                      links_path=links_path)
     summary.torque_off = result.torque_off
     summary.message_counts = result.message_counts
     summary.n_joints = load_robot(robot).n_joints
@@ -325,8 +412,11 @@ def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
 
 
 def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagnostics: dict,
-            picture: Path) -> RobotSummary:
-    """Compare the recorded odometry with the plant's truth, gather loop figures and faults, draw."""
+            picture: Path, links_path: Path | None = None) -> RobotSummary:
+    """Compare the recorded odometry with the plant's truth, gather loop figures and faults, draw.
+
+    links_path: the plant's link poses (snake_control.app.truth.read_truth_links, wall-clock stamped), the
+    achieved speed's input (span_speeds); without it the speed is not judged."""
     from snake_control.dynamixel.readings import STATE_BLOCK
     from snake_control.robot import load_robot
     from snake_control.app.session import read_session
@@ -375,18 +465,20 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     dyaw = true_rel[-1, 2] - est_rel[-1, 2]
     summ.final_heading_error_deg = math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))
 
-    # Commanded against achieved speed, over the time a motion command was in force.
-    if len(ex.gait_t_s) > 1:
-        grid = np.arange(t0, t1, PATH_SAMPLE_S)
-        idx = np.clip(np.searchsorted(ex.gait_t_s, grid, side='right') - 1, 0, len(ex.gait_t_s) - 1)
-        cmd = ex.gait_speed_m_s[idx]
-        moving = cmd[:-1] > 1e-3
-        pts = np.column_stack([np.interp(grid, true_t, true_rel[:, i]) for i in range(2)])
-        step = np.linalg.norm(np.diff(pts, axis=0), axis=1)
-        summ.moving_time_s = float(moving.sum() * PATH_SAMPLE_S)
-        if moving.any():
-            summ.commanded_speed_m_s = float(cmd[:-1][moving].mean())
-            summ.achieved_speed_m_s = float(step[moving].sum() / summ.moving_time_s)
+    # Commanded against achieved speed over the spans a motion command was in force, measured as the
+    # acceptance harness does (span_speeds): the body frame's own path would count the wave's swing.
+    if len(ex.gait_t_s) > 1 and links_path is not None and Path(links_path).is_file():
+        from snake_control.app.truth import read_truth_links
+
+        wall_s, centres = read_truth_links(links_path, rb.n_links)
+        spans = span_speeds(wall_s - ex.t_first_ns * 1e-9, centres, ex.gait_t_s, ex.gait_phase_rad,
+                            ex.gait_command_xy_m_s, ex.gait_steady)
+        if spans:
+            w = np.array([sp.window_s for sp in spans])
+            summ.moving_time_s = float(w.sum())
+            summ.speed_cycles = int(sum(sp.cycles for sp in spans))
+            summ.commanded_speed_m_s = float(w @ [sp.commanded_m_s for sp in spans] / w.sum())
+            summ.achieved_speed_m_s = float(w @ [sp.achieved_m_s for sp in spans] / w.sum())
     summ.gait_saturation_messages = ex.saturation_messages
 
     # Loop rate against what the wire allows, and faults.
