@@ -37,6 +37,9 @@ PATH_SAMPLE_S = 0.25
 # measured (too short to tell the body's progress from the wave's swing).
 MOVING_M_S = 1e-3
 MIN_SPAN_S = 1.0
+# A span is judged when the gait reported its command reachable for this share of it (the ramps between
+# commands may briefly ask for a tighter path than the gait turns).
+REACHABLE_SHARE = 0.9
 # No gait moves the body this fast: a larger step between ground-truth samples is a glitch, not travel.
 MAX_TRUE_SPEED_M_S = 2.0
 
@@ -110,22 +113,29 @@ def motion_spans(gait_t_s, command_xy_m_s, steady) -> list[tuple[int, int]]:
 class SpeedSpan:
     """One motion span of a session: start (s), the window measured (s: its whole gait cycles, or all
     of it when shorter than a cycle), whole cycles in it, mean commanded speed (m/s) over the window and
-    the achieved speed along the commanded direction (m/s)."""
+    the achieved speed along the commanded direction (m/s); the gait and whether it reported the command
+    reachable (gait/state's reachable) for REACHABLE_SHARE of the window."""
 
     t_start_s: float
     window_s: float
     cycles: int
     commanded_m_s: float
     achieved_m_s: float
+    gait: str = ''
+    reachable: bool = True
+
+    @property
+    def ratio(self) -> float:
+        return self.achieved_m_s / self.commanded_m_s
 
 
-def span_speeds(t_s, link_poses, gait_t_s, phase_rad, command_xy_m_s, steady,
+def span_speeds(t_s, link_poses, gait_t_s, phase_rad, command_xy_m_s, steady, gaits=None, reachable=None,
                 min_span_s: float = MIN_SPAN_S) -> list[SpeedSpan]:
     """Commanded against achieved speed over every motion span (motion_spans) of a session.
 
     t_s (T,) s and link_poses (T, n_links, 4, 4): the true link-centre poses in the world; gait_t_s (G,)
-    s, phase_rad (G,) the gait's phase, command_xy_m_s (G, 2) and steady (G,): gait/state, on the same
-    clock. The achieved speed is the acceptance harness's (snake_control.validation.cmdvel.achieved_motion):
+    s, phase_rad (G,) the gait's phase, command_xy_m_s (G, 2), steady (G,), and optionally gaits (G,)
+    names and reachable (G,) bool: gait/state, on the same clock. The achieved speed is the acceptance harness's (snake_control.validation.cmdvel.achieved_motion):
     the link centroid's displacement between phase-aligned ends of whole gait cycles, stretched to its
     mean path, so the body wave's swing (a link wiggles sideways on every stride) is not counted as
     travel. It is taken along the span's mean command direction; the command (piecewise constant
@@ -153,7 +163,10 @@ def span_speeds(t_s, link_poses, gait_t_s, phase_rad, command_xy_m_s, steady,
         if norm <= MOVING_M_S:
             continue
         along = (got.forward_m_s * mean_cmd[0] + got.lateral_m_s * mean_cmd[1]) / norm
-        out.append(SpeedSpan(float(ts[0]), float(got.window_s), int(got.cycles), norm, float(along)))
+        ok = True if reachable is None else bool(
+            weights @ np.asarray(reachable, dtype=float)[a:b + 1] >= REACHABLE_SHARE * weights.sum())
+        out.append(SpeedSpan(float(ts[0]), float(got.window_s), int(got.cycles), norm, float(along),
+                             '' if gaits is None else str(gaits[a]), ok))
     return out
 
 
@@ -209,6 +222,7 @@ class RobotSummary:
     achieved_speed_m_s: float = 0.0
     moving_time_s: float = 0.0
     speed_cycles: int = 0
+    speed_spans: list = field(default_factory=list)
     counters: dict = field(default_factory=dict)
     stale_reads: int = 0
     gait_saturation_messages: int = 0
@@ -232,9 +246,14 @@ class RobotSummary:
                f'({self.final_position_error_pct:.1f} % of the distance), '
                f'heading {self.final_heading_error_deg:+.1f} deg'
                + (f' ({self.truth_jumps} ground-truth samples dropped as jumps)' if self.truth_jumps else ''),
-               f'  speed while commanded ({self.moving_time_s:.0f} s, {self.speed_cycles} whole gait cycles; '
-               f'link centroid\'s mean path): commanded {self.commanded_speed_m_s:.3f} m/s, '
-               f'achieved {self.achieved_speed_m_s:.3f} m/s (x{self._ratio():.2f})',
+               (f'  speed while commanded ({self.moving_time_s:.0f} s, {self.speed_cycles} whole gait cycles; '
+                f'link centroid\'s mean path): commanded {self.commanded_speed_m_s:.3f} m/s, '
+                f'achieved {self.achieved_speed_m_s:.3f} m/s (x{self._ratio():.2f})' if self.commanded_speed_m_s > 0
+                else '  speed while commanded: no span of a command the gait can do was measured'),
+               *(f'    {sp.gait} from {sp.t_start_s:.0f} s ({sp.window_s:.1f} s, {sp.cycles} cycles): '
+                 f'commanded {sp.commanded_m_s:.3f} m/s, achieved {sp.achieved_m_s:.3f} m/s (x{sp.ratio:.2f})'
+                 + ('' if sp.reachable else '; the gait reports it cannot reach the command: not judged')
+                 for sp in self.speed_spans),
                f'  loop: driver {self.cycle_rate_hz:.1f} Hz (target {self.control_rate_hz_target:g} Hz), '
                f'joint_states {self.joint_states_rate_hz:.1f} Hz; bus limit {self.wire_limit_hz:.0f} Hz '
                f'({self.wire_time_ms:.2f} ms wire time per cycle, {self.read_mode} sync read, '
@@ -317,6 +336,8 @@ class _Extra:
     gait_command_xy_m_s: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     gait_phase_rad: np.ndarray = field(default_factory=lambda: np.zeros(0))
     gait_steady: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    gait_names: list = field(default_factory=list)
+    gait_reachable: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     saturation_messages: int = 0
     diag_t_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     diag_rate_hz: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -325,7 +346,7 @@ class _Extra:
 def _read_extra(path: Path, namespace: str) -> _Extra:
     from snake_control.mcap_io import ros2_messages
 
-    ex, gait, steady, diag = _Extra(), [], [], []
+    ex, gait, steady, names, reachable, diag = _Extra(), [], [], [], [], []
     gait_topic = f'/{namespace}/gait/state'
     previous_gait = None
     for m in ros2_messages(path):
@@ -345,6 +366,8 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
             steady.append(active == v.get('target_gait') == previous_gait and v.get('estop') != 'true'
                           and float(v.get('transition_progress', 1) or 1) >= 1.0)
             previous_gait = active
+            names.append(active or '')
+            reachable.append(v.get('reachable', 'true') != 'false')
             ex.saturation_messages += bool(v.get('saturated_joints'))
         elif m.channel.topic.endswith('/diagnostics') or m.channel.topic == '/diagnostics':
             for st in m.ros_msg.status:
@@ -355,6 +378,7 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
         a = np.array(gait)
         ex.gait_t_s, ex.gait_command_xy_m_s, ex.gait_phase_rad = a[:, 0], a[:, 1:3], a[:, 3]
         ex.gait_steady = np.array(steady, dtype=bool) & np.isfinite(a[:, 3])
+        ex.gait_names, ex.gait_reachable = names, np.array(reachable, dtype=bool)
     if diag:
         a = np.array(diag)
         ex.diag_t_s, ex.diag_rate_hz = a[:, 0], a[:, 1]
@@ -471,14 +495,16 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
         from snake_control.app.truth import read_truth_links
 
         wall_s, centres = read_truth_links(links_path, rb.n_links)
-        spans = span_speeds(wall_s - ex.t_first_ns * 1e-9, centres, ex.gait_t_s, ex.gait_phase_rad,
-                            ex.gait_command_xy_m_s, ex.gait_steady)
-        if spans:
-            w = np.array([sp.window_s for sp in spans])
+        summ.speed_spans = span_speeds(wall_s - ex.t_first_ns * 1e-9, centres, ex.gait_t_s, ex.gait_phase_rad,
+                                       ex.gait_command_xy_m_s, ex.gait_steady, ex.gait_names, ex.gait_reachable)
+        # Judged where the gait said it can do the command: one that says it cannot is shown, not judged.
+        judged = [sp for sp in summ.speed_spans if sp.reachable]
+        if judged:
+            w = np.array([sp.window_s for sp in judged])
             summ.moving_time_s = float(w.sum())
-            summ.speed_cycles = int(sum(sp.cycles for sp in spans))
-            summ.commanded_speed_m_s = float(w @ [sp.commanded_m_s for sp in spans] / w.sum())
-            summ.achieved_speed_m_s = float(w @ [sp.achieved_m_s for sp in spans] / w.sum())
+            summ.speed_cycles = int(sum(sp.cycles for sp in judged))
+            summ.commanded_speed_m_s = float(w @ [sp.commanded_m_s for sp in judged] / w.sum())
+            summ.achieved_speed_m_s = float(w @ [sp.achieved_m_s for sp in judged] / w.sum())
     summ.gait_saturation_messages = ex.saturation_messages
 
     # Loop rate against what the wire allows, and faults.
