@@ -186,3 +186,36 @@ def test_demo_speed_spans_skip_blends_and_average_the_command_over_the_window():
     assert span.cycles == 1 and span.window_s == pytest.approx(4.0, abs=0.02)
     assert span.commanded_m_s == pytest.approx(0.1, rel=0.01)
     assert span.achieved_m_s == pytest.approx(0.1, rel=0.01)
+
+
+@pytest.mark.parametrize('robot', ['pitch_yaw_32', 'wheeled_8'])
+def test_demo_scripts_turn_along_paths_their_gait_can_follow(robot):
+    """The demo is the product's showcase: a turn it asks for (forward and turn sticks together) stays
+    within the first gait's path curvature (its calibration or no-slip model, gaits.reach), so the gait
+    never reports that it cannot reach the command. Both sticks scale with the same speed scale, so
+    the path curvature asked for is the sticks' ratio times the map's turn and forward limits."""
+    from snake_control.app.demo import demo_script_path
+    from snake_control.gaits.controller import default_gait
+    from snake_control.gaits.reach import cmd_vel_meaning
+    from snake_control.robot import load_robot
+    from snake_control.teleop.script import load_script
+
+    rb = load_robot(robot)
+    script = load_script(demo_script_path(robot))
+    pad = script.gamepad
+    lo, hi = cmd_vel_meaning(rb, default_gait(rb)).curvature_range_rad_m
+    gait_taps = {pad.buttons[k].button for k in ('next_gait', 'previous_gait')} | {
+        b.button for b in pad.gait_pick.values()}
+    fwd, turn = pad.axes['forward'], pad.axes['turn']
+    turns = 0
+    for event in script.events:
+        if gait_taps & set(event.tap):
+            break                               # another gait from here on
+        v, w = (event.axes[a.axis] * a.scale for a in (fwd, turn))
+        if abs(v) < pad.deadzone or abs(w) < pad.deadzone:
+            continue
+        curvature = (w * pad.limits['max_turn_rad_s']) / (v * pad.limits['max_forward_m_s'])
+        assert lo < curvature < hi, f'{robot} at {event.t_s} s asks for {curvature:.2f} rad/m, the gait ' \
+                                    f'turns within {lo:.2f}..{hi:.2f} rad/m'
+        turns += 1
+    assert turns >= 1
