@@ -240,8 +240,8 @@ class RobotSummary:
         rejected = sum(v for k, v in c.items() if k.startswith('rejected'))
         out = [f'{self.robot} ({self.n_joints} joints), {self.duration_s:.0f} s, gaits: '
                + ' -> '.join(g for _, g in self.gait_switches),
-               f'  distance travelled (true): {self.true_distance_m:.2f} m; '
-               f'estimated {self.estimated_distance_m:.2f} m',
+               f'  distance travelled (true, the link centroid\'s path): {self.true_distance_m:.2f} m; '
+               f'the odom frame\'s estimated path {self.estimated_distance_m:.2f} m',
                f'  estimator error at the end: {self.final_position_error_m:.3f} m '
                f'({self.final_position_error_pct:.1f} % of the distance), '
                f'heading {self.final_heading_error_deg:+.1f} deg'
@@ -482,6 +482,17 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     true_t = np.concatenate([[t0], truth_t[in_run], [t1]])
     est_rel = se2_relative(s.odom_xyyaw, s.odom_xyyaw[0])
     summ.true_distance_m = path_length_m(true_t, true_rel[:, :2])
+    links = None
+    if links_path is not None and Path(links_path).is_file():
+        from snake_control.app.truth import read_truth_links
+        wall_s, centres = read_truth_links(links_path, rb.n_links)
+        links = (wall_s - ex.t_first_ns * 1e-9, centres)
+        # Distance as the validation harness counts it (snake_control.validation.runs): the link centroid's
+        # path, which does not count the body wave's sideways swing of one link as travel.
+        t_l, centroid = links[0], centres[:, :, :2, 3].mean(axis=1)
+        keep = (t_l >= t0) & (t_l <= t1)
+        if np.count_nonzero(keep) > 1:
+            summ.true_distance_m = path_length_m(t_l[keep], centroid[keep])
     summ.estimated_distance_m = path_length_m(s.odom_t_s, est_rel[:, :2])
     err = true_rel[-1, :2] - est_rel[-1, :2]
     summ.final_position_error_m = float(np.hypot(*err))
@@ -491,11 +502,8 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
 
     # Commanded against achieved speed over the spans a motion command was in force, measured as the
     # acceptance harness does (span_speeds): the body frame's own path would count the wave's swing.
-    if len(ex.gait_t_s) > 1 and links_path is not None and Path(links_path).is_file():
-        from snake_control.app.truth import read_truth_links
-
-        wall_s, centres = read_truth_links(links_path, rb.n_links)
-        summ.speed_spans = span_speeds(wall_s - ex.t_first_ns * 1e-9, centres, ex.gait_t_s, ex.gait_phase_rad,
+    if len(ex.gait_t_s) > 1 and links is not None:
+        summ.speed_spans = span_speeds(links[0], links[1], ex.gait_t_s, ex.gait_phase_rad,
                                        ex.gait_command_xy_m_s, ex.gait_steady, ex.gait_names, ex.gait_reachable)
         # Judged where the gait said it can do the command: one that says it cannot is shown, not judged.
         judged = [sp for sp in summ.speed_spans if sp.reachable]
