@@ -66,6 +66,10 @@ class GaitSpec:
     2 pi command / stride (the stride parameter: distance, or angle for 'turn', per gait cycle).
     turn_param: the parameter that the angular.z command offsets (by turn_gain * angular.z, at most
     turn_max in magnitude), or None when the gait does not turn.
+    mirror_negative: a negative drive command runs the gait's mirror image (yaw joints negated: the
+    reflection through the body's vertical plane) with the phase advancing, instead of the gait with
+    its phase running backwards. Run backwards, a gait that relies on friction is not its own mirror:
+    turn_in_place turned right while drifting 0.15 m/rad toward its tail, against 0.045 m/rad left.
     """
 
     name: str
@@ -77,6 +81,7 @@ class GaitSpec:
     turn_param: str | None = None
     turn_gain: float = 0.0
     turn_max: float = 0.0
+    mirror_negative: bool = False
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -242,7 +247,8 @@ TURN_IN_PLACE = GaitSpec(
     # w_s = 0.8, A_pitch = 0.2: the torque check's 0.8 of stall (w_s = 0.4, A_pitch = 0.25 asked 129 %).
     _serp_params(0.5, 0.2, 0.8, PI / 2, stride=_stride('rad', 0.3, '0.3 rad')),
     'sidewinding whose pitch amplitude changes sign along the body (profile -cos(pi x)): the tail half '
-    'sidewinds one way and the head half the other, so the body turns on the spot')
+    'sidewinds one way and the head half the other, so the body turns on the spot; a right turn is the '
+    'left turn\'s mirror image', mirror_negative=True)
 
 CONICAL_SIDEWINDING = GaitSpec(
     'conical_sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',

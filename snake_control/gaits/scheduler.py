@@ -120,14 +120,17 @@ class GaitState:
     t_s: float
     mapping: str = 'stride parameter'   # 'calibration', 'no-slip model', 'stride parameter' or 'none'
     reachable: bool = True        # False: the command is beyond the gait's phase rate or turning range
+    mirrored: bool = False        # the target gait runs its mirror image (GaitSpec.mirror_negative)
 
 
 class _Layer:
     """A gait shape with its own phase, phase rate and turning offset."""
 
-    def __init__(self, shape: catalog.GaitShape, robot, phase: float, calibration=None):
+    def __init__(self, shape: catalog.GaitShape, robot, phase: float, calibration=None, mirrored=False):
         self.shape = shape
         self.spec = shape.spec
+        self.mirrored = bool(mirrored)      # spec.mirror_negative: running the mirror image (yaw negated)
+        self._yaw_sign = np.where([a == 'yaw' for a in robot.axes], -1.0, 1.0) if mirrored else None
         self.phase = float(phase)
         self.rate = 0.0
         self.turn = 0.0
@@ -157,6 +160,10 @@ class _Layer:
         if drive is None:
             return 0.0
         value = {'forward': command[0], 'lateral': command[1], 'turn': command[2]}[drive]
+        if self.spec.mirror_negative:
+            # The mirror image runs forward for a negative command; the other sense is another layer's
+            # (GaitScheduler._follow_mirror), so this one slows to a stop.
+            value = abs(value) if (value < 0) == self.mirrored else 0.0
         if self.model is not None:
             self.modelled = self.model.command(value, command[2], self.max_rate)
             self.reachable = self.modelled.reachable
@@ -185,7 +192,11 @@ class _Layer:
             self.turn += min(max(goal - self.turn, -step), step)
 
     def angles(self) -> np.ndarray:
-        return self.shape.angles(self.phase, self.turn)
+        return self.angles_at(self.phase, self.turn)
+
+    def angles_at(self, phase: float, turn: float) -> np.ndarray:
+        q = self.shape.angles(phase, turn)
+        return q * self._yaw_sign if self.mirrored else q
 
 
 def _smoothstep(u: float) -> float:
@@ -240,11 +251,32 @@ class GaitScheduler:
         """Names of the gaits that fit this robot."""
         return catalog.gaits_for(self.robot)
 
-    def _make_layer(self, name, params, phase) -> _Layer:
+    def _make_layer(self, name, params, phase, mirrored=None) -> _Layer:
         spec = catalog.gait_spec(name)
         catalog.check_gait_fits(spec, self.robot)
         values = catalog.resolve_params(spec, self.robot, params)
-        return _Layer(catalog.GaitShape(spec, self.robot, values), self.robot, phase, self.calibration)
+        if mirrored is None:
+            mirrored = spec.mirror_negative and self._drive_value(spec) < 0
+        return _Layer(catalog.GaitShape(spec, self.robot, values), self.robot, phase, self.calibration,
+                      mirrored=mirrored)
+
+    def _drive_value(self, spec) -> float:
+        return {'forward': self._command[0], 'lateral': self._command[1], 'turn': self._command[2],
+                None: 0.0}[spec.drive]
+
+    def _follow_mirror(self) -> None:
+        """A gait that runs its mirror image for negative commands (spec.mirror_negative): when the
+        command's sign asks for the other image, blend into it (same gait and parameters, phase-matched),
+        as a gait switch does."""
+        top = self._layers[-1]
+        if not top.spec.mirror_negative:
+            return
+        value = self._drive_value(top.spec)
+        if value == 0.0 or (value < 0) == top.mirrored:
+            return
+        layer = self._make_layer(top.spec.name, top.shape.params, 0.0, mirrored=value < 0)
+        layer.turn = top.turn
+        self._push(layer)
 
     def select(self, name: str, params: dict | None = None) -> None:
         """Switch smoothly to gait `name` (with optional parameter overrides), phase-matched.
@@ -265,7 +297,7 @@ class GaitScheduler:
             raise ValueError('no gait selected: select a gait before setting its parameters')
         merged = dict(top.shape.params)
         merged.update(params)
-        layer = self._make_layer(top.spec.name, merged, 0.0)
+        layer = self._make_layer(top.spec.name, merged, 0.0, mirrored=top.mirrored)
         layer.turn = top.turn
         layer.rate = top.rate
         self._push(layer)
@@ -277,7 +309,7 @@ class GaitScheduler:
             base = self._layers[-1].phase if layer.spec.name == self._layers[-1].spec.name else 0.0
             layer.turn = self._layers[-1].turn if layer.spec.name == self._layers[-1].spec.name else 0.0
             cands = [base + p for p in phases]
-            errs = [float(np.sum((layer.shape.angles(c, layer.turn) - current) ** 2)) for c in cands]
+            errs = [float(np.sum((layer.angles_at(c, layer.turn) - current) ** 2)) for c in cands]
             layer.phase = cands[int(np.argmin(errs))]
         target = layer.angles()
         gap = np.abs(target - current)
@@ -325,6 +357,7 @@ class GaitScheduler:
         if not (math.isfinite(dt) and dt > 0.0):
             raise ValueError(f'dt_s must be positive and finite, got {dt_s!r}')
         self._t += dt
+        self._follow_mirror()
         for layer in self._layers:
             layer.advance(self._command, self._hold_turn, dt)
         for layer in self._layers[1:]:
@@ -436,4 +469,5 @@ class GaitScheduler:
             t_s=self._t,
             mapping=top.mapping,
             reachable=bool(top.reachable),
+            mirrored=top.mirrored,
         )
