@@ -403,6 +403,41 @@ def test_late_replies_are_a_slow_line_not_a_noisy_one(robot):
         assert_goals_safe(sim, d)
 
 
+def test_an_earlier_requests_reply_is_never_published_as_fresh(robot):
+    """Replies 25 ms late at a 20 ms period come inside the next cycle's read: a whole earlier reply,
+    good CRC and all, that the read would take for its own. Each servo's Realtime Tick dates its reply
+    (the emulated servos' clock is the host's monotonic clock in ms), so every reading published as
+    fresh must have been sampled after its cycle's request left; the earlier ones are counted as
+    stale_replies, and the servos are still read fresh in most cycles (their own reply, queued behind,
+    is waited for)."""
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(stale_limit=1000))
+        ages_ms = []        # per published reading: how long before its cycle's request it was sampled
+
+        def on_state(snap):
+            asked_ms = int(d._asked_s * 1000.0)
+            ages_ms.extend((asked_ms - int(d.table.tick_ms[k])) % 32768 for k in np.flatnonzero(snap.fresh))
+        d.on_state = on_state
+        d.start()
+        try:
+            fresh0, ages_from = d.counters.all_fresh_cycles, len(ages_ms)
+            sim.command('late 0.3 25')
+            assert wait_for(lambda: sim.state()['counters']['late'] >= 60
+                            and d.counters.all_fresh_cycles >= fresh0 + 60, 30.0, 0.2), d.diagnostics()
+            sim.command('late 0')
+            ages = ages_ms[ages_from:]
+            # Sampled before the request (the modular age is small and positive) by more than the tick's
+            # resolution: an earlier request's reply.
+            old = [a for a in ages if 2 < a < 16384]
+            assert ages and not old, f'{len(old)} of {len(ages)} fresh readings were older: {old[:10]}'
+            diag = d.diagnostics()
+            assert diag.counters['stale_replies'] > 0 and diag.read_mode == 'fast', diag
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
 @pytest.mark.slow
 def test_32_servos_with_one_percent_corrupted_bytes_keeps_going():
     robot = load_robot('pitch_yaw_32')
