@@ -86,13 +86,13 @@ def test_the_window_credits_each_late_reply_to_the_oldest_cycle_that_lost_it():
 def test_realtime_tick_tells_an_earlier_requests_reply_across_the_wrap_and_a_drifting_clock():
     """A servo whose clock runs 1.5 % fast from an arbitrary start, read every 10 ms for 70 s (the tick
     wraps twice), answering 0.1-5 ms after each request: no reply of its own request is judged stale,
-    and every earlier request's reply (one cycle or more behind) is."""
+    and every earlier request's reply (one to three cycles behind) is."""
     import numpy as np
-    from snake_control.dynamixel.readings import TICK_WRAP, clock_offsets, judge_ticks
+    from snake_control.dynamixel.readings import TICK_WRAP, clock_leads, stale_replies
 
     rng = np.random.default_rng(3)
     tick_of = lambda host_s: np.array([int(12345.6 + host_s * 1015.0) % TICK_WRAP])  # noqa: E731
-    lo = hi = at = np.full(1, np.nan)
+    lead = at = np.full(1, np.nan)
     sampled = []
     for k in range(7000):
         asked = 100.0 + 0.01 * k
@@ -100,10 +100,10 @@ def test_realtime_tick_tells_an_earlier_requests_reply_across_the_wrap_and_a_dri
         replied = sample + rng.uniform(0.0, 0.0005)
         if k > 3:
             old = sampled[-rng.integers(1, 4)]          # a reply of one to three cycles before
-            stale, lost = judge_ticks(tick_of(old), asked, replied, lo, hi, at)
-            assert stale[0] and not lost[0], (k, old, asked)
-        stale, lost = judge_ticks(tick_of(sample), asked, replied, lo, hi, at)
-        assert not stale[0] and not lost[0], (k, sample, lo, hi)
-        lo, hi, at = clock_offsets(tick_of(sample), asked, replied, lo, hi, at)
+            assert stale_replies(tick_of(old), asked, lead, at)[0], (k, old, asked, lead)
+        assert not stale_replies(tick_of(sample), asked, lead, at)[0], (k, sample, lead)
+        lead, at = clock_leads(tick_of(sample), replied, lead, at)
         sampled.append(sample)
-    assert 0.0 < (hi - lo)[0] < 2.0          # the bounds stay within the tick's resolution and the drift
+    # The bound follows the clock that runs ahead, within the tick's resolution and the reply time.
+    true_lead = (12345.6 + sampled[-1] * 15.0) % TICK_WRAP
+    assert -2.0 < ((true_lead - lead[0] + TICK_WRAP / 2) % TICK_WRAP - TICK_WRAP / 2) < 2.0

@@ -69,8 +69,8 @@ from snake_control.dynamixel.read_strategy import ReadStrategy
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
                                               JointStateSnapshot, ServoDiagnostics, ServoState, ServoTable,
-                                              clock_offsets, judge_ticks, plausible_health,
-                                              plausible_states)
+                                              clock_leads, plausible_health,
+                                              plausible_states, stale_replies)
 from snake_control.dynamixel.safety import RampState, SafetyInputs, decide, ramp
 
 log = logging.getLogger('snake_control.dynamixel.driver')
@@ -207,6 +207,7 @@ class Driver:
         self._asked_s = math.nan
         self._replied_s = np.full(len(self.ids), np.nan)
         self._stale_ids: set[int] = set()    # servos the first read got only stale replies of
+        self._decoded = None                 # (replies, how many, rows, decoded blocks) of the first read
         self._rearm_pending: list[int] = []  # servos whose tripped bus watchdog awaits clearing
         self._arm_pending: set[int] = set()  # servos whose bus watchdog read off: armed with the next goals
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
@@ -1068,21 +1069,24 @@ class Driver:
         counted as a stale reply and the servo treated as lost, and its own reply, still on its way, is
         watched for (_listen, then as a late reply). Returns (the replies kept, the servos dropped)."""
         t, size = self.table, STATE_BLOCK.size
-        sids = [sid for sid, (err, data) in got.items() if len(data) == size and not err & 0x7F]
-        if not sids:
-            return got, []
+        errs, blocks = zip(*got.values())
+        raw = b''.join(blocks)
+        whole = len(raw) == size * len(blocks) and not any(errs)
+        if whole:                           # nearly always: every block whole, no error byte
+            sids = list(got)
+        else:                               # error bytes and odd sizes are _take_states' to judge
+            sids = [sid for sid, (err, data) in got.items() if len(data) == size and not err & 0x7F]
+            if not sids:
+                return got, []
+            raw = b''.join([got[sid][1] for sid in sids])
         k = np.fromiter(map(self.k_by_id.__getitem__, sids), dtype=np.intp, count=len(sids))
-        ticks = STATE_BLOCK.decode_many(b''.join([got[sid][1] for sid in sids]))['realtime_tick']
+        v = STATE_BLOCK.decode_many(raw)
+        ticks = v['realtime_tick']
         self._replied_s[k] = replied_s
-        stale, lost = judge_ticks(ticks, self._asked_s, replied_s, t.clock_lo_ms[k], t.clock_hi_ms[k],
-                                  t.clock_at_s[k])
-        if lost.any():                      # its clock restarted: dated afresh by its next reply
-            t.clock_at_s[k[lost]] = math.nan
-            stale |= lost
-            for i in np.flatnonzero(lost).tolist():
-                self._event(f'{self.names[k[i]]}: realtime tick {int(ticks[i])} is not the clock it had: '
-                            f'reading dropped, its next one dates the clock again')
+        stale = stale_replies(ticks, self._asked_s, t.clock_lead_ms[k], t.clock_at_s[k])
         if not stale.any():
+            # _take_states takes these very replies when no follow-up adds any: decoded once.
+            self._decoded = (got, len(got), k, v) if whole else None
             return got, []
         dropped = [sids[i] for i in np.flatnonzero(stale).tolist()]
         self.counters.stale_replies += len(dropped)
@@ -1125,6 +1129,11 @@ class Driver:
         good = np.zeros(len(self.ids), dtype=bool)
         if not got:
             return good
+        decoded, self._decoded = self._decoded, None
+        if decoded is not None and decoded[0] is got and decoded[1] == len(got):
+            _, _, k, v = decoded            # the first read's replies, whole and without error bytes
+            errs, ks = (0,), k.tolist()
+            return self._take_decoded(good, errs, ks, k, v)
         errs, blocks = zip(*got.values())
         if set(map(len, blocks)) != {size}:
             for sid, (err, data) in got.items():            # rare: a block of the wrong size
@@ -1136,7 +1145,12 @@ class Driver:
             errs, blocks = zip(*got.values())
         ks = list(map(self.k_by_id.__getitem__, got))
         k = np.array(ks)
-        v = STATE_BLOCK.decode_many(b''.join(blocks))
+        return self._take_decoded(good, errs, ks, k, STATE_BLOCK.decode_many(b''.join(blocks)))
+
+    def _take_decoded(self, good: np.ndarray, errs, ks: list, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """_take_states for decoded blocks ``v`` of the servos at table rows ``k`` (``ks`` as a list),
+        with their error bytes ``errs``."""
+        t = self.table
         hw, cur = v['hardware_error_status'], v['present_current']
         vel, pos, watchdog, tick = v['present_velocity'], v['present_position'], v['bus_watchdog'], v['realtime_tick']
         current_a = cur * self._amps_per_current_unit
@@ -1174,8 +1188,8 @@ class Driver:
         t.watchdog[k] = watchdog
         # What the next replies' ticks are judged against.
         t.tick_ms[k] = tick
-        t.clock_lo_ms[k], t.clock_hi_ms[k], t.clock_at_s[k] = clock_offsets(
-            tick, self._asked_s, self._replied_s[k], t.clock_lo_ms[k], t.clock_hi_ms[k], t.clock_at_s[k])
+        t.clock_lead_ms[k], t.clock_at_s[k] = clock_leads(tick, self._replied_s[k], t.clock_lead_ms[k],
+                                                           t.clock_at_s[k])
         if self.watchdog_ms:
             on = t.torque[k]
             for j in k[(watchdog == WATCHDOG_TRIPPED) & on].tolist():

@@ -97,77 +97,62 @@ def plausible_states(hw: np.ndarray, pos_ticks: np.ndarray, vel_units: np.ndarra
 
 # Realtime Tick counts milliseconds and wraps to 0 after 32767 (e-Manual). A servo's clock may run this
 # much fast or slow against the host's (a ceramic resonator or a microcontroller's internal oscillator
-# are within 1-2 %). A reply dated after it arrived means the servo's clock is not the one the driver
-# knows (it restarted). One dated long before its request is only stale: an emulator or host that fell
-# behind answers requests of seconds ago, and taking one as a fresh start of the clock would let every
-# reply as old pass.
+# are within 1-2 %).
 TICK_WRAP = 32768
 TICK_RATE_TOLERANCE = 0.02
-_CLOCK_KEPT_MS = 2000.0             # drift allowance past which the bounds mean nothing: start again
+_HALF = TICK_WRAP // 2
+_DRIFT_MS_PER_S = TICK_RATE_TOLERANCE * 1000.0
+_CLOCK_KEPT_MS = 2000.0             # drift allowance past which a bound means nothing: start again
 
 
-def _wrapped_ms(x):
-    """x (ms) into [-16384, 16384): a difference of Realtime Tick values across the wrap."""
-    return (x + TICK_WRAP / 2) % TICK_WRAP - TICK_WRAP / 2
+def stale_replies(tick_ms: np.ndarray, asked_s: float, lead_ms: np.ndarray, at_s: np.ndarray) -> np.ndarray:
+    """Which replies cannot answer this cycle's request, by their Realtime Tick (bool per servo).
 
+    A servo's clock reads tick = floor(host_ms + c) mod 32768, c its lead on the host's clock, and
+    c >= lead_ms as of host time ``at_s`` (``clock_leads``), less the clock's drift since. A reply was
+    then sampled before host time tick + 1 - lead: if that is no later than this cycle's first request
+    left (``asked_s``), it answers an earlier request and was taken late. Not judged: a servo without a
+    bound (NaN: just configured) or whose bound is too old to mean anything. Times are host monotonic
+    s; differences of ticks are taken across the wrap.
 
-def _clock_drift_ms(now_s, at_s):
-    """How far the servo's clock may have drifted since ``at_s`` (ms); NaN where unknown or too long."""
-    drift = TICK_RATE_TOLERANCE * (now_s - at_s) * 1000.0
-    return np.where(drift < _CLOCK_KEPT_MS, drift, np.nan)
+    A servo 250 ms ahead of the host's clock (tick = host ms + 250), asked at 10.020 s: its reply now,
+    one of 10 ms ago, one sampled 2 ms before the request, one of a clock restarted behind
+    (stale, 10 s before the request: the servo stays stale until it is configured again; a clock
+    restarted ahead reads as fresh and its reply moves the bound):
 
-
-def judge_ticks(tick_ms: np.ndarray, asked_s: float, replied_s, lo_ms: np.ndarray, hi_ms: np.ndarray,
-                at_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(stale, clock lost): which replies cannot answer this cycle's request, by their Realtime Tick.
-
-    A servo's clock reads tick = floor(host_ms + c) mod 32768 for an offset c the driver bounds,
-    lo_ms <= c <= hi_ms as of host time ``at_s`` (``clock_offsets``; NaN ``at_s``: unknown, nothing
-    judged). A reply's sample time then lies in [tick - hi, tick + 1 - lo). Stale: sampled before this
-    cycle's first request left (``asked_s``): an earlier request's reply, taken late. Clock lost:
-    sampled after the reply arrived (``replied_s``). Times are host monotonic s; arrays per servo.
-
-    A servo 250 ms into the host's clock (its tick = host ms + 250, bounds within 1 ms), asked at
-    10.020 s, answered by 10.021 s: its reply now, a reply of 10 ms ago, one dated after it arrived,
-    and one of a restarted clock (read as 10 s before the request: stale; wrapped the other way it
-    would be lost):
-
-    >>> tick = np.array([10270, 10260, 10300, 5]) % TICK_WRAP
-    >>> judge_ticks(tick, 10.020, 10.021, np.full(4, 249.5), np.full(4, 250.5), np.full(4, 10.001))
-    (array([False,  True, False,  True]), array([False, False,  True, False]))
+    >>> stale_replies(np.array([10270, 10260, 10268, 5]), 10.020, np.full(4, 249.5), np.full(4, 10.001))
+    array([False,  True,  True,  True])
     """
-    drift = _clock_drift_ms(replied_s, at_s)
-    latest = _wrapped_ms(tick_ms + 1.0 - (lo_ms - drift) - asked_s * 1000.0)      # vs the request
-    earliest = _wrapped_ms(tick_ms - (hi_ms + drift) - replied_s * 1000.0)        # vs the arrival
-    judged = np.isfinite(drift)
-    lost = judged & (earliest > 0.0)
-    return judged & ~lost & (latest <= 0.0), lost
+    # Every servo, every cycle: a few whole-array operations. (x + half) % wrap <= half means x <= 0
+    # across the wrap; NaN compares false.
+    drift = (asked_s - at_s) * _DRIFT_MS_PER_S
+    stale = (tick_ms - lead_ms + drift + (1.0 + _HALF - asked_s * 1000.0)) % TICK_WRAP <= _HALF
+    if stale.any():
+        stale &= drift < _CLOCK_KEPT_MS
+    return stale
 
 
-def clock_offsets(tick_ms: np.ndarray, asked_s: float, replied_s, lo_ms: np.ndarray, hi_ms: np.ndarray,
-                  at_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The bounds (lo_ms, hi_ms, at_s) of each servo's clock offset (see judge_ticks) after an accepted
-    reading: sampled between its request and its reply, so tick - replied <= c < tick + 1 - asked. The
-    bounds tighten with every quick reply and widen by the clock's drift meanwhile; a reading they
-    cannot hold (or none before) starts them again from this one.
+def clock_leads(tick_ms: np.ndarray, replied_s: float, lead_ms: np.ndarray, at_s: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The bound (lead_ms, at_s) of each servo's clock lead (see stale_replies) after an accepted reading:
+    it was sampled before its reply arrived (``replied_s``), so the lead is at least tick - replied. The
+    bound rises to each quick reply's and sinks by the clock's drift meanwhile; none before (NaN), or
+    one too old, starts again from this reading. Kept unwrapped; only its differences with ticks are
+    taken across the wrap.
 
-    >>> lo, hi, at = clock_offsets(np.array([10270]), 10.020, 10.0212, np.full(1, np.nan), np.full(1, np.nan),
-    ...                            np.full(1, np.nan))
-    >>> lo.round(1), hi.round(1)
-    (array([248.8]), array([251.]))
-    >>> lo, hi, at = clock_offsets(np.array([10280]), 10.0305, 10.0308, lo, hi, at)
-    >>> lo.round(2), hi.round(2)
-    (array([249.2]), array([250.5]))
+    >>> lead, at = clock_leads(np.array([10270]), 10.0212, np.full(1, np.nan), np.full(1, np.nan))
+    >>> lead.round(2), at
+    (array([248.8]), array([10.0212]))
+    >>> clock_leads(np.array([10280]), 10.0308, lead, at)[0].round(2)
+    array([249.2])
     """
-    drift = _clock_drift_ms(replied_s, at_s)
-    lo_new = (tick_ms - replied_s * 1000.0) % TICK_WRAP
-    hi_new = (tick_ms + 1.0 - asked_s * 1000.0) % TICK_WRAP
-    lo_old, hi_old = lo_ms - drift, hi_ms + drift
-    lo = lo_old + np.maximum(0.0, _wrapped_ms(lo_new - lo_old))
-    hi = hi_old + np.minimum(0.0, _wrapped_ms(hi_new - hi_old))
-    keep = np.isfinite(drift) & (_wrapped_ms(hi - lo) >= 0.0)
-    return (np.where(keep, lo % TICK_WRAP, lo_new), np.where(keep, hi % TICK_WRAP, hi_new),
-            np.broadcast_to(np.asarray(replied_s, dtype=float), np.shape(tick_ms)).copy())
+    drift = (replied_s - at_s) * _DRIFT_MS_PER_S
+    old = lead_ms - drift
+    lead = old + np.maximum((tick_ms - old + (_HALF - replied_s * 1000.0)) % TICK_WRAP - _HALF, 0.0)
+    keep = drift < _CLOCK_KEPT_MS                   # NaN (no bound yet) compares false
+    if not keep.all():
+        lead = np.where(keep, lead, (tick_ms - replied_s * 1000.0) % TICK_WRAP)
+    return lead, np.full(len(lead), replied_s)
 
 
 def plausible_health(temperature_c: float, voltage_v: float) -> bool:
@@ -183,14 +168,14 @@ class ServoTable:
     FIELDS = {'position_rad': float, 'velocity_rad_s': float, 'current_a': float, 'hardware_error': np.int64,
               'alert': bool, 'torque': bool, 'fresh': bool, 'ever_read': bool, 'stale_cycles': np.int64,
               'stale_count': np.int64, 'rebooting_until': float, 'watchdog': np.int64,
-              'tick_ms': np.int64, 'clock_lo_ms': float, 'clock_hi_ms': float, 'clock_at_s': float}
+              'tick_ms': np.int64, 'clock_lead_ms': float, 'clock_at_s': float}
 
     def __init__(self, n: int):
         for name, kind in self.FIELDS.items():
             setattr(self, name, np.zeros(n, dtype=kind))
         self.rebooting_until[:] = np.nan          # NaN: not rebooting
-        # The last accepted reading's Realtime Tick; bounds of each servo's clock against the host's
-        # (judge_ticks), NaN: none since the servo was configured.
+        # The last accepted reading's Realtime Tick; a bound of each servo's clock lead on the host's
+        # (stale_replies), NaN: none since the servo was configured.
         self.clock_at_s[:] = np.nan
 
 
