@@ -506,9 +506,20 @@ class Driver:
         w('profile_velocity', vel)
         indirect = b''.join(P.le(src, 2) for src in INDIRECT_SOURCES)
         self._retry(self.bus.write, sid, INDIRECT_ADDRESS_0, indirect)
-        self.table.clock_at_s[k] = math.nan         # a rebooted servo's Realtime Tick starts again
+        self._seed_clock(sid)                       # a rebooted servo's Realtime Tick starts again
         self._clear_watchdog(sid)
         w('status_return_level', 2)
+
+    def _seed_clock(self, sid: int):
+        """Bound the servo's clock lead (readings.clock_leads) afresh from a read of its Realtime Tick
+        alone: nothing else is read with 2 data bytes, so the reply can only be this one (or an earlier
+        one of the same read, which only makes the bound looser). Without it the first state reply
+        after start-up or a reboot could not be judged, and a late line may hand over an old one."""
+        k = self.k_by_id[sid]
+        tick = self._retry(self.bus.read_register, sid, 'realtime_tick')
+        t = self.table
+        t.clock_lead_ms[k], t.clock_at_s[k] = (v[0] for v in clock_leads(
+            np.array([tick]), np.array([time.monotonic()]), np.full(1, np.nan), np.full(1, np.nan)))
 
     def _clear_watchdog(self, sid: int):
         """Bus Watchdog off (0 also clears a trip): torque comes on without it, and the loop arms it."""
@@ -545,6 +556,8 @@ class Driver:
         for sid in ids:
             self._retry(self.bus.write_register, sid, 'torque_enable', 1)
             self.by_id[sid].torque = True
+        for sid in ids:                     # the loop's first replies are judged from here on
+            self._seed_clock(sid)
         present = np.array([s.position_rad for s in self.servos])
         self._goal = np.clip(present, self.lower, self.upper)
         self._hold_goal = self._goal.copy()

@@ -109,7 +109,7 @@ def stale_replies(tick_ms: np.ndarray, asked_s: float, lead_ms: np.ndarray, at_s
     """Which replies cannot answer this cycle's request, by their Realtime Tick (bool per servo).
 
     A servo's clock reads tick = floor(host_ms + c) mod 32768, c its lead on the host's clock, and
-    c >= lead_ms as of host time ``at_s`` (``clock_leads``), less the clock's drift since. A reply was
+    c >= lead_ms as of host time ``at_s`` (``clock_leads``), less the clock's drift since (2 % of it). A reply was
     then sampled before host time tick + 1 - lead: if that is no later than this cycle's first request
     left (``asked_s``), it answers an earlier request and was taken late. Not judged: a servo without a
     bound (NaN: just configured) or whose bound is too old to mean anything. Times are host monotonic
@@ -132,27 +132,29 @@ def stale_replies(tick_ms: np.ndarray, asked_s: float, lead_ms: np.ndarray, at_s
     return stale
 
 
-def clock_leads(tick_ms: np.ndarray, replied_s: float, lead_ms: np.ndarray, at_s: np.ndarray
+def clock_leads(tick_ms: np.ndarray, replied_s, lead_ms: np.ndarray, at_s: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The bound (lead_ms, at_s) of each servo's clock lead (see stale_replies) after an accepted reading:
-    it was sampled before its reply arrived (``replied_s``), so the lead is at least tick - replied. The
-    bound rises to each quick reply's and sinks by the clock's drift meanwhile; none before (NaN), or
-    one too old, starts again from this reading. Kept unwrapped; only its differences with ticks are
-    taken across the wrap.
+    it was sampled before its reply arrived (``replied_s``), so the lead is at least tick - replied.
+    The bound set at ``at_s`` counts less the clock's drift since; this reading's replaces it when it is
+    at least as high (a quicker reply, or the old bound's drift), when there was none (NaN) or when
+    the old one is too old to mean anything. Kept as set; its differences with ticks are taken across
+    the wrap.
 
     >>> lead, at = clock_leads(np.array([10270]), 10.0212, np.full(1, np.nan), np.full(1, np.nan))
     >>> lead.round(2), at
     (array([248.8]), array([10.0212]))
-    >>> clock_leads(np.array([10280]), 10.0308, lead, at)[0].round(2)
-    array([249.2])
+    >>> clock_leads(np.array([10290]), 10.0408, lead, at)        # a quicker reply: its bound
+    (array([249.2]), array([10.0408]))
+    >>> clock_leads(np.array([10290]), 10.0500, lead, at)[0].round(2)     # a slower one: the old bound
+    array([248.8])
     """
+    new = (tick_ms - np.asarray(replied_s) * 1000.0) % TICK_WRAP
     drift = (replied_s - at_s) * _DRIFT_MS_PER_S
-    old = lead_ms - drift
-    lead = old + np.maximum((tick_ms - old + (_HALF - replied_s * 1000.0)) % TICK_WRAP - _HALF, 0.0)
-    keep = drift < _CLOCK_KEPT_MS                   # NaN (no bound yet) compares false
-    if not keep.all():
-        lead = np.where(keep, lead, (tick_ms - replied_s * 1000.0) % TICK_WRAP)
-    return lead, np.full(len(lead), replied_s)
+    lower = (new - lead_ms + drift + _HALF) % TICK_WRAP < _HALF      # NaN compares false
+    if lower.any():
+        lower &= drift < _CLOCK_KEPT_MS
+    return np.where(lower, lead_ms, new), np.where(lower, at_s, replied_s)
 
 
 def plausible_health(temperature_c: float, voltage_v: float) -> bool:
