@@ -16,15 +16,17 @@ time plus a margin from the control period (0.2 period, 3..8 ms).
 
 Each cycle: one sync write of goal positions (joint rad -> servo rad through offset and direction ->
 ticks); one fast sync read (sync read where the firmware lacks it) of Indirect Data 1..14 = hardware
-error status, present current, velocity and position, bus watchdog and realtime tick; a follow-up sync read of the servos the first
-read missed when the cycle has time left (a servo silent for ``stale_limit`` cycles leaves the main
-read and is probed every PROBE_EVERY cycles, so a dead servo does not cost a timeout every cycle);
+error status, present current, velocity and position, bus watchdog and realtime tick; a follow-up sync
+read of the servos the first read missed when the cycle has time left (a servo silent for
+``stale_limit`` cycles leaves the main read and is probed every PROBE_EVERY cycles, so a dead servo
+does not cost a timeout every cycle);
 every ``health_period_s`` one servo's temperature and
 voltage, round-robin. The state block carries each servo's bus watchdog: the loop arms a servo whose
 watchdog reads off (torque comes on with it off, see _first_goals_and_torque_on) and clears one that
-tripped, holding the robot until it is. The realtime tick dates each reply: one whose tick did not
-advance since the servo's last accepted reading by as much as the host's clock did is an earlier
-request's answer taken late (``stale_replies``), treated as lost, never published as fresh. The read mode
+tripped, holding the robot until it is. The realtime tick dates each reply against a bound of the
+servo's clock on the host's (readings.stale_replies): one sampled before this cycle's request is an
+earlier request's answer taken late (``stale_replies``), treated as lost, never published as fresh;
+its own reply, queued behind, is waited for without a new request. The read mode
 follows the recent reply-failure rate (``read_strategy``): on a noisy line, where one garbled byte in
 the long fast reply costs every servo after it, the cycle reads per-servo status packets (sync read) and
 retries the lost servos with a short margin while the cycle has time; it returns to fast sync read once
@@ -1061,7 +1063,8 @@ class Driver:
         replies are queued right behind. Wait for them (no new request, which would only queue behind
         too) as long as the read's own wire time and margin, within the cycle's follow-up budget."""
         size = STATE_BLOCK.size
-        reply_ms = ((8 + n * (size + 4)) if fast else n * (11 + size)) * self.bus.byte_time_ms + self.margin_ms
+        reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
+        reply_ms = reply_bytes * self.bus.byte_time_ms + self.margin_ms
         got: dict = {}
         while stale:
             left_ms = FOLLOW_UP_BUDGET * self.period_s * 1000.0 - (time.monotonic() - self._asked_s) * 1000.0
@@ -1165,7 +1168,8 @@ class Driver:
         with their error bytes ``errs``."""
         t = self.table
         hw, cur = v['hardware_error_status'], v['present_current']
-        vel, pos, watchdog, tick = v['present_velocity'], v['present_position'], v['bus_watchdog'], v['realtime_tick']
+        vel, pos, watchdog = v['present_velocity'], v['present_position'], v['bus_watchdog']
+        tick = v['realtime_tick']
         current_a = cur * self._amps_per_current_unit
         ok = plausible_states(hw, pos, vel, current_a)
         errs = np.array(errs) if any(errs) else None        # nearly always: no error byte

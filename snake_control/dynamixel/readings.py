@@ -109,11 +109,11 @@ def stale_replies(tick_ms: np.ndarray, asked_s: float, lead_ms: np.ndarray, at_s
     """Which replies cannot answer this cycle's request, by their Realtime Tick (bool per servo).
 
     A servo's clock reads tick = floor(host_ms + c) mod 32768, c its lead on the host's clock, and
-    c >= lead_ms as of host time ``at_s`` (``clock_leads``), less the clock's drift since (2 % of it). A reply was
-    then sampled before host time tick + 1 - lead: if that is no later than this cycle's first request
-    left (``asked_s``), it answers an earlier request and was taken late. Not judged: a servo without a
-    bound (NaN: just configured) or whose bound is too old to mean anything. Times are host monotonic
-    s; differences of ticks are taken across the wrap.
+    c >= lead_ms as of host time ``at_s`` (``clock_leads``), less the clock's drift since (2 % of
+    it). A reply was then sampled before host time tick + 1 - lead: if that is no later than this
+    cycle's first request left (``asked_s``), it answers an earlier request and was taken late. Not
+    judged: a servo without a bound (NaN: just configured) or whose bound is too old to mean anything.
+    Times are host monotonic s; differences of ticks are taken across the wrap.
 
     A servo 250 ms ahead of the host's clock (tick = host ms + 250), asked at 10.020 s: its reply now,
     one of 10 ms ago, one sampled 2 ms before the request, one of a clock restarted behind
