@@ -2,7 +2,7 @@
 
 For 32 servos at 1, 2 and 4 Mbit/s, with fast sync read and with sync read:
 - the achieved free-running cycle rate as a fraction of the wire-time limit (docs/dynamixel.md's table,
-  L = 10 bytes, and the limit for the bytes our cycle really moves: 12-byte state blocks through
+  L = 10 bytes, and the limit for the bytes our cycle really moves: 14-byte state blocks through
   indirect addresses plus one servo's temperature/voltage read), and the CPU time per cycle of the
   driver process and of the emulator process (whose own CPU per cycle bounds the free-running rate: the
   two take turns on the line);
@@ -254,8 +254,8 @@ def main():
                 rate, _, _, fails, mode, cpu_ms, sim_ms = run_driver(robot, sim.path, baud, fast, 2000.0, RUN_S,
                                                                      pid)
                 _, jitter, cpu, fails100, _, cpu100_ms, _ = run_driver(robot, sim.path, baud, fast, 100.0, RUN_S)
-                # Our cycle: 12-byte blocks (error, current, velocity, position, bus watchdog), a health
-                # read every health_period_s.
+                # Our cycle: 14-byte blocks (error, current, velocity, position, bus watchdog, realtime
+                # tick), a health read every health_period_s.
                 own_limit = own_limit_hz(baud, fast, STATE_BLOCK.size, DriverConfig().health_period_s)
                 doc = DOC_LIMIT_HZ[(baud, fast)]
                 _, sdk_cpu, sdk_ok = run_sdk_baseline(sim.path, baud, fast, 100.0, RUN_S)

@@ -403,6 +403,50 @@ def test_late_replies_are_a_slow_line_not_a_noisy_one(robot):
         assert_goals_safe(sim, d)
 
 
+def test_an_earlier_requests_reply_is_never_published_as_fresh(robot):
+    """Replies 25 ms late at a 20 ms period come inside the next cycle's read: a whole earlier reply,
+    good CRC and all, that the read would take for its own. Each servo's Realtime Tick dates its reply
+    (the emulated servos' clock is the host's monotonic clock in ms), so a reading published as fresh
+    must have been sampled after its cycle's request left, within what the driver can tell: one tick,
+    and how loose its bound on the servo's clock was (the reply that set it came that late, and 2 % of
+    the time since, for a clock that runs fast or slow). The earlier ones are counted as stale_replies,
+    and the servos are still read fresh (their own reply, queued behind, is waited for)."""
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(stale_limit=1000))
+        bound = {}          # servo row -> the clock bound (lead ms, set at s) its next reply is judged by
+        older = []          # (servo row, ms sampled before the request, what the driver could tell)
+        fresh_seen = [0]
+
+        def on_state(snap):
+            t, asked_s = d.table, d._asked_s
+            for k in np.flatnonzero(snap.fresh).tolist():
+                age_ms = (int(asked_s * 1000.0) - int(t.tick_ms[k])) % 32768
+                if k in bound and age_ms < 16384:
+                    lead_ms, at_s = bound[k]
+                    slack_ms = 2.0 + max(0.0, -lead_ms) + 0.02 * (asked_s - at_s) * 1000.0
+                    fresh_seen[0] += 1
+                    if age_ms > slack_ms:
+                        older.append((k, age_ms, round(slack_ms, 1)))
+            for k in range(len(d.ids)):     # the emulated clock's lead is 0: centred across the wrap
+                bound[k] = ((t.clock_lead_ms[k] + 16384) % 32768 - 16384, t.clock_at_s[k])
+        d.on_state = on_state
+        d.start()
+        try:
+            fresh0 = d.counters.all_fresh_cycles
+            sim.command('late 0.3 25')
+            assert wait_for(lambda: sim.state()['counters']['late'] >= 60
+                            and d.counters.all_fresh_cycles >= fresh0 + 60, 30.0, 0.2), d.diagnostics()
+            sim.command('late 0')
+            assert fresh_seen[0] >= 100 and not older, \
+                f'{len(older)} of {fresh_seen[0]} fresh readings were older (servo, ms, slack): {older[:10]}'
+            diag = d.diagnostics()
+            assert diag.counters['stale_replies'] > 0 and diag.read_mode == 'fast', diag
+        finally:
+            d.stop()
+        assert not any(torque_states(sim).values())
+        assert_goals_safe(sim, d)
+
+
 @pytest.mark.slow
 def test_32_servos_with_one_percent_corrupted_bytes_keeps_going():
     robot = load_robot('pitch_yaw_32')

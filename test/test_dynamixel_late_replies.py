@@ -81,3 +81,29 @@ def test_the_window_credits_each_late_reply_to_the_oldest_cycle_that_lost_it():
     assert w.judged() == [(4, 4, 3, 0)]            # servo 4's reply never came: lost
     w.add(4, set())
     assert w.judged() == [(4, 2, 1, 0)] and w.watched() == set()
+
+
+def test_realtime_tick_tells_an_earlier_requests_reply_across_the_wrap_and_a_drifting_clock():
+    """A servo whose clock runs 1.5 % fast from an arbitrary start, read every 10 ms for 70 s (the tick
+    wraps twice), answering 0.1-5 ms after each request: no reply of its own request is judged stale,
+    and every earlier request's reply (one to three cycles behind) is."""
+    import numpy as np
+    from snake_control.dynamixel.readings import TICK_WRAP, clock_leads, stale_replies
+
+    rng = np.random.default_rng(3)
+    tick_of = lambda host_s: np.array([int(12345.6 + host_s * 1015.0) % TICK_WRAP])  # noqa: E731
+    lead = at = np.full(1, np.nan)
+    sampled = []
+    for k in range(7000):
+        asked = 100.0 + 0.01 * k
+        sample = asked + rng.uniform(0.0001, 0.005)
+        replied = sample + rng.uniform(0.0, 0.0005)
+        if k > 3:
+            old = sampled[-rng.integers(1, 4)]          # a reply of one to three cycles before
+            assert stale_replies(tick_of(old), asked, lead, at)[0], (k, old, asked, lead)
+        assert not stale_replies(tick_of(sample), asked, lead, at)[0], (k, sample, lead)
+        lead, at = clock_leads(tick_of(sample), replied, lead, at)
+        sampled.append(sample)
+    # The bound follows the clock that runs ahead, within the tick's resolution and the reply time.
+    true_lead = (12345.6 + sampled[-1] * 15.0) % TICK_WRAP
+    assert -2.0 < ((true_lead - lead[0] + TICK_WRAP / 2) % TICK_WRAP - TICK_WRAP / 2) < 2.0

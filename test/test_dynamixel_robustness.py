@@ -11,6 +11,7 @@ from snake_control.dynamixel.driver import Driver, DriverConfig
 from snake_control.dynamixel.emulator import BusEmulator
 from snake_control.dynamixel.models import CONTROL_TABLE, SERVO_MODELS
 from snake_control.dynamixel.plant import MotorModel
+from snake_control.dynamixel.readings import STATE_BLOCK
 from snake_control.app.sim_bus import sim_bus_args
 from snake_control.dynamixel.simproc import SimBusProcess
 from snake_control.robot import load_robot
@@ -129,8 +130,10 @@ def test_garbled_health_reading_keeps_the_last_good_value_marked_stale(tmp_path)
             # Every servo's health is read at start-up: nothing unknown, nothing NaN.
             assert all(s.voltage_v == 12.0 and 0 < s.temperature_c < 100 for s in servos)
             # High byte first: each step on the way reads an impossible voltage (88.8 V, then 102.0 V).
-            sim.command('set 2 indirect_address_14 1')
-            sim.command('set 2 indirect_address_13 0')
+            # Indirect Address n + 1 is the temperature, n + 2 and n + 3 the voltage (n: state block bytes).
+            n = STATE_BLOCK.size
+            sim.command(f'set 2 indirect_address_{n + 3} 1')
+            sim.command(f'set 2 indirect_address_{n + 2} 0')
             seen = []
             _stream(d, robot, 1.0, lambda: seen.append(d.diagnostics().servos[1]))
             assert all(s.voltage_v == 12.0 for s in seen), {s.voltage_v for s in seen}

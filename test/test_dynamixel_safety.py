@@ -85,13 +85,14 @@ def test_ramp_follows_a_moving_command_and_hands_over():
 
 
 def test_register_blocks_decode_by_name_and_map_every_byte():
-    assert STATE_BLOCK.size == 12 and HEALTH_BLOCK.size == 3
-    assert INDIRECT_SOURCES[:3] == [70, 126, 127] and INDIRECT_SOURCES[-3:] == [146, 144, 145]
+    assert STATE_BLOCK.size == 14 and HEALTH_BLOCK.size == 3
+    assert INDIRECT_SOURCES[:3] == [70, 126, 127] and INDIRECT_SOURCES[11:14] == [98, 120, 121]
+    assert INDIRECT_SOURCES[-3:] == [146, 144, 145]
     data = bytes([0x20]) + (-5).to_bytes(2, 'little', signed=True) + (-7).to_bytes(4, 'little', signed=True) \
-        + (3000).to_bytes(4, 'little', signed=True) + bytes([0xFF])
+        + (3000).to_bytes(4, 'little', signed=True) + bytes([0xFF]) + (32767).to_bytes(2, 'little')
     v = STATE_BLOCK.decode(data)
     assert v == {'hardware_error_status': 0x20, 'present_current': -5, 'present_velocity': -7,
-                 'present_position': 3000, 'bus_watchdog': -1}
+                 'present_position': 3000, 'bus_watchdog': -1, 'realtime_tick': 32767}
     with pytest.raises(ValueError):
         STATE_BLOCK.decode(data[:-1])
 

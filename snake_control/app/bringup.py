@@ -74,7 +74,8 @@ def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_r
         servos = max(int(servos), 1)
         for key, what, per in (('overruns', 'cycles overran by a whole period', 1),
                                ('read_failures', 'servo reads failed', servos),
-                               ('rejected_readings', 'servo readings were rejected as impossible', servos)):
+                               ('rejected_readings', 'servo readings were rejected as impossible', servos),
+                               ('stale_replies', "servo replies were an earlier request's, late", servos)):
             n, of = int(counters.get(key, 0) or 0), cycles * per
             if n > FAULT_AIM * of:
                 where = f'{cycles} cycles' + (f' of {per} servos' if per > 1 else '')
@@ -440,7 +441,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
         log(f'loop: driver {d.get("cycle_rate_hz", 0):.1f} Hz (target {d.get("rate_hz_target", 0):g} Hz), '
             f'joint_states {result.joint_states_rate_hz or 0:.1f} Hz; {c.get("cycles", 0)} cycles, '
             f'{c.get("overruns", 0)} overruns, {c.get("read_failures", 0)} failed reads, '
-            f'{c.get("stale_hold_cycles", 0)} stale holds, {c.get("late_replies", 0)} late replies'
+            f'{c.get("stale_hold_cycles", 0)} stale holds, {c.get("late_replies", 0)} late replies, '
+            f'{c.get("stale_replies", 0)} stale replies'
             f' ({d.get("read_mode", "?")} read)')
     if result.final_odom_xy_yaw is not None:
         x, y, yaw = result.final_odom_xy_yaw

@@ -260,6 +260,7 @@ class RobotSummary:
                f'{DEMO_BAUD / 1e6:g} Mbit/s)',
                f'  faults: stale reads {self.stale_reads}, read failures {c.get("read_failures", 0)} '
                f'(whole-bus {c.get("full_read_failures", 0)}), late replies {c.get("late_replies", 0)}, '
+               f'stale replies {c.get("stale_replies", 0)}, '
                f'write failures {c.get("write_failures", 0)}, '
                f'overruns {c.get("overruns", 0)}/{c.get("cycles", 0)} cycles, '
                f'goals clamped {c.get("clamped", 0)}, rejected {rejected}, '

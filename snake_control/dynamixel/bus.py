@@ -573,6 +573,35 @@ class ServoBus:
             self.drain(self.drain_quiet_ms)
         return out
 
+    def listen(self, size: int, ids: list[int], timeout_ms: float) -> dict[int, tuple[int, bytes]]:
+        """{id: (error byte, data)} of ``size``-byte state replies of ``ids`` that arrive within timeout_ms,
+        no request sent: after a read took an earlier request's reply for its own, its own reply is still
+        on its way, queued behind. Whole packets only (a fast reply's blocks, or per-servo statuses);
+        any other whole status is noted as a late reply (late_replies)."""
+        wanted = set(ids)
+        width = size + 4
+        out: dict[int, tuple[int, bytes]] = {}
+        parser = P.PacketParser()
+        with self.transaction():
+            self.port.setPacketTimeoutMillis(timeout_ms)
+            while not wanted <= out.keys():
+                chunk = self.port.readPort(1)
+                if not chunk:
+                    break
+                for pkt in parser.feed(chunk + self.port.take_pending()):
+                    prm = pkt.params
+                    if not (pkt.crc_ok and pkt.instruction == P.STATUS):
+                        continue
+                    if pkt.servo_id == P.BROADCAST_ID and (len(prm) + 2) % width == 0:
+                        for k in range(0, len(prm) + 2, width):
+                            if prm[k + 1] in wanted:
+                                out[prm[k + 1]] = (prm[k], bytes(prm[k + 2:k + 2 + size]))
+                    elif pkt.servo_id in wanted and len(prm) == size + 1:
+                        out[pkt.servo_id] = (prm[0], bytes(prm[1:]))
+                    else:
+                        self.late.note(pkt)
+        return out
+
     def bulk_read(self, items: list[tuple[int, int, int]], fast: bool = False,
                   timeout_ms: float | None = None) -> dict[int, tuple[int, bytes]]:
         """{id: (error, data)} of a (fast) bulk read of (id, address, size) items."""

@@ -15,14 +15,18 @@ armed. Start-up and recovery exchanges wait up to SETUP_MARGIN_MS; the cycle's o
 time plus a margin from the control period (0.2 period, 3..8 ms).
 
 Each cycle: one sync write of goal positions (joint rad -> servo rad through offset and direction ->
-ticks); one fast sync read (sync read where the firmware lacks it) of Indirect Data 1..11 = hardware
-error status, present current, velocity and position; a follow-up sync read of the servos the first
-read missed when the cycle has time left (a servo silent for ``stale_limit`` cycles leaves the main
-read and is probed every PROBE_EVERY cycles, so a dead servo does not cost a timeout every cycle);
+ticks); one fast sync read (sync read where the firmware lacks it) of Indirect Data 1..14 = hardware
+error status, present current, velocity and position, bus watchdog and realtime tick; a follow-up sync
+read of the servos the first read missed when the cycle has time left (a servo silent for
+``stale_limit`` cycles leaves the main read and is probed every PROBE_EVERY cycles, so a dead servo
+does not cost a timeout every cycle);
 every ``health_period_s`` one servo's temperature and
 voltage, round-robin. The state block carries each servo's bus watchdog: the loop arms a servo whose
 watchdog reads off (torque comes on with it off, see _first_goals_and_torque_on) and clears one that
-tripped, holding the robot until it is. The read mode
+tripped, holding the robot until it is. The realtime tick dates each reply against a bound of the
+servo's clock on the host's (readings.stale_replies): one sampled before this cycle's request is an
+earlier request's answer taken late (``stale_replies``), treated as lost, never published as fresh;
+its own reply, queued behind, is waited for without a new request. The read mode
 follows the recent reply-failure rate (``read_strategy``): on a noisy line, where one garbled byte in
 the long fast reply costs every servo after it, the cycle reads per-servo status packets (sync read) and
 retries the lost servos with a short margin while the cycle has time; it returns to fast sync read once
@@ -67,7 +71,8 @@ from snake_control.dynamixel.read_strategy import ReadStrategy
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
                                               JointStateSnapshot, ServoDiagnostics, ServoState, ServoTable,
-                                              plausible_health, plausible_states)
+                                              clock_leads, plausible_health,
+                                              plausible_states, stale_replies)
 from snake_control.dynamixel.safety import RampState, SafetyInputs, decide, ramp
 
 log = logging.getLogger('snake_control.dynamixel.driver')
@@ -199,6 +204,12 @@ class Driver:
         # LATE_WINDOW_S to turn up late (late_replies).
         self._first_reads = LateWindow(math.ceil(LATE_WINDOW_S * self.rate_hz))
         self._last_read_ms = self._last_read_ms_due = 0.0     # the last state read: took, would have had
+        # When this cycle's first read asked, and when each servo's reply this cycle had come (host
+        # monotonic s): what a reply's Realtime Tick is judged against (readings.stale_replies).
+        self._asked_s = math.nan
+        self._replied_s = np.full(len(self.ids), np.nan)
+        self._stale_ids: set[int] = set()    # servos the first read got only stale replies of
+        self._decoded = None                 # (replies, how many, rows, decoded blocks) of the first read
         self._rearm_pending: list[int] = []  # servos whose tripped bus watchdog awaits clearing
         self._arm_pending: set[int] = set()  # servos whose bus watchdog read off: armed with the next goals
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
@@ -497,8 +508,20 @@ class Driver:
         w('profile_velocity', vel)
         indirect = b''.join(P.le(src, 2) for src in INDIRECT_SOURCES)
         self._retry(self.bus.write, sid, INDIRECT_ADDRESS_0, indirect)
+        self._seed_clock(sid)                       # a rebooted servo's Realtime Tick starts again
         self._clear_watchdog(sid)
         w('status_return_level', 2)
+
+    def _seed_clock(self, sid: int):
+        """Bound the servo's clock lead (readings.clock_leads) afresh from a read of its Realtime Tick
+        alone: nothing else is read with 2 data bytes, so the reply can only be this one (or an earlier
+        one of the same read, which only makes the bound looser). Without it the first state reply
+        after start-up or a reboot could not be judged, and a late line may hand over an old one."""
+        k = self.k_by_id[sid]
+        tick = self._retry(self.bus.read_register, sid, 'realtime_tick')
+        t = self.table
+        t.clock_lead_ms[k], t.clock_at_s[k] = (v[0] for v in clock_leads(
+            np.array([tick]), np.array([time.monotonic()]), np.full(1, np.nan), np.full(1, np.nan)))
 
     def _clear_watchdog(self, sid: int):
         """Bus Watchdog off (0 also clears a trip): torque comes on without it, and the loop arms it."""
@@ -535,6 +558,8 @@ class Driver:
         for sid in ids:
             self._retry(self.bus.write_register, sid, 'torque_enable', 1)
             self.by_id[sid].torque = True
+        for sid in ids:                     # the loop's first replies are judged from here on
+            self._seed_clock(sid)
         present = np.array([s.position_rad for s in self.servos])
         self._goal = np.clip(present, self.lower, self.upper)
         self._hold_goal = self._goal.copy()
@@ -921,6 +946,8 @@ class Driver:
         extra_ms = self._first_read_extra_ms(now, len(ids), strategy.fast)
         try:
             if ids:
+                self._asked_s = time.monotonic()
+                self._stale_ids.clear()
                 got = self._sync_read(ids, strategy.fast, quick=False, extra_ms=extra_ms)
         except CommError:                   # the request did not leave: no reply this cycle
             self.table.fresh[:] = False
@@ -932,10 +959,12 @@ class Driver:
         # The failure rate counts servos expected to answer, not quarantined ones' probes.
         counted = [sid for sid in ids if sid not in quarantined] if quarantined else ids
         lost = [sid for sid in counted if sid not in got]
+        # A servo whose own reply is still queued behind an earlier one: another request would queue too.
+        retry = [sid for sid in lost if sid not in self._stale_ids] if self._stale_ids else lost
         # Replies taken after the deadline the read would have had without the extension.
         caught = len(counted) - len(lost) if extra_ms and self._last_read_ms > self._last_read_ms_due else 0
         self._first_reads.add(len(counted), set(lost), caught)
-        self._follow_up(now, got, lost)
+        self._follow_up(now, got, retry)
         if ids and not got:
             self.counters.full_read_failures += 1
         good = self._take_states(got)
@@ -1019,9 +1048,69 @@ class Driver:
             size = STATE_BLOCK.size
             reply_bytes = (8 + len(ids) * (size + 4)) if fast else len(ids) * (11 + size)
             self._last_read_ms_due = (14 + len(ids) + reply_bytes) * self.bus.byte_time_ms + self.bus.port.margin_ms
-        self._last_read_ms = (time.monotonic() - start) * 1000.0
+        replied = time.monotonic()
+        self._last_read_ms = (replied - start) * 1000.0
+        if got:
+            got, stale = self._drop_stale(got, fast, replied, complete=len(got) == len(ids))
+            if stale and not quick:
+                got.update(self._listen(stale, len(ids), fast))
+                self._stale_ids.update(sid for sid in stale if sid not in got)
         self._unsettled_since = None if len(got) == len(ids) else time.monotonic()
         return got
+
+    def _listen(self, stale: list, n: int, fast: bool) -> dict:
+        """The first read took earlier requests' replies of ``stale`` servos for its own: their own
+        replies are queued right behind. Wait for them (no new request, which would only queue behind
+        too) as long as the read's own wire time and margin, within the cycle's follow-up budget."""
+        size = STATE_BLOCK.size
+        reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
+        reply_ms = reply_bytes * self.bus.byte_time_ms + self.margin_ms
+        got: dict = {}
+        while stale:
+            left_ms = FOLLOW_UP_BUDGET * self.period_s * 1000.0 - (time.monotonic() - self._asked_s) * 1000.0
+            if left_ms <= 0:
+                break
+            heard = self.bus.listen(size, stale, min(reply_ms, left_ms))
+            if not heard:
+                break
+            heard, _ = self._drop_stale(heard, fast, time.monotonic(), complete=False)
+            got.update(heard)
+            stale = [sid for sid in stale if sid not in got]
+        return got
+
+    def _drop_stale(self, got: dict, fast: bool, replied_s: float, complete: bool) -> tuple[dict, list]:
+        """The replies of a state read less those that answer an earlier request (their Realtime Tick
+        dates them before this cycle's request: readings.stale_replies). A late line (a starved host, an
+        adapter that buffers) can deliver a whole earlier reply, good CRC and all, inside this read; it is
+        counted as a stale reply and the servo treated as lost, and its own reply, still on its way, is
+        watched for (_listen, then as a late reply). Returns (the replies kept, the servos dropped)."""
+        t, size = self.table, STATE_BLOCK.size
+        errs, blocks = zip(*got.values())
+        raw = b''.join(blocks)
+        whole = len(raw) == size * len(blocks) and not any(errs)
+        if whole:                           # nearly always: every block whole, no error byte
+            sids = list(got)
+        else:                               # error bytes and odd sizes are _take_states' to judge
+            sids = [sid for sid, (err, data) in got.items() if len(data) == size and not err & 0x7F]
+            if not sids:
+                return got, []
+            raw = b''.join([got[sid][1] for sid in sids])
+        k = np.fromiter(map(self.k_by_id.__getitem__, sids), dtype=np.intp, count=len(sids))
+        v = STATE_BLOCK.decode_many(raw)
+        ticks = v['realtime_tick']
+        self._replied_s[k] = replied_s
+        stale = stale_replies(ticks, self._asked_s, t.clock_lead_ms[k], t.clock_at_s[k])
+        if not stale.any():
+            # _take_states takes these very replies when no follow-up adds any: decoded once.
+            self._decoded = (got, len(got), k, v) if whole else None
+            return got, []
+        dropped = [sids[i] for i in np.flatnonzero(stale).tolist()]
+        self.counters.stale_replies += len(dropped)
+        got = {sid: reply for sid, reply in got.items() if sid not in dropped}
+        for sid in dropped:
+            self.bus.late.duplicate(sid)    # the reply an earlier read missed: it came, late
+        self.bus.late.expect(dropped, size, fast, in_flight=not complete)
+        return got, dropped
 
     def _settle(self):
         """Before a cycle's first read: no reply of an earlier cycle may pass for one of this cycle. A
@@ -1056,6 +1145,11 @@ class Driver:
         good = np.zeros(len(self.ids), dtype=bool)
         if not got:
             return good
+        decoded, self._decoded = self._decoded, None
+        if decoded is not None and decoded[0] is got and decoded[1] == len(got):
+            _, _, k, v = decoded            # the first read's replies, whole and without error bytes
+            errs, ks = (0,), k.tolist()
+            return self._take_decoded(good, errs, ks, k, v)
         errs, blocks = zip(*got.values())
         if set(map(len, blocks)) != {size}:
             for sid, (err, data) in got.items():            # rare: a block of the wrong size
@@ -1067,9 +1161,15 @@ class Driver:
             errs, blocks = zip(*got.values())
         ks = list(map(self.k_by_id.__getitem__, got))
         k = np.array(ks)
-        v = STATE_BLOCK.decode_many(b''.join(blocks))
+        return self._take_decoded(good, errs, ks, k, STATE_BLOCK.decode_many(b''.join(blocks)))
+
+    def _take_decoded(self, good: np.ndarray, errs, ks: list, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """_take_states for decoded blocks ``v`` of the servos at table rows ``k`` (``ks`` as a list),
+        with their error bytes ``errs``."""
+        t = self.table
         hw, cur = v['hardware_error_status'], v['present_current']
         vel, pos, watchdog = v['present_velocity'], v['present_position'], v['bus_watchdog']
+        tick = v['realtime_tick']
         current_a = cur * self._amps_per_current_unit
         ok = plausible_states(hw, pos, vel, current_a)
         errs = np.array(errs) if any(errs) else None        # nearly always: no error byte
@@ -1083,6 +1183,7 @@ class Driver:
                 self._reject(self.servos[ks[i]], int(hw[i]), int(pos[i]), int(vel[i]), int(cur[i]))
         if not ok.all():
             k, hw, vel, pos, watchdog, current_a = k[ok], hw[ok], vel[ok], pos[ok], watchdog[ok], current_a[ok]
+            tick = tick[ok]
             errs = errs[ok] if errs is not None else None
         direction = self.direction[k]
         t.position_rad[k] = ticks_to_joint(pos, direction, self.offset[k])
@@ -1102,6 +1203,10 @@ class Driver:
         t.stale_cycles[k] = 0
         good[k] = True
         t.watchdog[k] = watchdog
+        # What the next replies' ticks are judged against.
+        t.tick_ms[k] = tick
+        t.clock_lead_ms[k], t.clock_at_s[k] = clock_leads(tick, self._replied_s[k], t.clock_lead_ms[k],
+                                                           t.clock_at_s[k])
         if self.watchdog_ms:
             on = t.torque[k]
             for j in k[(watchdog == WATCHDOG_TRIPPED) & on].tolist():

@@ -61,9 +61,11 @@ class RegisterBlock:
         return dict(zip(self.names, self._struct.unpack(bytes(data))))
 
 
-# Bus Watchdog rides in every cycle's read: a servo it stopped is known and re-armed at once.
+# Bus Watchdog rides in every cycle's read: a servo it stopped is known and re-armed at once. Realtime
+# Tick (the servo's millisecond clock) dates the reading, so a reply to an earlier request that a later
+# read takes for its own is told apart (stale_replies).
 STATE_BLOCK = RegisterBlock(('hardware_error_status', 'present_current', 'present_velocity',
-                             'present_position', 'bus_watchdog'), INDIRECT_DATA_0)
+                             'present_position', 'bus_watchdog', 'realtime_tick'), INDIRECT_DATA_0)
 HEALTH_BLOCK = RegisterBlock(('present_temperature', 'present_input_voltage'),
                              INDIRECT_DATA_0 + STATE_BLOCK.size)
 INDIRECT_SOURCES = STATE_BLOCK.sources() + HEALTH_BLOCK.sources()
@@ -93,6 +95,68 @@ def plausible_states(hw: np.ndarray, pos_ticks: np.ndarray, vel_units: np.ndarra
         & (np.abs(current_a) <= CURRENT_A_MAX)
 
 
+# Realtime Tick counts milliseconds and wraps to 0 after 32767 (e-Manual). A servo's clock may run this
+# much fast or slow against the host's (a ceramic resonator or a microcontroller's internal oscillator
+# are within 1-2 %).
+TICK_WRAP = 32768
+TICK_RATE_TOLERANCE = 0.02
+_HALF = TICK_WRAP // 2
+_DRIFT_MS_PER_S = TICK_RATE_TOLERANCE * 1000.0
+_CLOCK_KEPT_MS = 2000.0             # drift allowance past which a bound means nothing: start again
+
+
+def stale_replies(tick_ms: np.ndarray, asked_s: float, lead_ms: np.ndarray, at_s: np.ndarray) -> np.ndarray:
+    """Which replies cannot answer this cycle's request, by their Realtime Tick (bool per servo).
+
+    A servo's clock reads tick = floor(host_ms + c) mod 32768, c its lead on the host's clock, and
+    c >= lead_ms as of host time ``at_s`` (``clock_leads``), less the clock's drift since (2 % of
+    it). A reply was then sampled before host time tick + 1 - lead: if that is no later than this
+    cycle's first request left (``asked_s``), it answers an earlier request and was taken late. Not
+    judged: a servo without a bound (NaN: just configured) or whose bound is too old to mean anything.
+    Times are host monotonic s; differences of ticks are taken across the wrap.
+
+    A servo 250 ms ahead of the host's clock (tick = host ms + 250), asked at 10.020 s: its reply now,
+    one of 10 ms ago, one sampled 2 ms before the request, one of a clock restarted behind
+    (stale, 10 s before the request: the servo stays stale until it is configured again; a clock
+    restarted ahead reads as fresh and its reply moves the bound):
+
+    >>> stale_replies(np.array([10270, 10260, 10268, 5]), 10.020, np.full(4, 249.5), np.full(4, 10.001))
+    array([False,  True,  True,  True])
+    """
+    # Every servo, every cycle: a few whole-array operations. (x + half) % wrap <= half means x <= 0
+    # across the wrap; NaN compares false.
+    drift = (asked_s - at_s) * _DRIFT_MS_PER_S
+    stale = (tick_ms - lead_ms + drift + (1.0 + _HALF - asked_s * 1000.0)) % TICK_WRAP <= _HALF
+    if stale.any():
+        stale &= drift < _CLOCK_KEPT_MS
+    return stale
+
+
+def clock_leads(tick_ms: np.ndarray, replied_s, lead_ms: np.ndarray, at_s: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The bound (lead_ms, at_s) of each servo's clock lead (see stale_replies) after an accepted reading:
+    it was sampled before its reply arrived (``replied_s``), so the lead is at least tick - replied.
+    The bound set at ``at_s`` counts less the clock's drift since; this reading's replaces it when it is
+    at least as high (a quicker reply, or the old bound's drift), when there was none (NaN) or when
+    the old one is too old to mean anything. Kept as set; its differences with ticks are taken across
+    the wrap.
+
+    >>> lead, at = clock_leads(np.array([10270]), 10.0212, np.full(1, np.nan), np.full(1, np.nan))
+    >>> lead.round(2), at
+    (array([248.8]), array([10.0212]))
+    >>> clock_leads(np.array([10290]), 10.0408, lead, at)        # a quicker reply: its bound
+    (array([249.2]), array([10.0408]))
+    >>> clock_leads(np.array([10290]), 10.0500, lead, at)[0].round(2)     # a slower one: the old bound
+    array([248.8])
+    """
+    new = (tick_ms - np.asarray(replied_s) * 1000.0) % TICK_WRAP
+    drift = (replied_s - at_s) * _DRIFT_MS_PER_S
+    lower = (new - lead_ms + drift + _HALF) % TICK_WRAP < _HALF      # NaN compares false
+    if lower.any():
+        lower &= drift < _CLOCK_KEPT_MS
+    return np.where(lower, lead_ms, new), np.where(lower, at_s, replied_s)
+
+
 def plausible_health(temperature_c: float, voltage_v: float) -> bool:
     """Whether a (temperature, input voltage) reading can be real."""
     return (TEMPERATURE_C_RANGE[0] <= temperature_c <= TEMPERATURE_C_RANGE[1]
@@ -105,12 +169,16 @@ class ServoTable:
 
     FIELDS = {'position_rad': float, 'velocity_rad_s': float, 'current_a': float, 'hardware_error': np.int64,
               'alert': bool, 'torque': bool, 'fresh': bool, 'ever_read': bool, 'stale_cycles': np.int64,
-              'stale_count': np.int64, 'rebooting_until': float, 'watchdog': np.int64}
+              'stale_count': np.int64, 'rebooting_until': float, 'watchdog': np.int64,
+              'tick_ms': np.int64, 'clock_lead_ms': float, 'clock_at_s': float}
 
     def __init__(self, n: int):
         for name, kind in self.FIELDS.items():
             setattr(self, name, np.zeros(n, dtype=kind))
         self.rebooting_until[:] = np.nan          # NaN: not rebooting
+        # The last accepted reading's Realtime Tick; a bound of each servo's clock lead on the host's
+        # (stale_replies), NaN: none since the servo was configured.
+        self.clock_at_s[:] = np.nan
 
 
 def _table_field(name: str, doc: str):
@@ -184,6 +252,8 @@ class Counters:
                                          # for a late line
     all_fresh_cycles: int = 0            # cycles that read every servo
     rejected_readings: int = 0           # replies whose values cannot be real (never published)
+    stale_replies: int = 0               # replies to an earlier request, told by their Realtime Tick
+                                         # (never published; the servo is not fresh that cycle)
     health_failures: int = 0             # temperature/voltage reads failed or rejected
     full_read_failures: int = 0          # cycles where no servo answered
     state_reads: int = 0                 # (fast) sync reads of the state block, follow-ups included
