@@ -361,7 +361,7 @@ class Estimator:
     # The body is at rest (the gyro reads its bias) while every joint stays within STILL_JOINT_RAD of where
     # the joints stopped and the gyro reads within STILL_GYRO_RAD_S of its bias; the bias is learnt from a
     # rest once it has lasted STILL_MIN_S. Judged against the rest pose, not message to message: a servo
-    # at rest flickers by one encoder tick (1.5 mrad at 4096 per turn), a step of 15 mrad/s between two
+    # at rest flickers by one encoder tick (1.5 mrad at 4096 per turn), a step of 0.15 rad/s between two
     # messages 10 ms apart; two ticks (3.1 mrad) are a move.
     STILL_JOINT_RAD = 0.0025
     STILL_MIN_S = 0.5
@@ -511,8 +511,9 @@ class Estimator:
         gyro stayed quiet, else the rest starts again here. A rest of STILL_MIN_S gives the bias the
         mean of its window, never of one reading (a driver repeating a stale reading for a few cycles
         looks still that long), and then a running mean (AttitudeFilter.learn_bias)."""
-        if self._q_rest is None or self._pend_loud or float(np.max(np.abs(q - self._q_rest))) > self.STILL_JOINT_RAD:
-            self._q_rest, self._still_since = q, t_s
+        if self._q_rest is None or self._pend_loud or \
+                float(np.max(np.abs(q - self._q_rest))) > self.STILL_JOINT_RAD:
+            self._q_rest, self._still_since = q.copy(), t_s
             self._rest_sum, self._rest_s, self._rest_total_s = np.zeros(3), 0.0, 0.0
         elif self._pend_s > 0.0:
             self._rest_sum += self._pend_sum
@@ -521,7 +522,8 @@ class Estimator:
             if t_s - self._still_since >= self.STILL_MIN_S:
                 self.imu.learn_bias(self._rest_sum / self._rest_s, self._rest_s, self._rest_total_s)
                 self._rest_sum, self._rest_s = np.zeros(3), 0.0
-        self._pend_sum, self._pend_s, self._pend_loud = np.zeros(3), 0.0, False
+        if self._pend_s > 0.0 or self._pend_loud:
+            self._pend_sum, self._pend_s, self._pend_loud = np.zeros(3), 0.0, False
 
     def _held_twist(self, dr, dt) -> np.ndarray:
         """The twist to hold along unobservable directions for this step.
