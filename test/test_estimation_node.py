@@ -218,6 +218,64 @@ def test_a_raw_imu_turns_the_estimate_by_its_gyro(ros):
         peer.destroy_node()
 
 
+def test_the_gyro_bias_is_learnt_at_rest_and_reported(ros):
+    """Over DDS as in the demo: the IMU starts while the body still settles (0.03 rad/s about up), before
+    any joint_states; then the joints rest for a second, one servo flickering by one encoder tick. The node
+    learns the gyro's own bias from the rest and reports it in /diagnostics."""
+    from sensor_msgs.msg import Imu
+
+    robot = load_robot('pitch_yaw_32')
+    node, peer, odoms, js_pub, imu_pub, executor = _imu_rig(
+        ros, 'estimator_bias_peer', Parameter('imu_link', value=32), Parameter('update_rate_hz', value=0.0),
+        Parameter('diagnostics_rate_hz', value=20.0))
+    diags = []
+    peer.create_subscription(DiagnosticArray, '/diagnostics', diags.append, QoSProfile(depth=50))
+    bias = np.array([0.004, -0.003, 0.005])
+    tick = 2.0 * math.pi / 4096
+
+    def send(pub, msg, count):
+        before = count()
+        for _ in range(3):
+            pub.publish(msg)
+            if _spin_until(executor, lambda: count() > before, timeout_s=2.0):
+                return
+        raise AssertionError('message not received')
+
+    def send_imu(t, gyro):
+        imu = Imu()
+        imu.header.stamp.sec, imu.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9)) % 1_000_000_000
+        imu.orientation_covariance[0] = -1.0
+        imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = (float(v) for v in gyro)
+        imu.linear_acceleration.z = 9.80665
+        send(imu_pub, imu, lambda: node.imu_received)
+
+    def send_joints(t, q):
+        msg = JointState()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9)) % 1_000_000_000
+        msg.name = list(robot.joint_names)
+        msg.position = [float(v) for v in q]
+        send(js_pub, msg, lambda: node.received)
+
+    try:
+        assert _spin_until(executor, lambda: js_pub.get_subscription_count() > 0 and
+                           imu_pub.get_subscription_count() > 0 and peer.count_publishers('odom') > 0)
+        for k in range(40):
+            send_imu(20.0 + 0.01 * k, bias + [0.0, 0.0, 0.03])
+        for k in range(40, 140):
+            t = 20.0 + 0.01 * k
+            send_joints(t, np.eye(robot.n_joints)[5] * tick * (k // 3 % 2))
+            send_imu(t + 0.005, bias)
+        np.testing.assert_allclose(node.estimator.imu.bias, bias, atol=2e-3)
+        count = len(diags)
+        assert _spin_until(executor, lambda: len(diags) > count)
+        values = {kv.key: kv.value for kv in diags[-1].status[0].values}
+        np.testing.assert_allclose([float(v) for v in values['gyro_bias_rad_s'].split()], bias, atol=2e-3)
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        peer.destroy_node()
+
+
 @pytest.mark.parametrize('robot_name', ['wheeled_8', 'pitch_yaw_32'])
 def test_tf_hangs_the_urdf_root_under_the_estimate(ros, robot_name):
     """odom -> link_0 times the chain's own frame of the reported body is the odometry pose: for a planar

@@ -55,8 +55,7 @@ def heading_errors_deg(rec, imu: bool) -> np.ndarray:
     truth = V.true_body_poses(rec.robot, rec.link_poses)
     est = Estimator(rec.robot, initial_pose=truth[0], axial_weight=matching_axial_weight(), imu_link=rec.imu_link)
     if imu:
-        for k, (gyro, accel) in enumerate(zip(rec.still_gyro_rad_s, rec.still_accel_m_s2)):
-            est.update_imu((k - len(rec.still_gyro_rad_s)) * 0.01, gyro, accel)
+        V.feed_rest(est, rec)            # the settling: the gyro bias is learnt there
     out = np.empty(len(rec.times_s))
     for k, t in enumerate(rec.times_s):
         if imu:

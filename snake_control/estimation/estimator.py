@@ -279,8 +279,13 @@ class Estimator:
         self._imu_t = None
         self._imu_used = False
         self._imu_rate = np.zeros(3)   # the last gyro reading less the bias (rad/s)
-        self._shape_still = None    # joints still at the last update (None: no joint update yet)
-        self._still_since = None    # stamp since which the joints have not moved
+        # Gyro bias at rest (update_imu, update): the joints' rest pose and since when they have held it,
+        # the quiet gyro readings (sum of rate * dt, rad, and their s) since the rest began and not yet in
+        # the bias, and those since the last joint update, which that update judges.
+        self._q_rest = None         # joint angles where the joints stopped (None: no joint update yet)
+        self._still_since = None    # stamp of the first joint update at _q_rest
+        self._rest_sum, self._rest_s, self._rest_total_s = np.zeros(3), 0.0, 0.0
+        self._pend_sum, self._pend_s, self._pend_loud = np.zeros(3), 0.0, False
         self._filtered = False      # this update's attitude came from the filter
         self._last_fused = False    # the last joint update took its attitude from the filter
         self._imu_anchor = True     # the filter's attitude is to be set from the joints' (at power-up, after a gap)
@@ -297,14 +302,17 @@ class Estimator:
         # anchor the filter's attitude then, as after a gap.
         self._imu_t = None
         self._imu_anchor = True
+        self._q_rest = None         # the rest starts again in the new time base
 
-    def reanchor(self) -> None:
+    def reanchor(self, pose=None) -> None:
         """Keep the pose and its covariance but forget the last shape: the next update re-initialises the
         shape there without integrating the jump to it as motion (the last accepted shape was wrong).
-        The current pose becomes ``initial_pose``."""
+        The current pose becomes ``initial_pose``, or ``pose`` (as initial_pose) if given. The IMU's
+        filter, its attitude and its gyro bias are kept."""
         if self._t is None:
             return
-        pose, p2, p3 = self.pose.copy(), self._p2.copy(), self._p3.copy()
+        p2, p3 = self._p2.copy(), self._p3.copy()
+        pose = self.pose.copy() if pose is None else pose
         skipped, updates, held = self.skipped, self.updates, self.stale_held
         imu, imu_t, imu_used, imu_rate = self.imu, self._imu_t, self._imu_used, self._imu_rate
         counts = self.imu_gaps, self.imu_late, self.imu_bridged
@@ -350,9 +358,12 @@ class Estimator:
 
     # --- update -------------------------------------------------------------------------------------
 
-    # The body counts as still (the gyro reads its bias) once no joint has moved faster than
-    # STILL_JOINT_RAD_S for STILL_MIN_S and the gyro reads less than STILL_GYRO_RAD_S.
-    STILL_JOINT_RAD_S = 0.02
+    # The body is at rest (the gyro reads its bias) while every joint stays within STILL_JOINT_RAD of where
+    # the joints stopped and the gyro reads within STILL_GYRO_RAD_S of its bias; the bias is learnt from a
+    # rest once it has lasted STILL_MIN_S. Judged against the rest pose, not message to message: a servo
+    # at rest flickers by one encoder tick (1.5 mrad at 4096 per turn), a step of 0.15 rad/s between two
+    # messages 10 ms apart; two ticks (3.1 mrad) are a move.
+    STILL_JOINT_RAD = 0.0025
     STILL_MIN_S = 0.5
     STILL_GYRO_RAD_S = 0.05
     STALE_HOLD_S = 0.25         # with an IMU, an exactly repeated joint vector waits for a fresh one this long
@@ -364,8 +375,10 @@ class Estimator:
 
         From then on a pitch-yaw robot takes its orientation from this attitude (snake_control.estimation
         .imu: roll and pitch from gravity and the gyro, yaw from the gyro), and its contacts give only
-        the translation. The gyro bias is learnt while the body is still: its joints still at the last
-        update (before any joint update: the gyro and accelerometer alone look still). Planar robots
+        the translation. The gyro bias is learnt while the body rests: from the mean of the readings
+        between joint updates that found every joint within STILL_JOINT_RAD of where it stopped, once
+        that rest has lasted STILL_MIN_S (see update). Before any joint update nothing is learnt: a
+        body still settling turns slower than the gyro alone can tell from its bias. Planar robots
         ignore it. Returns the attitude (3, 3), IMU link -> odom.
 
         Readings are integrated at their own stamps. One older than the last is dropped (counted in
@@ -397,21 +410,20 @@ class Estimator:
             self._imu_rate = gyro - self.imu.bias
             self._imu_used = True
             return self.imu.rotation
-        d = gyro - self.imu.bias
-        quiet = float(d @ d) < self.STILL_GYRO_RAD_S ** 2
-        if self._shape_still is None:
-            still = quiet and accel_m_s2 is not None and self._accel_is_gravity(accel_m_s2)
-        else:
-            still = quiet and self._shape_still
-        self.imu.step(t_s - self._imu_t, gyro, accel_m_s2, still=still)
+        dt = t_s - self._imu_t
+        if self._still_since is not None:
+            # The joints rested at the last update: the next one says whether they still do (update).
+            d = gyro - self.imu.bias
+            if float(d @ d) < self.STILL_GYRO_RAD_S ** 2:
+                self._pend_sum += gyro * dt
+                self._pend_s += dt
+            else:
+                self._pend_loud = True        # turned though the joints did not (carried, pushed)
+        self.imu.step(dt, gyro, accel_m_s2)
         self._imu_t = t_s
         self._imu_rate = gyro - self.imu.bias
         self._imu_used = True
         return self.imu.rotation
-
-    @staticmethod
-    def _accel_is_gravity(accel_m_s2) -> bool:
-        return abs(float(np.linalg.norm(accel_m_s2)) - 9.80665) < 0.1
 
     def update(self, t_s: float, positions_rad, velocities_rad_s=None, imu_orientation_xyzw=None,
                imu_rate_rad_s=None) -> EstimatorState:
@@ -448,14 +460,8 @@ class Estimator:
             # with the attitude at both ends); a robot at rest still updates every STALE_HOLD_S.
             self.stale_held += 1
             return self._state
-        if self._t is not None:
-            if float(np.max(np.abs(q - self._q))) < self.STILL_JOINT_RAD_S * (t_s - self._t):
-                self._still_since = t_s if self._still_since is None else self._still_since
-            else:
-                self._still_since = None
-            # Still for STILL_MIN_S, not for one message: a driver holding its last reading (stale servo
-            # reads) repeats one joint vector for a few cycles while the robot moves on.
-            self._shape_still = self._still_since is not None and t_s - self._still_since >= self.STILL_MIN_S
+        if self._imu_used:
+            self._rest_update(t_s, q)
         if self.planar:
             state = self._update_planar(t_s, q, v)
         else:
@@ -498,6 +504,26 @@ class Estimator:
         self.updates += 1
         self._state = state
         return state
+
+    def _rest_update(self, t_s: float, q) -> None:
+        """Judge the IMU readings since the last joint update by this one's joint angles q (rad): taken
+        into the rest's window if every joint is still within STILL_JOINT_RAD of the rest pose and the
+        gyro stayed quiet, else the rest starts again here. A rest of STILL_MIN_S gives the bias the
+        mean of its window, never of one reading (a driver repeating a stale reading for a few cycles
+        looks still that long), and then a running mean (AttitudeFilter.learn_bias)."""
+        if self._q_rest is None or self._pend_loud or \
+                float(np.max(np.abs(q - self._q_rest))) > self.STILL_JOINT_RAD:
+            self._q_rest, self._still_since = q.copy(), t_s
+            self._rest_sum, self._rest_s, self._rest_total_s = np.zeros(3), 0.0, 0.0
+        elif self._pend_s > 0.0:
+            self._rest_sum += self._pend_sum
+            self._rest_s += self._pend_s
+            self._rest_total_s += self._pend_s
+            if t_s - self._still_since >= self.STILL_MIN_S:
+                self.imu.learn_bias(self._rest_sum / self._rest_s, self._rest_s, self._rest_total_s)
+                self._rest_sum, self._rest_s = np.zeros(3), 0.0
+        if self._pend_s > 0.0 or self._pend_loud:
+            self._pend_sum, self._pend_s, self._pend_loud = np.zeros(3), 0.0, False
 
     def _held_twist(self, dr, dt) -> np.ndarray:
         """The twist to hold along unobservable directions for this step.

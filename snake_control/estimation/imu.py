@@ -16,10 +16,12 @@ d = k (v x v_hat) that is k (v (v_hat . v_hat) - v_hat (v_hat . v)) = k (v - cos
 (The same sign as Mahony's omega_mes = sum_i k_i v_i x v_hat_i.)
 
 Gravity fixes roll and pitch only. Yaw comes from the gyro alone, so its bias about the vertical is
-learnt where the answer is known: while the robot stands still (``still``: the caller knows the body
-is not turning, e.g. its joints do not move) every axis of the gyro reads its bias, and b is the mean
-of the readings since it stopped (a running mean over ``still_time_s`` once it has rested that long). A gait that drives the body is never still, so the bias
-learnt at rest holds while it moves (a MEMS gyro's bias wanders over minutes, not seconds).
+learnt where the answer is known: while the robot stands still every axis of the gyro reads its bias.
+``learn_bias`` folds the mean reading over a window of rest into b (the caller judged the window still,
+e.g. its joints did not move through it): b is the mean of the rest's readings, and a running mean over
+``still_time_s`` once it has rested that long. ``update(..., still=True)`` does the same one reading at a
+time. A gait that drives the body is never still, so the bias learnt at rest holds while it moves (a MEMS
+gyro's bias wanders over minutes, not seconds).
 
 Accelerations of the IMU's own module (a head swinging through a gait, about 1 m/s^2) tilt the
 measured up: the correction is weighted down as |f| leaves g (weight 0 beyond ``accel_band`` * g),
@@ -171,6 +173,25 @@ class AttitudeFilter:
         want = math.atan2(target[1, 0], target[0, 0])
         c, s = math.cos(want - now), math.sin(want - now)
         self.rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ self.rotation
+
+    def learn_bias(self, mean_rad_s, duration_s: float, rest_s: float) -> None:
+        """Fold mean_rad_s (3,), the mean gyro reading over duration_s (s) of a rest, into the bias.
+
+        rest_s: how long the rest has lasted, this window included (s). The bias becomes the mean over the
+        whole rest while it is shorter than still_time_s, and a running mean over still_time_s after that;
+        a first window of the rest replaces it (what was learnt before the body last moved is older).
+
+        Example: half a second still at 0.01 rad/s, then a tenth of a second at 0.02 rad/s:
+            >>> f = AttitudeFilter(still_time_s=0.5)
+            >>> f.learn_bias([0.0, 0.0, 0.01], 0.5, 0.5)
+            >>> f.learn_bias([0.0, 0.0, 0.02], 0.1, 0.6)
+            >>> round(float(f.bias[2]), 4)
+            0.012
+        """
+        if not (duration_s > 0.0 and rest_s >= duration_s):
+            raise ValueError(f'need 0 < duration_s <= rest_s, got {duration_s} and {rest_s}')
+        gain = min(1.0, duration_s / min(rest_s, self.still_time_s))
+        self.bias = self.bias + gain * (np.asarray(mean_rad_s, dtype=float) - self.bias)
 
     def update(self, dt_s: float, gyro_rad_s, accel_m_s2=None, still: bool = False) -> np.ndarray:
         """Advance by dt_s (s) with a gyro reading (rad/s) and optionally an accelerometer one (m/s^2),

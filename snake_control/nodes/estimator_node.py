@@ -392,6 +392,7 @@ class EstimatorNode(Node):
             'imu_gaps': str(self.estimator.imu_gaps),
             'imu_late': str(self.estimator.imu_late),
             'imu_bridged': str(self.estimator.imu_bridged),
+            'gyro_bias_rad_s': ' '.join(f'{b:.5f}' for b in self.estimator.imu.bias),
             'stale_held': str(self.estimator.stale_held),
             'held_for_imu': str(self.order.held),
             'imu_timed_out': str(self.order.timed_out),

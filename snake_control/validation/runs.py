@@ -49,8 +49,9 @@ class Recording:
     world frame; torques_nm (T, n_joints); contacts (T, n_links) bool, links on the floor
     (SnakeWorld.floor_contacts); imu_link: the link carrying the world's IMU; gyro_rad_s, accel_m_s2
     (T, 3) its readings (SnakeWorld.imu_reading: averaged over each control period, with bias and
-    noise); still_gyro_rad_s, still_accel_m_s2 (S, 3) its readings over the second half of the settling,
-    the robot at rest before the gait starts (what a robot's IMU sees at power-up).
+    noise); still_gyro_rad_s, still_accel_m_s2 (S, 3) its readings and still_positions_rad (S, n_joints)
+    the joint angles over the settling after its first REST_DROP_S, the robot at rest before the gait
+    starts (what a robot's estimator sees at power-up; feed_rest gives them to an Estimator).
     """
 
     robot: Robot
@@ -66,10 +67,16 @@ class Recording:
     accel_m_s2: np.ndarray = None
     still_gyro_rad_s: np.ndarray = None
     still_accel_m_s2: np.ndarray = None
+    still_positions_rad: np.ndarray = None
+
+
+# The first part of the settling is the drop onto the floor; the rest after it (0.75 s of the default
+# 1 s) outlasts the estimator's Estimator.STILL_MIN_S, so the gyro bias is learnt there.
+REST_DROP_S = 0.25
 
 
 def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: float = 100.0,
-             settle_s: float = 0.5, warmup_s: float = 0.0) -> Recording:
+             settle_s: float = 1.0, warmup_s: float = 0.0) -> Recording:
     """Drive ``world`` with goals goal_fn(t) (rad, (n_joints,)) sent at rate_hz for duration_s.
 
     The robot is first reset into the shape goal_fn(0) and left to settle for settle_s holding it, then
@@ -88,13 +95,16 @@ def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: flo
     start = np.clip(np.asarray(goal_fn(0.0), dtype=float), world.robot.lower_rad, world.robot.upper_rad)
     world.reset(start)
     settle = int(round(settle_s * rate_hz))
-    still = []
+    drop = min(int(round(REST_DROP_S * rate_hz)), settle // 2)
+    still, still_q = [], []
     for k in range(settle):
         world.step(steps)
         reading = world.imu_reading()
-        if k >= settle // 2:      # the first half is the drop onto the floor
+        if k >= drop:
             still.append(np.concatenate(reading))
+            still_q.append(world.joint_positions_rad())
     still = np.array(still).reshape(-1, 6)
+    still_q = np.array(still_q).reshape(-1, world.n_joints)
     warmup = int(round(warmup_s * rate_hz))
     for k in range(warmup):
         world.set_goals(goal_fn(k * period))
@@ -105,7 +115,7 @@ def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: flo
     rec = Recording(world.robot, np.arange(count) * period, np.zeros((count, n)), np.zeros((count, n)),
                     np.zeros((count, n)), np.zeros((count, n)), np.zeros((count, links, 4, 4)),
                     np.zeros((count, links), dtype=bool), world.imu_link, np.zeros((count, 3)), np.zeros((count, 3)),
-                    still[:, :3], still[:, 3:])
+                    still[:, :3], still[:, 3:], still_q)
     for k in range(count):
         if k:
             world.step(steps)
@@ -117,6 +127,24 @@ def simulate(world: SnakeWorld, goal_fn: GoalFn, duration_s: float, rate_hz: flo
         rec.link_poses[k] = world.link_poses()
         rec.contacts[k] = world.floor_contacts()
     return rec
+
+
+def feed_rest(estimator, recording: Recording) -> None:
+    """Give ``estimator`` (an Estimator on the recording's imu_link) the settling's rest as a robot's
+    estimator sees it at power-up: IMU readings and joint angles at the control period, stamped to end one
+    period before t = 0, each reading before the joints of its stamp (as the node orders them). It learns
+    the gyro bias there (Estimator.update_imu); then it forgets the rest's shape and pose (the gait was
+    blended in between, unrecorded), so its first update at t = 0 starts at its initial_pose."""
+    period = float(recording.times_s[1] - recording.times_s[0]) if len(recording.times_s) > 1 else 0.01
+    # The rest's shape starts where its IMU and contacts put it (initial_pose is the gait's at t = 0:
+    # its tilt on the rest's shape would be an error the filter pulls in, and learns as tilt bias).
+    start, estimator.initial_pose = estimator.initial_pose, None
+    still = recording.still_gyro_rad_s.shape[0]
+    for k in range(still):
+        t = (k - still) * period
+        estimator.update_imu(t, recording.still_gyro_rad_s[k], recording.still_accel_m_s2[k])
+        estimator.update(t, recording.still_positions_rad[k])
+    estimator.reanchor(start)
 
 
 def true_body_poses(robot: Robot, link_poses: np.ndarray, body_frame=None) -> np.ndarray:
@@ -201,8 +229,8 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, imu='off',
     imu (pitch-yaw robots; planar robots ignore it):
     - 'off' (or False): joint angles alone;
     - 'sensor' (or True): also the world's IMU readings (gyro and accelerometer with their noise and
-      bias, Estimator.update_imu) on the recording's IMU link, the still readings of the settling first
-      (the gyro bias is learnt there);
+      bias, Estimator.update_imu) on the recording's IMU link, the settling's rest first (feed_rest: the
+      gyro bias is learnt there);
     - 'truth': the true orientation of the estimator's imu_link, yaw included, as a perfect attitude
       sensor would give it (a bound on what any IMU can do).
     """
@@ -225,11 +253,8 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, imu='off',
     est = Estimator(robot, body_frame, initial_pose=initial, **estimator_options)
     estimated = np.zeros_like(truth)
     slip, agree = [], []
-    period = float(recording.times_s[1] - recording.times_s[0]) if len(recording.times_s) > 1 else 0.01
     if use_imu == 'sensor':
-        still = recording.still_gyro_rad_s.shape[0]
-        for k in range(still):
-            est.update_imu((k - still) * period, recording.still_gyro_rad_s[k], recording.still_accel_m_s2[k])
+        feed_rest(est, recording)
     for k, t in enumerate(recording.times_s):
         quat = None
         if use_imu == 'truth':
