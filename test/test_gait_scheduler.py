@@ -281,3 +281,19 @@ def test_turn_in_place_turns_right_as_the_mirror_image_of_its_left_turn():
         assert np.all(np.abs(tick.positions_rad - previous) <= robot.velocity_limit_rad_s * 0.01 + 1e-9)
         previous = tick.positions_rad
     assert np.allclose(tick.reference_rad, shape.angles(tick.phase_rad))
+
+
+def test_a_start_holds_the_measured_pose_for_still_s_then_blends_in():
+    # The rest at start-up is when the estimator learns the gyro bias: nothing may move during it, even
+    # with a command waiting.
+    robot = load_robot('pitch_yaw_32')
+    q0 = np.clip(0.1 * np.sin(np.arange(robot.n_joints)), robot.lower_rad, robot.upper_rad)
+    sched = GaitScheduler(robot, 'serpentine', initial_positions_rad=q0, still_s=1.0)
+    sched.set_command(0.1, 0.0, 0.0)
+    for _ in range(99):
+        tick = sched.step(0.01)
+        assert np.array_equal(tick.positions_rad, q0) and not np.any(tick.velocities_rad_s)
+    assert sched.state().transition_progress == 0.0 and sched.state().target_gait == 'serpentine'
+    for _ in range(300):
+        tick = sched.step(0.01)
+    assert np.max(np.abs(tick.positions_rad - q0)) > 0.05, 'the gait blended in after the rest'

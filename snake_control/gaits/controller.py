@@ -175,12 +175,13 @@ class GaitController:
     def started(self) -> bool:
         return self.scheduler is not None
 
-    def start(self, positions_rad=None) -> None:
+    def start(self, positions_rad=None, still_s: float = 0.0) -> None:
         """(Re)start the scheduler at rest in the initial gait, from positions_rad (None: the gait's
-        own shape)."""
+        own shape), holding positions_rad for still_s first (GaitScheduler's still_s)."""
         self.scheduler = GaitScheduler(self.robot, gait=self.initial_gait,
                                        params=self.overrides[self.initial_gait] or None,
-                                       initial_positions_rad=positions_rad, calibration=self.calibration)
+                                       initial_positions_rad=positions_rad, calibration=self.calibration,
+                                       still_s=still_s if positions_rad is not None else 0.0)
         self.last_tick_s = None
         self.trim.reset()
 

@@ -208,9 +208,14 @@ class GaitScheduler:
     """Phase, speed, turning, smooth gait switching and joint limits for one robot (module docstring)."""
 
     def __init__(self, robot, gait: str | None = None, params: dict | None = None,
-                 initial_positions_rad=None, transition_s: float = 1.5, calibration=None):
+                 initial_positions_rad=None, transition_s: float = 1.5, calibration=None,
+                 still_s: float = 0.0):
+        """still_s: with initial_positions_rad and a gait, hold the starting pose this long before the
+        gait blends in (commands wait too): a rest in which the estimator learns the gyro's bias."""
         if not (math.isfinite(transition_s) and transition_s > 0):
             raise ValueError(f'transition_s must be positive and finite, got {transition_s}')
+        if not (math.isfinite(still_s) and still_s >= 0):
+            raise ValueError(f'still_s must be finite and >= 0, got {still_s}')
         self.robot = robot
         self.calibration = calibration
         self.n = robot.n_joints
@@ -238,6 +243,8 @@ class GaitScheduler:
             self._q = q0.copy()
             if gait is not None:
                 self.select(gait, params)
+                top = self._layers[-1]
+                top.progress = -float(still_s) / top.duration     # < 0: not started (step)
         else:
             layer = self._make_layer(gait or 'straight', params, 0.0)
             self._layers.append(layer)
@@ -359,7 +366,8 @@ class GaitScheduler:
         self._t += dt
         self._follow_mirror()
         for layer in self._layers:
-            layer.advance(self._command, self._hold_turn, dt)
+            if layer.progress >= 0.0:       # a layer still waiting (still_s) keeps its matched phase
+                layer.advance(self._command, self._hold_turn, dt)
         for layer in self._layers[1:]:
             layer.progress = min(1.0, layer.progress + dt / layer.duration)
         # The newest finished blend makes everything below it invisible.
@@ -452,7 +460,7 @@ class GaitScheduler:
         return GaitState(
             active_gait=self._layers[0].spec.name,
             target_gait=top.spec.name,
-            transition_progress=float(top.progress) if len(self._layers) > 1 else 1.0,
+            transition_progress=max(float(top.progress), 0.0) if len(self._layers) > 1 else 1.0,
             layers=len(self._layers),
             phase_rad=float(top.phase),
             phase_rate_rad_s=float(top.rate),

@@ -31,6 +31,8 @@ Parameters:
   rate_hz (double, read-only)     control rate; 0: the robot YAML's bus.control_rate_hz
   gait (string)                   the active gait; setting it is the same as gait/select
   start_from_joint_states (bool, read-only)  wait for the first joint_states and start from that pose
+  startup_still_s (double, read-only)  then hold that pose this long before the gait blends in (commands
+                                  wait): the estimator learns the IMU's gyro bias from a rest (1 s)
   cmd_timeout_s, max_forward_m_s, max_sideways_m_s, max_turn_rad_s, accel_* (double)
   state_rate_hz (double, read-only)  rate of gait/state
   calibration (string, read-only) '' : <robot>.calibration.yaml beside the robot YAML if present;
@@ -93,6 +95,7 @@ LIMIT_PARAMETERS = ('max_forward_m_s', 'max_sideways_m_s', 'max_turn_rad_s', 'ac
 # gaits (rolling read 1.5x the speed and -0.6 rad/s of yaw against +0.1) and the S-crawler (unvalidated).
 CLOSED_LOOP_SKIP = ('sidewinding', 'conical_sidewinding', 'rolling', 'serpenoid_rolling', 'helix_rolling',
                     's_crawler')
+STARTUP_STILL_S = 1.0      # the estimator's gyro-bias rest needs 0.5 s of still joints (docs/estimation.md)
 POSE_TOLERANCE_RAD = 0.05   # a measured start pose may exceed the joint limits by this much (calibration)
 LEVELS = {OK: DiagnosticStatus.OK, WARN: DiagnosticStatus.WARN, ERROR: DiagnosticStatus.ERROR}
 
@@ -154,6 +157,11 @@ class GaitNode(Node):
         self.declare_parameter('start_from_joint_states', True, ParameterDescriptor(
             description='wait for the first joint_states and start the gait from that measured pose (so '
                         'nothing jumps); false: start from the gait\'s own shape', **ro))
+        self.declare_parameter('startup_still_s', STARTUP_STILL_S, ParameterDescriptor(
+            description='after starting from the measured pose, hold it this long before the gait blends in '
+                        '(commands wait): a rest of the joints in which the estimator learns the IMU\'s gyro '
+                        'bias (it needs 0.5 s); 0: blend in at once',
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=10.0)], **ro))
         # Every gait's parameters as <gait>.<param>, with units, meaning and the range in which the gait
         # fits this robot's joint limits (within the catalogue's range).
         self.gait_param_names = {}
@@ -253,7 +261,7 @@ class GaitNode(Node):
         return self.controller.estopped
 
     def _start_scheduler(self, positions_rad):
-        self.controller.start(positions_rad)
+        self.controller.start(positions_rad, still_s=float(self.get_parameter('startup_still_s').value))
 
     def _on_joint_states(self, msg: JointState):
         """The measured pose starts the gait, once trusted (snake_control.gaits.start_pose): from the
