@@ -231,7 +231,7 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     from rclpy.signals import SignalHandlerOptions
 
     from snake_control.nodes.bringup_node import BringupNode
-    from snake_control.nodes.runner import SWITCH_INTERVAL_S, make_executor, spin_until
+    from snake_control.nodes.runner import SWITCH_INTERVAL_S, make_executor, spin_until, stop_executor
 
     if executor_kind not in EXECUTORS:
         raise ValueError(f'executor_kind: expected one of {EXECUTORS}, got {executor_kind!r}')
@@ -404,7 +404,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 spin.join(timeout=5)
             if executor is not None:
                 # No callback runs from here on, so none can touch a node being destroyed.
-                executor.shutdown(timeout_sec=5)
+                for exc in stop_executor(executor, timeout_sec=5):
+                    log(f'error in a callback while stopping: {exc!r}')
             # Stop the producers of motion first, the driver (torque off) last, then the bus.
             for name in ('script_player', 'keyboard_player', 'teleop_node', 'gait_node', 'estimator_node', 'link_tf_node',
                          'bringup', 'driver_node'):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import rclpy
 
@@ -39,6 +41,30 @@ def spin_until(executor, context, stop: threading.Event | None = None) -> None:
     """Dispatch callbacks until the context shuts down or `stop` is set."""
     while context.ok() and not (stop is not None and stop.is_set()):
         executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+
+
+def stop_executor(executor, timeout_sec: float) -> list[BaseException]:
+    """Shut an executor down once its spin loop has ended, after the callbacks it has already handed out;
+    returns the errors those callbacks raised (nobody else will see them).
+
+    rclpy's MultiThreadedExecutor (Jazzy 7.1.x) runs each callback as a Task on its thread pool, and its
+    shutdown() neither waits for them (its wait is skipped) nor stops the pool. A Task still queued then
+    ran after shutdown() had destroyed the executor's guard condition, failed with 'cannot use Destroyable
+    because destruction was requested', and rclpy printed that as 'never retrieved' whenever the garbage
+    collector freed the Task, often in a later run; a callback could also run while its node was being
+    destroyed. The events and single-threaded executors run callbacks inside spin_once only: there is
+    nothing to wait for. timeout_sec bounds the whole stop.
+    """
+    deadline = time.monotonic() + timeout_sec
+    tasks = list(getattr(executor, '_futures', ()))    # MultiThreadedExecutor: every Task given to its pool
+    while not all(task.done() for task in tasks) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    executor.shutdown(timeout_sec=max(0.0, deadline - time.monotonic()))
+    pool = getattr(executor, '_executor', None)
+    if isinstance(pool, ThreadPoolExecutor):
+        pool.shutdown(wait=False)       # its idle threads exit instead of lingering until the process ends
+    errors = {id(e): e for e in (task.exception() for task in tasks if task.done()) if e is not None}
+    return list(errors.values())
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
