@@ -40,6 +40,11 @@ ros2-tools: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# pyflakes' checks (unused imports and names, undefined names), through flake8 so `# noqa` is honoured.
+lint: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check flake8 -c constraints.txt
+	$(PY) -m flake8 --select F snake_control bench test launch
+
 demo: $(STAMP)
 	$(VENV)/bin/snake demo
 

@@ -107,7 +107,6 @@ def test_estop_holds_within_one_period_and_resumes(graph):
     while time.monotonic() < t_end:
         cmd.publish(twist(0.05))
         time.sleep(0.05)
-    t_stop = time.monotonic()
     estop.publish(Bool(data=True))
     assert wait_until(lambda: node.estopped)
     for _ in range(20):

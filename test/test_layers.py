@@ -9,7 +9,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / 'snake_control'
 

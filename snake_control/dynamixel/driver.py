@@ -1141,7 +1141,7 @@ class Driver:
         with a plausible reading go into the table and mark them fresh. Returns that bool mask (per
         joint). A servo that reported an error instead of data, or whose values cannot be real, is a
         failed read (last good value kept, stale), never a published value."""
-        t, size = self.table, STATE_BLOCK.size
+        size = STATE_BLOCK.size
         good = np.zeros(len(self.ids), dtype=bool)
         if not got:
             return good

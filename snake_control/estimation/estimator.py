@@ -1001,7 +1001,7 @@ class BodyFrameTracker:
     keep the virtual chassis axes continuous. Call reset() to start a new run.
     """
 
-    def __init__(self, robot: Robot, body_frame=None):
+    def __init__(self, robot, body_frame=None):
         self.robot, self.body_frame = robot, body_frame
         self.reset()
 
