@@ -100,7 +100,10 @@ def test_every_gait_states_what_it_follows():
     for m in reach.meanings(robot):
         spec = catalog.gait_spec(m.gait)
         assert m.follows[0] == drives[spec.drive]
-        assert ('angular.z' in m.follows) == bool(spec.turn_param or spec.drive == 'turn')
+        # A calibrated gait steers only where a measured turn kept half its drive (calibration.py).
+        steers = spec.drive == 'turn' or (bool(spec.turn_param) and (not m.modelled
+                                                                      or m.curvature_range_rad_m is not None))
+        assert ('angular.z' in m.follows) == steers
         assert m.max_speed > 0 and 'ignores' in m.outside_text()
     assert reach.cmd_vel_meaning(robot, 'straight').follows == ()
 
@@ -141,3 +144,14 @@ def test_the_readme_table_is_the_code_s():
     assert found.group(1) == cmd_vel_table(robots), (
         'README.md\'s cmd_vel table differs from the code: regenerate it with '
         'snake_control.commands.gait.cmd_vel_table')
+
+
+def test_a_calibration_whose_turns_stop_the_gait_does_not_claim_to_steer():
+    # pitch_yaw_32's vertical undulation: at +-0.175 rad of beta_yaw the measured drive reversed
+    # (-0.045 against 0.169 m per cycle); the three-point fit alone promised turns up to 1.2 rad/m.
+    robot = load_robot('pitch_yaw_32')
+    m = reach.cmd_vel_meaning(robot, 'vertical_undulation')
+    assert m.mapping == 'calibration' and m.follows == ('linear.x',)
+    assert 'a turn command is not reachable' in m.outside_text()
+    serpentine = reach.cmd_vel_meaning(robot, 'serpentine')        # 0.59 of its drive at full offset
+    assert 'angular.z' in serpentine.follows and serpentine.curvature_range_rad_m[1] > 3.0

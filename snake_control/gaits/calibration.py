@@ -50,6 +50,11 @@ PI = math.pi
 FORMAT = 1
 SUFFIX = '.calibration.yaml'
 _ITERATIONS = 6
+# A turn must leave the gait at least this share of its straight drive per cycle: an offset that curls
+# the body until it barely moves is not a turn a user asks for while moving (vertical undulation's
+# calibration keeps 0.29 of its drive at 0.131 rad of yaw offset, where the curvature ratio reads
+# 1.2 rad/m, and reverses at 0.175), and near the drive's zero the curvature ratio explodes.
+MIN_DRIVE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -233,8 +238,59 @@ class GaitCalibration:
         object.__setattr__(self, '_last', (key, result))
         return result
 
-    def _command(self, drive_value: float, omega_rad_s: float, max_rate_rad_s: float) -> Command:
+    def usable_turn_range(self) -> tuple[float, float]:
+        """The offsets, within the measured turn_range, around the straight one where the drive per cycle
+        keeps MIN_DRIVE_SHARE of its straight value: in the model (at the lower measured phase rate)
+        and in the measurements themselves, so that a three-point fit cannot promise turns no run
+        showed (vertical undulation: the model keeps half its drive up to 0.11 rad of offset, the runs
+        reversed at 0.175 and MuJoCo halves it by 0.04)."""
+        cached = self.__dict__.get('_usable')
+        if cached is not None:
+            return cached
+        lo, hi = self._measured_turn_range()
+        out = (lo, hi)
+        if self.turn_param is not None and hi > lo and self.drive != 'turn':
+            f = self.phase_rate_range_rad_s[0]
+            us = np.linspace(lo, hi, 201)
+            c = self.drive_coef
+            d = c[0] + (c[1] + c[2] * us) * us + c[3] * f
+            i0 = int(np.argmax(d * math.copysign(1.0, self.stride)))
+            keep = d * math.copysign(1.0, self.stride) >= MIN_DRIVE_SHARE * abs(d[i0])
+            a = b = i0
+            while a > 0 and keep[a - 1]:
+                a -= 1
+            while b < us.size - 1 and keep[b + 1]:
+                b += 1
+            out = (float(us[a]), float(us[b]))
+        object.__setattr__(self, '_usable', out)
+        return out
+
+    def _measured_turn_range(self) -> tuple[float, float]:
+        """The widest offsets (either side of 0) whose every sample kept MIN_DRIVE_SHARE of the drive of
+        the sample at offset 0 and the same phase rate; turn_range when there is nothing to compare."""
         lo, hi = self.turn_range
+        if self.turn_param is None or not hi > lo or self.drive == 'turn':
+            return lo, hi
+        straight = {round(abs(s.phase_rate_rad_s), 9): s.drive(self.drive) for s in self.samples
+                    if abs(s.turn) < 1e-12}
+        if not straight:
+            return lo, hi
+        sign = math.copysign(1.0, self.stride)
+        good = {}
+        for s in self.samples:
+            d0 = straight.get(round(abs(s.phase_rate_rad_s), 9))
+            if d0 is None:
+                continue
+            kept = s.drive(self.drive) * sign >= MIN_DRIVE_SHARE * abs(d0)
+            good[s.turn] = good.get(s.turn, True) and kept
+        bad_below = [u for u, ok in good.items() if u < 0 and not ok]
+        bad_above = [u for u, ok in good.items() if u > 0 and not ok]
+        ok_below = [u for u, ok in good.items() if u <= 0 and ok and not any(b >= u for b in bad_below)]
+        ok_above = [u for u, ok in good.items() if u >= 0 and ok and not any(b <= u for b in bad_above)]
+        return (min(ok_below) if ok_below else 0.0), (max(ok_above) if ok_above else 0.0)
+
+    def _command(self, drive_value: float, omega_rad_s: float, max_rate_rad_s: float) -> Command:
+        lo, hi = self.usable_turn_range()
         can_turn = self.turn_param is not None and hi > lo and abs(self.turn_coef[1]) > 1e-12
         # The offset that goes straight (cancels the veer) when no turn is asked.
         straight = min(max(self._solve_u(0.0, self._f(0.0)), lo), hi) if can_turn else 0.0
@@ -270,7 +326,7 @@ class GaitCalibration:
         straight = self.command(1e-6, 0.0).turn
         d, _ = self.per_cycle(straight, max_rate_rad_s)
         out = {'max_speed_m_s': abs(d) * max_rate_rad_s / (2 * PI), 'curvature_rad_m': (0.0, 0.0)}
-        lo, hi = self.turn_range
+        lo, hi = self.usable_turn_range()
         if self.turn_param and hi > lo and self.drive != 'turn':
             curv = []
             for u in np.linspace(lo, hi, 9):
