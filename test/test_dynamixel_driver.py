@@ -432,10 +432,12 @@ def test_an_earlier_requests_reply_is_never_published_as_fresh(robot):
         d.on_state = on_state
         d.start()
         try:
-            fresh0 = d.counters.all_fresh_cycles
             sim.command('late 0.3 25')
-            assert wait_for(lambda: sim.state()['counters']['late'] >= 60
-                            and d.counters.all_fresh_cycles >= fresh0 + 60, 30.0, 0.2), d.diagnostics()
+            # Enough judged readings, however slowly a loaded host delivers them (all-fresh cycles can be
+            # rare there: a starved emulator falls behind its own late replies).
+            fresh0 = fresh_seen[0]
+            assert wait_for(lambda: sim.state()['counters']['late'] >= 60 and fresh_seen[0] >= fresh0 + 100,
+                            60.0, 0.2), (fresh_seen[0] - fresh0, d.counters)
             sim.command('late 0')
             assert fresh_seen[0] >= 100 and not older, \
                 f'{len(older)} of {fresh_seen[0]} fresh readings were older (servo, ms, slack): {older[:10]}'
