@@ -667,14 +667,16 @@ class Estimator:
             down = -r_wc[2]
         pull_wc = None if pull is None else pull @ geom['rot'][self.imu_link].T
         # imu_attitude_s > 0 and the contacts weak (a gait blend lifting the body into 3D, a tread on a few
-        # modules): they cannot turn the chassis, and neither can the hull of module centres give the ground
-        # plane (its face nearest the predicted down flips as the shape changes). The chassis then turns as
-        # the IMU's attitude did over the step, the contacts give only the translation, and the pull still
-        # draws it to the IMU's attitude. The turn, not the attitude itself: the chassis keeps the attitude
-        # the contacts and the pull gave it, so passing from one way to the other turns it by nothing.
+        # modules): they cannot turn the chassis. It then turns as the IMU's attitude did over the step, the
+        # contacts give only the translation, and the pull still draws it to the IMU's attitude. The turn, not
+        # the attitude itself: the chassis keeps the attitude the contacts and the pull gave it, so passing
+        # from one way to the other turns it by nothing. The ground plane is the hull's face nearest the
+        # IMU's down: the face nearest the contacts' own down flips as the shape changes.
         gyro_turn = pull_wc is not None and self._pull_attitude is not None and self._contacts_weak
+        if gyro_turn:
+            down = -pull_wc[2]
         plane = None
-        if self.flat_ground and self.ground_plane and r_imu is None and not gyro_turn:
+        if self.flat_ground and self.ground_plane and r_imu is None:
             # The ground is the face of the hull of module centres nearest to the predicted down: it fixes
             # the attitude's tilt each step, so contact selection does not drift with it.
             plane = support_plane(geom['q'], down)
