@@ -361,6 +361,9 @@ class Estimator:
     # With imu_attitude_s > 0 the contacts turn the chassis while at least this fraction of the modules is on
     # the floor and the step was not singular; otherwise the IMU's own turn over the step does (see _update_3d).
     WEAK_CONTACT_FRACTION = 0.75
+    # ... and while the chassis the IMU gives is within this of level (either side up): a body rolling over
+    # (the blend into rolling) is left to its contacts, which carry its turn and travel together.
+    GYRO_TURN_MAX_TILT_RAD = math.radians(45.0)
     IMU_CLOCK_STEP_S = 1.0      # an IMU stamp this far behind the last is a clock that stepped back: a gap
 
     def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
@@ -671,8 +674,11 @@ class Estimator:
         # contacts give only the translation, and the pull still draws it to the IMU's attitude. The turn, not
         # the attitude itself: the chassis keeps the attitude the contacts and the pull gave it, so passing
         # from one way to the other turns it by nothing. The ground plane is the hull's face nearest the
-        # IMU's down: the face nearest the contacts' own down flips as the shape changes.
-        gyro_turn = pull_wc is not None and self._pull_attitude is not None and self._contacts_weak
+        # IMU's down: the face nearest the contacts' own down flips as the shape changes. Not while the body
+        # rolls over: the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
+        # (the demo's blend into rolling, 0.55-0.75 m off its 0.40 m, against 0.04-0.06 m left to the contacts).
+        gyro_turn = (pull_wc is not None and self._pull_attitude is not None and self._contacts_weak
+                     and abs(float(pull_wc[2, 2])) > math.cos(self.GYRO_TURN_MAX_TILT_RAD))
         if gyro_turn:
             down = -pull_wc[2]
         plane = None
