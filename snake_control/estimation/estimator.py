@@ -272,6 +272,8 @@ class Estimator:
         self._gc = np.eye(4)
         self._p3 = np.zeros((6, 6))
         self._geom = None
+        self._pull_attitude = None  # chassis attitude (3, 3) the IMU gave at the last pulled step (imu_attitude_s)
+        self._contacts_weak = False  # the last step's contacts could not be trusted to turn the chassis
         self._plane_down = None     # ground-plane down in the last chassis frame (support_plane)
         # IMU (update_imu): the attitude filter of the IMU link; it outlives reset() of the pose
         # only through reanchor(), which keeps it (its bias was learnt while still).
@@ -367,6 +369,12 @@ class Estimator:
     STILL_MIN_S = 0.5
     STILL_GYRO_RAD_S = 0.05
     STALE_HOLD_S = 0.25         # with an IMU, an exactly repeated joint vector waits for a fresh one this long
+    # With imu_attitude_s > 0 the contacts turn the chassis while at least this fraction of the modules is on
+    # the floor and the step was not singular; otherwise the IMU's own turn over the step does (see _update_3d).
+    WEAK_CONTACT_FRACTION = 0.75
+    # ... and while the chassis the IMU gives is within this of level (either side up): a body rolling over
+    # (the blend into rolling) is left to its contacts, which carry its turn and travel together.
+    GYRO_TURN_MAX_TILT_RAD = math.radians(45.0)
     IMU_CLOCK_STEP_S = 1.0      # an IMU stamp this far behind the last is a clock that stepped back: a gap
 
     def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
@@ -686,6 +694,19 @@ class Estimator:
             down = -r_wc1[2]
         else:
             down = -r_wc[2]
+        pull_wc = None if pull is None else pull @ geom['rot'][self.imu_link].T
+        # imu_attitude_s > 0 and the contacts weak (a gait blend lifting the body into 3D, a tread on a few
+        # modules): they cannot turn the chassis. It then turns as the IMU's attitude did over the step, the
+        # contacts give only the translation, and the pull still draws it to the IMU's attitude. The turn, not
+        # the attitude itself: the chassis keeps the attitude the contacts and the pull gave it, so passing
+        # from one way to the other turns it by nothing. The ground plane is the hull's face nearest the
+        # IMU's down: the face nearest the contacts' own down flips as the shape changes. Not while the body
+        # rolls over: the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
+        # (the demo's blend into rolling, 0.55-0.75 m off its 0.40 m, against 0.04-0.06 m left to the contacts).
+        gyro_turn = (pull_wc is not None and self._pull_attitude is not None and self._contacts_weak
+                     and abs(float(pull_wc[2, 2])) > math.cos(self.GYRO_TURN_MAX_TILT_RAD))
+        if gyro_turn:
+            down = -pull_wc[2]
         plane = None
         if self.flat_ground and self.ground_plane and r_imu is None:
             # The ground is the face of the hull of module centres nearest to the predicted down: it fixes
@@ -713,7 +734,9 @@ class Estimator:
                 heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
         contacts = self.selector.update(heights)
         rot_inc = None
-        if r_imu is not None:
+        if gyro_turn:
+            rot_inc = _log_rotation(self._pull_attitude.T @ pull_wc)
+        elif r_imu is not None:
             # A known attitude (IMU link in odom): the chassis turned by R_wc0^T R_wc1, exactly; the
             # contacts are left only the translation.
             rot_inc = _log_rotation(r_wc.T @ r_wc1)
@@ -754,7 +777,10 @@ class Estimator:
         elif plane is not None:
             gc = _rest_on_plane(gc, plane[0], geom['q'][contacts], self.radius)
         elif self.flat_ground:
-            gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None)
+            gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None or gyro_turn)
+        self._pull_attitude = pull_wc
+        self._contacts_weak = (int(np.count_nonzero(contacts)) < self.WEAK_CONTACT_FRACTION * n_links
+                               or step.singular or step.rank < step.rank_needed)
         if pull is not None:
             # imu_attitude_s: the IMU link's attitude pull (3, 3) draws the contacts' chassis attitude toward
             # the one it gives, by dt / imu_attitude_s of the way.
