@@ -15,6 +15,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 
 from snake_control.estimation.estimator import run_offline  # noqa: E402
 from snake_control.nodes.estimator_node import EstimatorNode  # noqa: E402
+from snake_control.nodes.messages import set_stamp  # noqa: E402
 from snake_control.robot import load_robot  # noqa: E402
 
 
@@ -109,6 +110,16 @@ def test_parameters_are_described_and_read_only(ros):
         node.destroy_node()
 
 
+def _send(executor, pub, msg, count):
+    """Publish msg until count() grows (a best-effort subscriber may miss one): each message arrives."""
+    before = count()
+    for _ in range(3):
+        pub.publish(msg)
+        if _spin_until(executor, lambda: count() > before, timeout_s=2.0):
+            return
+    raise AssertionError('message not received')
+
+
 def _imu_rig(ros, peer_name, *overrides, odom_depth=50):
     """A pitch_yaw_32 estimator_node with use_imu and the given parameters, and a peer node publishing
     joint_states and imu and collecting odom, on one executor: (node, peer, odoms, js_pub, imu_pub,
@@ -177,7 +188,7 @@ def test_a_raw_imu_turns_the_estimate_by_its_gyro(ros):
 
     def send_imu(t):
         imu = Imu()
-        imu.header.stamp.sec, imu.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9))
+        set_stamp(imu.header.stamp, round(t * 1e9))
         imu.orientation_covariance[0] = -1.0          # raw: no orientation
         imu.angular_velocity.z = 0.5
         imu.linear_acceleration.z = 9.80665
@@ -234,16 +245,11 @@ def test_the_gyro_bias_is_learnt_at_rest_and_reported(ros):
     tick = 2.0 * math.pi / 4096
 
     def send(pub, msg, count):
-        before = count()
-        for _ in range(3):
-            pub.publish(msg)
-            if _spin_until(executor, lambda: count() > before, timeout_s=2.0):
-                return
-        raise AssertionError('message not received')
+        _send(executor, pub, msg, count)
 
     def send_imu(t, gyro):
         imu = Imu()
-        imu.header.stamp.sec, imu.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9)) % 1_000_000_000
+        set_stamp(imu.header.stamp, round(t * 1e9))
         imu.orientation_covariance[0] = -1.0
         imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = (float(v) for v in gyro)
         imu.linear_acceleration.z = 9.80665
@@ -251,7 +257,7 @@ def test_the_gyro_bias_is_learnt_at_rest_and_reported(ros):
 
     def send_joints(t, q):
         msg = JointState()
-        msg.header.stamp.sec, msg.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9)) % 1_000_000_000
+        set_stamp(msg.header.stamp, round(t * 1e9))
         msg.name = list(robot.joint_names)
         msg.position = [float(v) for v in q]
         send(js_pub, msg, lambda: node.received)
@@ -431,15 +437,10 @@ def test_imu_gaps_and_late_readings_do_not_turn_the_heading(ros):
         odom_depth=1000)
 
     def stamp(msg, t):
-        msg.header.stamp.sec, msg.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9)) % 1_000_000_000
+        set_stamp(msg.header.stamp, round(t * 1e9))
 
     def send(pub, msg, count):
-        before = count()
-        for _ in range(3):
-            pub.publish(msg)
-            if _spin_until(executor, lambda: count() > before, timeout_s=2.0):
-                return
-        raise AssertionError('message not received')
+        _send(executor, pub, msg, count)
 
     def send_imu(t, gyro, accel):
         imu = Imu()
