@@ -224,3 +224,10 @@ def test_demo_scripts_turn_along_paths_their_gait_can_follow(robot):
                                     f'turns within {lo:.2f}..{hi:.2f} rad/m'
         turns += 1
     assert turns >= 1
+
+
+def test_a_speed_span_is_judged_only_over_whole_cycles_of_a_reachable_command():
+    from snake_control.app.demo import SpeedSpan
+    assert SpeedSpan(4.0, 11.0, 2, 0.1, 0.1).judged
+    assert not SpeedSpan(20.0, 7.0, 0, 0.05, 0.046).judged          # part of one AEH cycle
+    assert not SpeedSpan(31.0, 6.2, 2, 0.05, 0.1, 'rolling', reachable=False).judged

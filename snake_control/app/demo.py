@@ -125,6 +125,11 @@ class SpeedSpan:
     reachable: bool = True
 
     @property
+    def judged(self) -> bool:
+        """Whether the demo judges it: a command the gait can do, over at least one whole gait cycle."""
+        return self.reachable and self.cycles >= 1
+
+    @property
     def ratio(self) -> float:
         return self.achieved_m_s / self.commanded_m_s
 
@@ -249,10 +254,11 @@ class RobotSummary:
                (f'  speed while commanded ({self.moving_time_s:.0f} s, {self.speed_cycles} whole gait cycles; '
                 f'link centroid\'s mean path): commanded {self.commanded_speed_m_s:.3f} m/s, '
                 f'achieved {self.achieved_speed_m_s:.3f} m/s (x{self._ratio():.2f})' if self.commanded_speed_m_s > 0
-                else '  speed while commanded: no span of a command the gait can do was measured'),
+                else '  speed while commanded: no whole gait cycle of a command the gait can do was measured'),
                *(f'    {sp.gait} from {sp.t_start_s:.0f} s ({sp.window_s:.1f} s, {sp.cycles} cycles): '
                  f'commanded {sp.commanded_m_s:.3f} m/s, achieved {sp.achieved_m_s:.3f} m/s (x{sp.ratio:.2f})'
                  + ('' if sp.reachable else '; the gait reports it cannot reach the command: not judged')
+                 + ('' if not sp.reachable or sp.cycles >= 1 else '; less than one whole gait cycle: not judged')
                  for sp in self.speed_spans),
                f'  loop: driver {self.cycle_rate_hz:.1f} Hz (target {self.control_rate_hz_target:g} Hz), '
                f'joint_states {self.joint_states_rate_hz:.1f} Hz; bus limit {self.wire_limit_hz:.0f} Hz '
@@ -506,8 +512,9 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     if len(ex.gait_t_s) > 1 and links is not None:
         summ.speed_spans = span_speeds(links[0], links[1], ex.gait_t_s, ex.gait_phase_rad,
                                        ex.gait_command_xy_m_s, ex.gait_steady, ex.gait_names, ex.gait_reachable)
-        # Judged where the gait said it can do the command: one that says it cannot is shown, not judged.
-        judged = [sp for sp in summ.speed_spans if sp.reachable]
+        # Judged where the gait said it can do the command, over whole gait cycles (a part of a cycle is
+        # not the gait's speed: the harness marks it too); the others are shown, not judged.
+        judged = [sp for sp in summ.speed_spans if sp.judged]
         if judged:
             w = np.array([sp.window_s for sp in judged])
             summ.moving_time_s = float(w.sum())
