@@ -99,7 +99,8 @@ def test_quick_demo_end_to_end(tmp_path):
     assert math.isfinite(summ.final_position_error_pct) and summ.final_position_error_pct < 50
     assert abs(summ.final_heading_error_deg) < 45
     assert summ.torque_off is True
-    assert summ.commanded_speed_m_s > 0 and summ.achieved_speed_m_s > 0
+    # 10 s holds about one 8 s gait cycle: the span is measured, and judged only when a whole cycle fits.
+    assert summ.speed_spans and all(sp.commanded_m_s > 0 and sp.achieved_m_s > 0 for sp in summ.speed_spans)
     assert summ.wire_limit_hz > summ.control_rate_hz_target > 0
     assert [g for _, g in summ.gait_switches][:1] == ['wheeled_undulation']
     topics = {}
@@ -188,12 +189,7 @@ def test_demo_speed_spans_skip_blends_and_average_the_command_over_the_window():
     assert span.achieved_m_s == pytest.approx(0.1, rel=0.01)
 
 
-@pytest.mark.parametrize('robot', [
-    pytest.param('pitch_yaw_32', marks=pytest.mark.xfail(strict=True, reason=(
-        'its full-stick turn asks serpentine for 5 rad/m (it reaches 3.05); with a turn it can follow '
-        '(half stick, 2.5 rad/m) the estimate fails after the switch to aeh_sidewinding (79-119 % of the '
-        'distance in 4 runs, 7-14 % with full stick), so the script keeps full stick until that is fixed'))),
-    'wheeled_8'])
+@pytest.mark.parametrize('robot', ['pitch_yaw_32', 'wheeled_8'])
 def test_demo_scripts_turn_along_paths_their_gait_can_follow(robot):
     """The demo is the product's showcase: a turn it asks for (forward and turn sticks together) stays
     within the first gait's path curvature (its calibration or no-slip model, gaits.reach), so the gait
