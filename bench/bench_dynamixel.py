@@ -19,6 +19,8 @@ import time
 
 import numpy as np
 
+from snake_control.dynamixel import protocol as P
+
 N = 32
 # Aims (issue 10): the driver alone free-running at >= 70 % of the wire limit at 4 Mbit/s with fast sync
 # read; CPU per 10 ms cycle of all controller processes together 1 ms (the driver's share is printed here,
@@ -37,7 +39,7 @@ def cycle_bytes(fast: bool, block: int) -> float:
     """Bytes on the wire per cycle: goal sync write, state read request and replies."""
     write = 14 + 5 * N
     request = 14 + N
-    reply = 8 + N * (block + 4) if fast else N * (11 + block)
+    reply = P.sync_read_reply_bytes(N, block, fast)
     return write + request + reply
 
 

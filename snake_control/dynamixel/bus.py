@@ -507,7 +507,7 @@ class ServoBus:
             self.port.flush_held()
             return {}
         n = len(ids)
-        reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
+        reply_bytes = P.sync_read_reply_bytes(n, size, fast)
         if timeout_ms is None:
             timeout_ms = reply_bytes * self.byte_time_ms + self.port.margin_ms
         timeout_ms += self.port.take_backlog_ms(14 + n) + extra_ms

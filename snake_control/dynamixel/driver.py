@@ -1006,8 +1006,7 @@ class Driver:
         follow-up budget leaves after the read itself."""
         if self.read_strategy.late_rate < LATE_EXTEND_RATE or not n:
             return 0.0
-        size = STATE_BLOCK.size
-        reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
+        reply_bytes = P.sync_read_reply_bytes(n, STATE_BLOCK.size, fast)
         read_ms = (14 + n + reply_bytes) * self.bus.byte_time_ms + self.margin_ms
         elapsed_ms = (time.monotonic() - now) * 1000.0
         return max(0.0, FOLLOW_UP_BUDGET * self.period_s * 1000.0 - elapsed_ms - read_ms)
@@ -1045,8 +1044,7 @@ class Driver:
         with self._quick_margin(quick):
             got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False,
                                      extra_ms=extra_ms)
-            size = STATE_BLOCK.size
-            reply_bytes = (8 + len(ids) * (size + 4)) if fast else len(ids) * (11 + size)
+            reply_bytes = P.sync_read_reply_bytes(len(ids), STATE_BLOCK.size, fast)
             self._last_read_ms_due = (14 + len(ids) + reply_bytes) * self.bus.byte_time_ms + self.bus.port.margin_ms
         replied = time.monotonic()
         self._last_read_ms = (replied - start) * 1000.0
@@ -1063,7 +1061,7 @@ class Driver:
         replies are queued right behind. Wait for them (no new request, which would only queue behind
         too) as long as the read's own wire time and margin, within the cycle's follow-up budget."""
         size = STATE_BLOCK.size
-        reply_bytes = (8 + n * (size + 4)) if fast else n * (11 + size)
+        reply_bytes = P.sync_read_reply_bytes(n, size, fast)
         reply_ms = reply_bytes * self.bus.byte_time_ms + self.margin_ms
         got: dict = {}
         while stale:

@@ -420,6 +420,13 @@ def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]
     return (int(bad[0]) if len(bad) else m), rows
 
 
+def sync_read_reply_bytes(n_servos: int, size: int, fast: bool) -> int:
+    """Bytes on the wire of the replies to a (fast) sync read of ``size`` data bytes from n_servos servos:
+    one fast status packet (10-byte frame less its own ID/error pair, then per servo error, ID, data and
+    CRC), or one status packet each (11 bytes of frame around the data)."""
+    return 8 + n_servos * (size + 4) if fast else n_servos * (11 + size)
+
+
 def le(value: int, size: int) -> bytes:
     """Little-endian bytes of ``value`` (two's complement when negative) in ``size`` bytes."""
     return (value & ((1 << (8 * size)) - 1)).to_bytes(size, 'little')
