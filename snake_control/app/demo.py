@@ -488,18 +488,19 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     true_rel = se2_relative(np.vstack([truth_at(t0), truth[in_run, 1:4], truth_at(t1)]), truth_at(t0))
     true_t = np.concatenate([[t0], truth_t[in_run], [t1]])
     est_rel = se2_relative(s.odom_xyyaw, s.odom_xyyaw[0])
-    summ.true_distance_m = path_length_m(true_t, true_rel[:, :2])
-    links = None
+    # Distance as the validation harness counts it (snake_control.validation.runs): the link centroid's
+    # path, which does not count the body wave's sideways swing of one link as travel; the body frame's
+    # path only without the links.
+    links, keep = None, None
     if links_path is not None and Path(links_path).is_file():
         from snake_control.app.truth import read_truth_links
         wall_s, centres = read_truth_links(links_path, rb.n_links)
         links = (wall_s - ex.t_first_ns * 1e-9, centres)
-        # Distance as the validation harness counts it (snake_control.validation.runs): the link centroid's
-        # path, which does not count the body wave's sideways swing of one link as travel.
-        t_l, centroid = links[0], centres[:, :, :2, 3].mean(axis=1)
-        keep = (t_l >= t0) & (t_l <= t1)
-        if np.count_nonzero(keep) > 1:
-            summ.true_distance_m = path_length_m(t_l[keep], centroid[keep])
+        keep = (links[0] >= t0) & (links[0] <= t1)
+    if keep is not None and np.count_nonzero(keep) > 1:
+        summ.true_distance_m = path_length_m(links[0][keep], links[1][keep][:, :, :2, 3].mean(axis=1))
+    else:
+        summ.true_distance_m = path_length_m(true_t, true_rel[:, :2])
     summ.estimated_distance_m = path_length_m(s.odom_t_s, est_rel[:, :2])
     err = true_rel[-1, :2] - est_rel[-1, :2]
     summ.final_position_error_m = float(np.hypot(*err))

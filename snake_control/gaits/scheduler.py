@@ -123,6 +123,11 @@ class GaitState:
     mirrored: bool = False        # the target gait runs its mirror image (GaitSpec.mirror_negative)
 
 
+def _drive_component(command, drive: str | None) -> float:
+    """The cmd_vel component (forward m/s, lateral m/s, turn rad/s) that drives a gait's phase."""
+    return {'forward': command[0], 'lateral': command[1], 'turn': command[2], None: 0.0}[drive]
+
+
 class _Layer:
     """A gait shape with its own phase, phase rate and turning offset."""
 
@@ -159,7 +164,7 @@ class _Layer:
         drive = self.spec.drive
         if drive is None:
             return 0.0
-        value = {'forward': command[0], 'lateral': command[1], 'turn': command[2]}[drive]
+        value = _drive_component(command, drive)
         if self.spec.mirror_negative:
             # The mirror image runs forward for a negative command; the other sense is another layer's
             # (GaitScheduler._follow_mirror), so this one slows to a stop.
@@ -263,13 +268,9 @@ class GaitScheduler:
         catalog.check_gait_fits(spec, self.robot)
         values = catalog.resolve_params(spec, self.robot, params)
         if mirrored is None:
-            mirrored = spec.mirror_negative and self._drive_value(spec) < 0
+            mirrored = spec.mirror_negative and _drive_component(self._command, spec.drive) < 0
         return _Layer(catalog.GaitShape(spec, self.robot, values), self.robot, phase, self.calibration,
                       mirrored=mirrored)
-
-    def _drive_value(self, spec) -> float:
-        return {'forward': self._command[0], 'lateral': self._command[1], 'turn': self._command[2],
-                None: 0.0}[spec.drive]
 
     def _follow_mirror(self) -> None:
         """A gait that runs its mirror image for negative commands (spec.mirror_negative): when the
@@ -278,7 +279,7 @@ class GaitScheduler:
         top = self._layers[-1]
         if not top.spec.mirror_negative:
             return
-        value = self._drive_value(top.spec)
+        value = _drive_component(self._command, top.spec.drive)
         if value == 0.0 or (value < 0) == top.mirrored:
             return
         layer = self._make_layer(top.spec.name, top.shape.params, 0.0, mirrored=value < 0)

@@ -271,18 +271,18 @@ class GaitNode(Node):
         index = {n: i for i, n in enumerate(msg.name)}
         if len(msg.position) != len(msg.name) or not all(n in index for n in self.joint_names):
             self._start_pose.reset()
-            self._warn('joint_states', 'waiting for joint_states naming every joint of the robot')
+            self._not_started('waiting for joint_states naming every joint of the robot')
             return
         reason = self._untrusted_joint_states()
         if reason:
             self._start_pose.reset()
-            self._warn('joint_states', reason)
+            self._not_started(reason)
             return
         q = np.array([msg.position[index[n]] for n in self.joint_names], dtype=float)
         pose, reason = self._start_pose.offer(q, time.monotonic())
         if pose is None:
             if reason:
-                self._warn('joint_states', reason)
+                self._not_started(reason)
             return
         with self.lock:
             self._start_scheduler(pose)
@@ -309,10 +309,13 @@ class GaitNode(Node):
         return ''
 
     # -- inputs -----------------------------------------------------------------------------------
+    def _not_started(self, reason: str):
+        """Why the gait cannot start from joint_states yet: kept for the caller (waiting_for) and warned."""
+        self.waiting_for = reason
+        self._warn('joint_states', reason)
+
     def _warn(self, key: str, text: str, every_s: float = 2.0):
         """Warn at most every every_s per kind, so a flood of garbage does not flood the log."""
-        if key == 'joint_states':
-            self.waiting_for = text
         now = time.monotonic()
         if now - self._warn_s.get(key, -math.inf) >= every_s:
             self._warn_s[key] = now
