@@ -95,7 +95,7 @@ def test_quick_demo_end_to_end(tmp_path):
     [summ] = run_demo(tmp_path, quick=True, log=lambda line: None)
     from pictures import assert_picture
     assert_picture(tmp_path / 'demo_wheeled_8.png')
-    assert summ.true_distance_m > 0.5
+    assert summ.true_distance_m > 0.5 and summ.true_frame_distance_m >= summ.true_distance_m
     assert math.isfinite(summ.final_position_error_pct) and summ.final_position_error_pct < 50
     assert abs(summ.final_heading_error_deg) < 45
     assert summ.torque_off is True
