@@ -20,3 +20,24 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile('ci', derandomize=True)
 if os.environ.get('CI'):
     settings.load_profile('ci')
+
+
+import gc  # noqa: E402
+import threading  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope='module')
+def _no_servo_driver_outlives_its_module():
+    """A driver still running after its tests (one failed before its clean-up) would go on driving a
+    servo bus in the background of every later test: stop it, and report the module that left it."""
+    yield
+    if not any(t.name == 'dxl-bus' and t.is_alive() for t in threading.enumerate()):
+        return
+    from snake_control.dynamixel.driver import Driver
+    leaked = [obj for obj in gc.get_objects() if isinstance(obj, Driver) and obj.running]
+    for driver in leaked:
+        driver.stop()
+    pytest.fail(f'{len(leaked)} servo driver(s) still running after this module\'s tests (now stopped): '
+                f'{[d.port for d in leaked]}')

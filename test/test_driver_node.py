@@ -31,6 +31,7 @@ def torque(sim):
 def test_driver_node_pub_sub_estop_and_diagnostics():
     with SimBusProcess(sim_bus_args(ROBOT)) as sim:
         rclpy.init()
+        node = peer = None
         try:
             node = DriverNode(namespace='snake', parameter_overrides=[
                 Parameter('robot', value=ROBOT), Parameter('port', value=sim.path),
@@ -72,7 +73,7 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
             assert keys >= {'temperature_c', 'voltage_v', 'stale_count', 'hardware_error_names'}
             # A NaN command is rejected and never moves anything.
             cmd_pub.publish(JointState(name=['joint_1', 'joint_2'], position=[math.nan, 0.0]))
-            spin_for(0.2)
+            spin_for(10.0, until=lambda: node.driver.counters.rejected_nonfinite >= 1)
             assert node.driver.counters.rejected_nonfinite >= 1
             # joint_commands.velocity reaches the driver: with velocity_lead 0.1 s a velocity of 1 rad/s
             # (held, not integrated: the position stays) leads joint_1 by 0.1 rad.
@@ -86,18 +87,41 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
             spin_for(5.0, until=led)
             np.testing.assert_allclose(states[-1].position, [0.5, -0.3], atol=0.02)
             estop_pub.publish(Bool(data=True))
-            spin_for(0.5)
+            spin_for(10.0, until=lambda: node.driver.mode == 'torque_off' and not any(torque(sim)))
             assert node.driver.mode == 'torque_off' and not any(torque(sim))
             # Live parameter change within its set; a bad value is refused.
             assert node.set_parameters([Parameter('stale_policy', value='torque_off')])[0].successful
             assert not node.set_parameters([Parameter('stale_policy', value='panic')])[0].successful
             read_only = node.set_parameters([Parameter('port', value='/dev/ttyUSB3')])[0]
             assert not read_only.successful
-            node.destroy_node()
-            peer.destroy_node()
+        finally:
+            # Also when an assertion failed: a driver left running would go on driving the emulator.
+            for n in (node, peer):
+                if n is not None:
+                    n.destroy_node()
+            rclpy.try_shutdown()
+        assert not any(torque(sim))
+
+
+def test_rclpy_shutdown_without_destroying_the_node_turns_torque_off(caplog):
+    """A program that shuts rclpy down and forgets the node (rclpy's own SIGINT handler does just that)
+    leaves no servo holding torque, and the bus thread does not go on publishing into a dead context."""
+    with SimBusProcess(sim_bus_args(ROBOT)) as sim:
+        rclpy.init()
+        node = None
+        try:
+            node = DriverNode(namespace='snake_forgotten', parameter_overrides=[
+                Parameter('robot', value=ROBOT), Parameter('port', value=sim.path)])
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not all(torque(sim)):
+                time.sleep(0.05)
+            assert all(torque(sim)), 'driver_node did not bring torque on'
         finally:
             rclpy.try_shutdown()
         assert not any(torque(sim))
+        assert node.driver.mode == 'stopped' and not node.driver.running
+        assert 'on_state callback failed' not in caplog.text
+        node.destroy_node()
 
 
 def test_driver_node_sigterm_turns_torque_off():

@@ -130,6 +130,10 @@ class DriverNode(Node):
         # The bus thread publishes each cycle's reading as soon as it has it, stamped with when the
         # servos were read.
         self.driver.on_state = self._publish_state
+        self._ros_gone = False
+        # A program that shuts rclpy down without destroying this node (rclpy's own SIGINT handler does)
+        # must not leave the servos holding torque with nothing commanding them.
+        self.context.on_shutdown(self._on_context_shutdown)
         self.driver.start()
         for w in self.driver.warnings:
             self.get_logger().warning(w)
@@ -178,7 +182,11 @@ class DriverNode(Node):
             msg.position = float64_array(snap.position_rad)
             msg.velocity = float64_array(snap.velocity_rad_s)
             msg.effort = float64_array(snap.effort)
-            self.state_pub.publish(msg)
+            try:
+                self.state_pub.publish(msg)
+            except Exception:
+                if not self._ros_gone:      # the context went while this cycle published: not an error
+                    raise
 
     def _publish_diagnostics(self):
         self.diag_pub.publish(diagnostic_array(self.driver.diagnostics(), self.get_name(),
@@ -192,6 +200,10 @@ class DriverNode(Node):
             with contextlib.suppress(Exception):
                 self._publish_diagnostics()
         return ok
+
+    def _on_context_shutdown(self):
+        self._ros_gone = True
+        self.shutdown_driver()
 
     def destroy_node(self):
         self.shutdown_driver()          # torque off before the node goes
