@@ -54,7 +54,16 @@ def test_estimator_gets_the_matching_axial_weight_only_for_pitch_yaw_in_mujoco()
     assert est('pitch_yaw_32', 'mujoco')['use_imu'] is True
     assert est('pitch_yaw_32', 'mujoco')['imu_attitude_s'] > 0      # the IMU pulls the contacts' attitude
     assert est('pitch_yaw_32', 'mujoco')['imu_link'] == 32
-    assert 'imu_link' not in est('pitch_yaw_32', 'none') and 'imu_link' not in est('wheeled_8', 'mujoco')
+    assert 'imu_link' not in est('pitch_yaw_32', 'none')
+    # A wheeled robot's estimator takes its heading from the world's gyro (its wheels skid).
+    assert est('wheeled_8', 'mujoco')['use_imu'] is True and 'imu_attitude_s' not in est('wheeled_8', 'mujoco')
+    assert 'use_imu' not in est('wheeled_8', 'none')
+    # The gait node's power-up rest waits for that IMU (the estimator learns its gyro bias there).
+    gait = next(s for s in build_graph(GraphArgs(robot='wheeled_8', bus='sim', physics='mujoco'),
+                                       port='/dev/null') if s.name == 'gait_node').parameters
+    assert gait['startup_imu_wait_s'] > 0
+    assert 'startup_imu_wait_s' not in next(s for s in build_graph(
+        GraphArgs(robot='wheeled_8', bus='sim', physics='none'), port='/dev/null') if s.name == 'gait_node').parameters
 
 
 def _write_mcap(path, topics):

@@ -371,3 +371,83 @@ def test_a_slow_turn_before_the_joints_is_not_kept_as_the_bias():
         est.update(t, q + np.eye(32)[5] * tick * (k // 3 % 2))
         est.update_imu(t + 0.005, bias, [0.0, 0.0, G])
     np.testing.assert_allclose(est.imu.bias, bias, atol=2e-3)
+
+
+# --- planar robots: the heading from the gyro ------------------------------------------------------------
+
+def _wheeled_gyro_run(shape_fn, turn_rate_fn, bias, seconds, use_imu=True):
+    """wheeled_8 with its IMU in the head: joint angles shape_fn(t), and a gyro reading the head's turn
+    as the no-slip connection has it (a second estimator without the IMU) plus turn_rate_fn(t), a turn
+    of the whole body the connection cannot see (wheels skidding), plus the bias. Returns the estimator
+    with the IMU and the connection-only heading of the integrated link at the end."""
+    from snake_control.physics.mjcf import imu_link_index
+    from snake_control.robot import load_robot
+    robot = load_robot('wheeled_8')
+    head = imu_link_index(robot)
+    est = Estimator(robot, imu_link=head)
+    plain = Estimator(robot)
+    k = plain._int_link
+    dt = 0.01
+    skid = 0.0
+    last = None
+    for i in range(int(round(seconds / dt)) + 1):
+        t = i * dt
+        q = shape_fn(t)
+        s = plain.update(t, q)
+        head_heading = math.atan2(s.pose[1, 0], s.pose[0, 0]) + float(np.sum(q[k:head])) + skid
+        if last is not None:
+            rate = math.remainder(head_heading - last, math.tau) / dt
+            if use_imu:
+                est.update_imu(t, np.array([0.0, 0.0, rate]) + bias, [0.0, 0.0, G])
+        last = head_heading
+        est.update(t, q)
+        skid += turn_rate_fn(t) * dt
+    return est, math.atan2(s.pose[1, 0], s.pose[0, 0])
+
+
+def test_a_wheeled_robot_takes_its_heading_from_the_gyro_when_its_wheels_skid():
+    """After a rest (which gives the gyro's bias), the body turns on the spot at 0.3 rad/s for 2 s with its
+    joints held (wheels skidding): the connection sees no turn, the gyro sees 0.6 rad, and the estimate
+    turns with the gyro."""
+    bent = 0.3 * np.sin(np.arange(7))
+    bias = np.array([0.002, -0.001, 0.005])
+    est, plain_heading = _wheeled_gyro_run(lambda t: bent, lambda t: 0.3 if t >= 1.0 else 0.0, bias, 3.0)
+    heading = math.atan2(est.pose[1, 0], est.pose[0, 0])
+    assert abs(plain_heading) < 1e-9
+    assert heading == pytest.approx(0.6, abs=0.02)
+    np.testing.assert_allclose(est.pose[:2, 3], 0.0, atol=1e-9)     # the connection's translation: none
+
+
+def wave_after_a_rest(t):
+    return 0.5 * np.sin(2 * math.pi * 0.5 * t - 0.9 * np.arange(7)) * min(1.0, max(0.0, t - 1.0)) + 0.1
+
+
+def test_a_wheeled_robot_follows_its_gait_with_the_gyro_as_with_the_connection():
+    """No skid: a gait whose turns the connection sees in full gives the same estimate with the gyro."""
+    bias = np.array([0.002, -0.001, 0.005])
+    est, plain_heading = _wheeled_gyro_run(wave_after_a_rest, lambda t: 0.0, bias, 7.0)
+    heading = math.atan2(est.pose[1, 0], est.pose[0, 0])
+    assert est.imu.bias_learnt and abs(plain_heading) > 0.2          # the gait turns the body
+    assert heading == pytest.approx(plain_heading, abs=0.01)
+
+
+def test_a_wheeled_robot_ignores_a_gyro_whose_bias_no_rest_has_given():
+    """Moving from the first reading (no rest, so no bias), the gyro's 0.005 rad/s bias would turn the
+    heading by 1.7 degrees in 6 s: the estimate stays the connection's until a rest."""
+    def wave(t):
+        return 0.5 * np.sin(2 * math.pi * 0.5 * t - 0.9 * np.arange(7)) * min(1.0, t) + 0.1
+    est, plain_heading = _wheeled_gyro_run(wave, lambda t: 0.0, np.array([0.0, 0.0, 0.005]), 6.0)
+    assert not est.imu.bias_learnt
+    assert math.atan2(est.pose[1, 0], est.pose[0, 0]) == pytest.approx(plain_heading, abs=1e-9)
+
+
+def test_a_wheeled_robots_joints_creeping_at_rest_are_not_learnt_as_gyro_bias():
+    """Servos holding a pose settle by a tick or so: the head turns a little with the joints while every
+    joint stays within STILL_JOINT_RAD. That turn is predicted from the joints, so the bias learnt over
+    the rest is the gyro's own (not the gyro's plus the creep, 2 mrad/s here)."""
+    bent = 0.3 * np.sin(np.arange(7))
+    creep = np.zeros(7)
+    creep[-1] = 1.0
+    bias = np.array([0.001, -0.002, 0.004])
+    est, _ = _wheeled_gyro_run(lambda t: bent + 0.002 * min(t, 1.2) * creep, lambda t: 0.0, bias, 1.2)
+    assert est.imu.bias[2] == pytest.approx(bias[2], abs=2e-4)

@@ -269,6 +269,44 @@ def test_starts_from_measured_pose():
         h.close()
 
 
+def test_the_power_up_rest_waits_for_the_imu():
+    """With startup_imu_wait_s the gait does not start (so the power-up rest does not pass) until an IMU
+    message has been heard: the estimator learns the gyro bias in that rest. Without any IMU it starts
+    once the wait is over, with a warning."""
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import Imu, JointState
+
+    from rosutil import RosHarness, wait_until
+    from snake_control.nodes.gait_node import GaitNode
+    from snake_control.nodes.qos import SENSOR_QOS
+
+    h = RosHarness()
+    try:
+        waits = h.add(GaitNode(context=h.context, namespace='a', parameter_overrides=[
+            Parameter('robot', value='wheeled_8'), Parameter('startup_imu_wait_s', value=60.0)]))
+        gives_up = h.add(GaitNode(context=h.context, namespace='b', parameter_overrides=[
+            Parameter('robot', value='wheeled_8'), Parameter('startup_imu_wait_s', value=0.5)]))
+        joints = {ns: h.record(JointState, f'/{ns}/joint_commands') for ns in 'ab'}
+        states = {ns: h.publisher(JointState, f'/{ns}/joint_states') for ns in 'ab'}
+        imu_pub = h.publisher(Imu, '/a/imu', SENSOR_QOS)
+        for pub in states.values():
+            h.wait_for_subscribers(pub)
+        names = list(waits.robot.joint_names)
+        pose = [0.2] * len(names)
+
+        def drive():
+            for pub in states.values():
+                pub.publish(JointState(name=names, position=pose))
+            return False
+        # b gives up waiting after 0.5 s and starts; a, which has heard no IMU, is still waiting then.
+        assert wait_until(lambda: drive() or joints['b'], period_s=0.01)
+        assert not joints['a'] and 'IMU' in waits.waiting_for
+        imu_pub.publish(Imu())
+        assert wait_until(lambda: drive() or joints['a'] or imu_pub.publish(Imu()), period_s=0.01)
+    finally:
+        h.close()
+
+
 def test_starts_only_from_the_driver_it_commands_never_from_a_spoofer():
     """joint_states from anyone used to choose the first pose: a spoofer's pose made the first goal step
     1.67 rad from where the servos were. Now a node that does not take joint_commands holds the start

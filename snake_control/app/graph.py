@@ -196,6 +196,9 @@ class NodeSpec:
 # chassis by the head's swing each time they disagree: the contacts turn the chassis and the IMU pulls it
 # with this time constant (s) (docs/estimation.md, "The graph against offline").
 GRAPH_IMU_ATTITUDE_S = 1.0
+# How long the gait node's power-up rest waits for the world's IMU (published from the bus emulator's
+# process, which DDS can discover seconds after the driver on a loaded machine).
+GRAPH_IMU_WAIT_S = 10.0
 
 TELEOP_GAIT_CYCLES = {
     # aeh_sidewinding before the serpenoid one: its contacts hold still (a real tread) in MuJoCo, where
@@ -220,16 +223,18 @@ def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
     sliding) would read serpentine as no motion, so the graph passes the weight that matches the world's
     friction, whatever the world's options (snake_control.physics.mjcf.matching_axial_weight,
     (mu_axial / mu_lateral)^2, about 0.028). Real robots take the robot YAML link.axial_weight (the
-    node default). The estimator fuses the world's IMU and is told which link carries it (the head)."""
+    node default). The estimator fuses the world's IMU and is told which link carries it (the head);
+    a wheeled robot takes its heading from the gyro (wheels skid)."""
     params = {'robot': robot_path}
-    if args.physics == 'mujoco' and robot.kind == 'pitch_yaw':
+    if args.physics == 'mujoco':
         from snake_control.physics.mjcf import imu_link_index, matching_axial_weight
-        params['axial_weight'] = float(matching_axial_weight())
         # The world publishes its IMU on `imu` (snake_control.nodes.sim_imu), from this link, and the
         # estimator fuses it; lost and late readings are bridged with the contacts (docs/estimation.md).
         params['use_imu'] = True
-        params['imu_attitude_s'] = GRAPH_IMU_ATTITUDE_S
         params['imu_link'] = imu_link_index(robot)
+        if robot.kind == 'pitch_yaw':
+            params['axial_weight'] = float(matching_axial_weight())
+            params['imu_attitude_s'] = GRAPH_IMU_ATTITUDE_S
     return params
 
 
@@ -260,16 +265,18 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
     ns = args.namespace.strip('/')
     cycle = default_gait_cycle(robot)
     gait = args.gait or cycle[0]
+    estimator = estimator_parameters(robot, robot_path, args)
 
     specs = [
         NodeSpec(PACKAGE, 'driver_node', 'driver_node', ns,
                  {'robot': robot_path, **bus_ports, 'baud': baud, 'rate': rate, 'watchdog_ms': watchdog_ms},
                  module='snake_control.nodes.driver_node', class_name='DriverNode'),
         NodeSpec(PACKAGE, 'gait_node', 'gait_node', ns,
-                 {'robot': robot_path, 'rate_hz': rate, 'gait': gait},
+                 {'robot': robot_path, 'rate_hz': rate, 'gait': gait,
+                  # The power-up rest teaches the estimator its gyro bias only if the IMU is heard by then.
+                  **({'startup_imu_wait_s': GRAPH_IMU_WAIT_S} if estimator.get('use_imu') else {})},
                  module='snake_control.nodes.gait_node', class_name='GaitNode'),
-        NodeSpec(PACKAGE, 'estimator_node', 'estimator_node', ns,
-                 estimator_parameters(robot, robot_path, args),
+        NodeSpec(PACKAGE, 'estimator_node', 'estimator_node', ns, estimator,
                  module='snake_control.nodes.estimator_node', class_name='EstimatorNode'),
         NodeSpec(PACKAGE, 'teleop_node', 'teleop_node', ns,
                  {'robot': robot_path, 'teleop': args.teleop, 'gait_cycle': cycle},

@@ -6,7 +6,9 @@ One stateful class serves the ROS node (snake_control/nodes/estimator_node.py) a
 - planar (passive wheels, docs/estimation.md): the weighted least-squares local connection
   xi = -A(r) r_dot of ``snake_control.estimation.connection``, evaluated at the mid-point shape of each
   step, integrated on SE(2) with the exponential map: g_{k+1} = g_k exp(-A(r_{k+1/2}) (r_{k+1} - r_k)).
-  The pose lies in the plane z = 0.
+  The pose lies in the plane z = 0. With an IMU (update_imu) the heading increment of each step is the
+  gyro's instead (the IMU link's turn less the joints between it and the integrated link): skidding
+  wheels turn the body where the no-slip connection sees no turn.
 - pitch_yaw (docs/estimation.md): the virtual chassis and the no-slip ground contacts of
   ``snake_control.estimation.contact``, integrated on SE(3) the same way; gravity from the integrated
   orientation, or from an IMU orientation when one is given; a gyro rate fixes the rotation.
@@ -291,6 +293,9 @@ class Estimator:
         self._filtered = False      # this update's attitude came from the filter
         self._last_fused = False    # the last joint update took its attitude from the filter
         self._imu_anchor = True     # the filter's attitude is to be set from the joints' (at power-up, after a gap)
+        self._gyro_offset = None    # planar: estimate heading less the gyro's (rad; None: not anchored yet)
+        self._conn_heading = 0.0    # planar: the integrated link's turn by the connection alone (rad)
+        self._rest_turn0 = 0.0      # planar: _planar_imu_heading where the rest's bias window began
         self.imu_gaps = 0
         self.imu_late = 0           # IMU readings older than the last one, dropped
         self.imu_bridged = 0        # joint updates that took the contacts' rotation for want of a fresh IMU reading
@@ -386,8 +391,8 @@ class Estimator:
         the translation. The gyro bias is learnt while the body rests: from the mean of the readings
         between joint updates that found every joint within STILL_JOINT_RAD of where it stopped, once
         that rest has lasted STILL_MIN_S (see update). Before any joint update nothing is learnt: a
-        body still settling turns slower than the gyro alone can tell from its bias. Planar robots
-        ignore it. Returns the attitude (3, 3), IMU link -> odom.
+        body still settling turns slower than the gyro alone can tell from its bias. Planar robots take
+        only its heading (see _gyro_heading). Returns the attitude (3, 3), IMU link -> odom.
 
         Readings are integrated at their own stamps. One older than the last is dropped (counted in
         ``imu_late``), unless it is IMU_CLOCK_STEP_S older (a clock stepped back: taken as a gap). One more
@@ -468,10 +473,13 @@ class Estimator:
             # with the attitude at both ends); a robot at rest still updates every STALE_HOLD_S.
             self.stale_held += 1
             return self._state
-        if self._imu_used:
+        if self._imu_used and not self.planar:
             self._rest_update(t_s, q)
         if self.planar:
             state = self._update_planar(t_s, q, v)
+            if self._imu_used:
+                # After the step: the rest's IMU-link turn is predicted from this step's connection.
+                self._rest_update(t_s, q)
         else:
             # The filter gives the attitude only near its last reading (within imu_gap_s either way) and
             # once anchored to the joints' attitude (not after a gap); otherwise this update bridges with
@@ -519,19 +527,51 @@ class Estimator:
         gyro stayed quiet, else the rest starts again here. A rest of STILL_MIN_S gives the bias the
         mean of its window, never of one reading (a driver repeating a stale reading for a few cycles
         looks still that long), and then a running mean (AttitudeFilter.learn_bias)."""
+        # Planar robots: joints still within STILL_JOINT_RAD still turn the IMU link a little (servos
+        # settling by a tick); that turn, predicted from the joints and the connection, is no bias.
+        turn = self._planar_imu_heading(q) if self.planar else 0.0
         if self._q_rest is None or self._pend_loud or \
                 float(np.max(np.abs(q - self._q_rest))) > self.STILL_JOINT_RAD:
             self._q_rest, self._still_since = q.copy(), t_s
             self._rest_sum, self._rest_s, self._rest_total_s = np.zeros(3), 0.0, 0.0
+            self._rest_turn0 = turn
         elif self._pend_s > 0.0:
             self._rest_sum += self._pend_sum
             self._rest_s += self._pend_s
             self._rest_total_s += self._pend_s
             if t_s - self._still_since >= self.STILL_MIN_S:
-                self.imu.learn_bias(self._rest_sum / self._rest_s, self._rest_s, self._rest_total_s)
+                mean = self._rest_sum / self._rest_s
+                mean[2] -= (turn - self._rest_turn0) / self._rest_s
+                self.imu.learn_bias(mean, self._rest_s, self._rest_total_s)
                 self._rest_sum, self._rest_s = np.zeros(3), 0.0
+                self._rest_turn0 = turn
         if self._pend_s > 0.0 or self._pend_loud:
             self._pend_sum, self._pend_s, self._pend_loud = np.zeros(3), 0.0, False
+
+    def _planar_imu_heading(self, q) -> float:
+        """Heading (rad) of the IMU link as the connection alone integrates it (no gyro): the integrated
+        link's turn so far plus the joint angles between the two links."""
+        k, m = self._int_link, self.imu_link
+        return self._conn_heading + (float(np.sum(q[k:m])) if m >= k else -float(np.sum(q[m:k])))
+
+    def _gyro_heading(self, t_s: float, q) -> float | None:
+        """Planar robots: heading (rad) of the integrated link at t_s from the IMU link's attitude, less the
+        joint angles between the two links, up to the offset _gyro_offset; None without an IMU reading
+        within imu_gap_s or before a rest has given the gyro's bias. The offset is taken again whenever
+        the gyro comes back (after a gap, update_imu sets _imu_anchor)."""
+        # A gyro alone will do: on flat ground the heading is the turn about the vertical the IMU sees. Its
+        # bias must be known first: a MEMS gyro's few tenths of a degree per second turn the heading as
+        # fast as skidding wheels do.
+        if not (self._imu_used and abs(t_s - self._imu_t) <= self.imu_gap_s and self.imu.bias_learnt):
+            if self._imu_used and self._t is not None:
+                self.imu_bridged += 1
+            self._gyro_offset = None
+            return None
+        if self._imu_anchor:
+            self._gyro_offset = None
+            self._imu_anchor = False
+        r = self.imu.rotation @ _rodrigues(*(self._imu_rate * (t_s - self._imu_t)).tolist())
+        return math.atan2(r[1, 0], r[0, 0]) - (self._planar_imu_heading(q) - self._conn_heading)
 
     def _held_twist(self, dr, dt) -> np.ndarray:
         """The twist to hold along unobservable directions for this step.
@@ -618,8 +658,19 @@ class Estimator:
         slip = res.residual(rate, xi)                         # lateral slip speed per wheel (m/s)
         sigma2 = self._slip_variance(slip, self.weights, n_links - res.rank)
         cov_xi = sigma2 * res.normal_inverse
+        self._conn_heading += float(delta[2])
+        heading = self._gyro_heading(t_s, q)
+        if heading is not None and self._gyro_offset is not None:
+            # Wheels that skid turn the body without the connection seeing it; the gyro sees every turn.
+            # The connection still gives the translation, along the arc of the gyro's turn.
+            delta = delta.copy()
+            delta[2] = wrap_angle(heading + self._gyro_offset - self._g2[2])
         step = se2_exp(delta)
         self._g2 = se2_compose(self._g2, step)
+        if heading is not None and self._gyro_offset is None:
+            # The gyro's heading is relative to where the filter started: anchor it to the estimate's
+            # (at the first fused update and after a gap in the IMU readings).
+            self._gyro_offset = self._g2[2] - heading
         ad = se2_adjoint(se2_inverse(step))
         self._p2 = ad @ self._p2 @ ad.T + dt * max(dt, self.tau) * cov_xi
         return self._planar_state(t_s, q, (xi, rate), cov_xi, slip, res.rank, res.singular or res.rank < 3)

@@ -163,6 +163,7 @@ class AttitudeFilter:
         self.rotation = np.eye(3)
         self.bias = np.zeros(3)
         self.initialised = False
+        self.bias_learnt = False    # a rest has given the bias (learn_bias)
         self.still_s = 0.0        # how long the body has been still (s), 0 while it moves
 
     def set_yaw_from(self, rotation) -> None:
@@ -192,6 +193,7 @@ class AttitudeFilter:
             raise ValueError(f'need 0 < duration_s <= rest_s, got {duration_s} and {rest_s}')
         gain = min(1.0, duration_s / min(rest_s, self.still_time_s))
         self.bias = self.bias + gain * (np.asarray(mean_rad_s, dtype=float) - self.bias)
+        self.bias_learnt = True
 
     def update(self, dt_s: float, gyro_rad_s, accel_m_s2=None, still: bool = False) -> np.ndarray:
         """Advance by dt_s (s) with a gyro reading (rad/s) and optionally an accelerometer one (m/s^2),

@@ -33,6 +33,8 @@ Parameters:
   start_from_joint_states (bool, read-only)  wait for the first joint_states and start from that pose
   startup_still_s (double, read-only)  then hold that pose this long before the gait blends in (commands
                                   wait): the estimator learns the IMU's gyro bias from a rest (1 s)
+  startup_imu_wait_s (double, read-only)  a robot with an IMU: before that rest, wait up to this long
+                                  for a message on imu (0, the default: no IMU, no wait)
   cmd_timeout_s, max_forward_m_s, max_sideways_m_s, max_turn_rad_s, accel_* (double)
   state_rate_hz (double, read-only)  rate of gait/state
   calibration (string, read-only) '' : <robot>.calibration.yaml beside the robot YAML if present;
@@ -63,7 +65,7 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParam
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, String
 
 from snake_control.gaits.calibration import find_calibration, load_calibration
@@ -71,7 +73,7 @@ from snake_control.gaits.controller import ERROR, OK, WARN, GaitController, defa
 from snake_control.gaits.feasibility import feasible_ranges
 from snake_control.gaits.trim import TrimSettings, heading_from_quaternion
 from snake_control.nodes.messages import float64_array, set_stamp
-from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, STATE_QOS
+from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
 from snake_control.teleop.command_filter import CommandLimits
@@ -162,6 +164,12 @@ class GaitNode(Node):
                         '(commands wait): a rest of the joints in which the estimator learns the IMU\'s gyro '
                         'bias (it needs 0.5 s); 0: blend in at once',
             floating_point_range=[FloatingPointRange(from_value=0.0, to_value=10.0)], **ro))
+        self.declare_parameter('startup_imu_wait_s', 0.0, ParameterDescriptor(
+            description='a robot with an IMU on imu: before the power-up rest, wait up to this long for its '
+                        'first message (another process\'s IMU can be discovered seconds after the driver, '
+                        'and a rest the estimator does not hear teaches it no bias); then start anyway, with '
+                        'a warning; 0: no IMU, no wait',
+            floating_point_range=[FloatingPointRange(from_value=0.0, to_value=60.0)], **ro))
         # Every gait's parameters as <gait>.<param>, with units, meaning and the range in which the gait
         # fits this robot's joint limits (within the catalogue's range).
         self.gait_param_names = {}
@@ -238,6 +246,11 @@ class GaitNode(Node):
             self._joint_states_sub = self.create_subscription(JointState, 'joint_states',
                                                               self._on_joint_states,
                                                               STATE_QOS)
+            self._imu_wait_s = float(self.get_parameter('startup_imu_wait_s').value)
+            self._imu_heard = False
+            self._imu_wait_since = None
+            if self._imu_wait_s > 0.0:
+                self._imu_sub = self.create_subscription(Imu, 'imu', self._on_first_imu, SENSOR_QOS)
         # The control tick keeps its own time on its own thread: no callback of the executor (a
         # parameter change's torque check takes about 0.1 s) can delay it.
         self._tick_stop = threading.Event()
@@ -284,6 +297,19 @@ class GaitNode(Node):
             if reason:
                 self._not_started(reason)
             return
+        if self._imu_wait_s > 0.0 and not self._imu_heard:
+            now = time.monotonic()
+            if self._imu_wait_since is None:
+                self._imu_wait_since = now
+            if now - self._imu_wait_since < self._imu_wait_s:
+                self._start_pose.reset()
+                self._not_started('waiting for the IMU on imu: the estimator learns its gyro bias in the '
+                                  'power-up rest')
+                return
+            self.get_logger().warning(f'no IMU message on {self.resolve_topic_name("imu")} after '
+                                      f'{self._imu_wait_s:g} s: starting without the power-up rest for its '
+                                      f'gyro bias')
+            self._imu_heard = True
         with self.lock:
             self._start_scheduler(pose)
         self.get_logger().info(f'measured pose received: starting {self.initial_gait} from it')
@@ -307,6 +333,10 @@ class GaitNode(Node):
                 self._joint_states_sub.topic_name)):
             return 'joint_states has a publisher the graph does not name yet: waiting'
         return ''
+
+    def _on_first_imu(self, msg: Imu):
+        self._imu_heard = True
+        self.destroy_subscription(self._imu_sub)
 
     # -- inputs -----------------------------------------------------------------------------------
     def _not_started(self, reason: str):
