@@ -284,7 +284,7 @@ def test_the_power_up_rest_waits_for_the_imu():
     try:
         waits = h.add(GaitNode(context=h.context, namespace='a', parameter_overrides=[
             Parameter('robot', value='wheeled_8'), Parameter('startup_imu_wait_s', value=60.0)]))
-        gives_up = h.add(GaitNode(context=h.context, namespace='b', parameter_overrides=[
+        h.add(GaitNode(context=h.context, namespace='b', parameter_overrides=[
             Parameter('robot', value='wheeled_8'), Parameter('startup_imu_wait_s', value=0.5)]))
         joints = {ns: h.record(JointState, f'/{ns}/joint_commands') for ns in 'ab'}
         states = {ns: h.publisher(JointState, f'/{ns}/joint_states') for ns in 'ab'}
