@@ -32,3 +32,18 @@ def test_a_burst_of_sigint_after_the_first_still_exits_cleanly(module):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_process_hung_after_its_stop_prints_its_stacks_and_exits():
+    """A node whose teardown never returns (a middleware deadlock holds the main thread, where no later
+    signal reaches Python) exits by itself once the hang deadline passes, with every thread's stack on
+    stderr, instead of being killed silently by ros2 launch."""
+    code = ('import time\n'
+            'from snake_control.nodes.runner import arm_hang_deadline\n'
+            'arm_hang_deadline(0.5)\n'
+            'def stuck_in_teardown():\n'
+            '    time.sleep(60)\n'
+            'stuck_in_teardown()\n')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1, out.stderr
+    assert 'stuck_in_teardown' in out.stderr, out.stderr

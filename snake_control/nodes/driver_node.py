@@ -270,8 +270,8 @@ def main(args=None):
     from rclpy.exceptions import ParameterException
     from rclpy.signals import SignalHandlerOptions
 
-    from snake_control.nodes.runner import (SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, ignore_stop_signals,
-                                            install_stop_signals, make_executor)
+    from snake_control.nodes.runner import (HANG_DEADLINE_S, SPIN_TIMEOUT_S, SWITCH_INTERVAL_S,
+                                            ignore_stop_signals, install_stop_signals, make_executor)
 
     # SIGINT, SIGTERM and SIGHUP end the spin loop (within SPIN_TIMEOUT_S) and reach the finally below,
     # which turns torque off before the process exits. A second signal (Ctrl-C under ros2 launch reaches
@@ -280,7 +280,8 @@ def main(args=None):
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stopping = threading.Event()
     install_stop_signals(stopping, on_repeat=lambda name: print(
-        f'driver_node: {name} ignored: turning torque off', file=sys.stderr, flush=True))
+        f'driver_node: {name} ignored: turning torque off', file=sys.stderr, flush=True),
+        hang_deadline_s=HANG_DEADLINE_S)
     node = None
     code = 0
     try:

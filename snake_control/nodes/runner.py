@@ -9,6 +9,7 @@ events executor serves without creating a timer per call.
 """
 from __future__ import annotations
 
+import faulthandler
 import signal
 import sys
 import threading
@@ -70,18 +71,33 @@ def stop_executor(executor, timeout_sec: float) -> list[BaseException]:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def install_stop_signals(stop: threading.Event, on_repeat=None) -> None:
+def install_stop_signals(stop: threading.Event, on_repeat=None, hang_deadline_s: float | None = None) -> None:
     """SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) set `stop`. Later ones do nothing
     but call on_repeat(signal name) if given: a terminal's Ctrl-C under `ros2 launch` reaches each node
     twice (from the terminal and from launch), and the shutdown the first one started must not be
     interrupted. The handler raises nothing: Python runs it inside whatever callback is running, where an
-    exception would be reported as that callback's failure. Main thread only."""
+    exception would be reported as that callback's failure. hang_deadline_s: see arm_hang_deadline, armed
+    by the first signal. Main thread only."""
     def handler(signum, frame):
         if stop.is_set() and on_repeat is not None:
             on_repeat(signal.Signals(signum).name)
+        elif hang_deadline_s is not None:
+            arm_hang_deadline(hang_deadline_s)
         stop.set()
     for sig in STOP_SIGNALS:
         signal.signal(sig, handler)
+
+
+# A node process still running this long after it was told to stop is hung (a teardown that never
+# returns inside the middleware; a later signal cannot reach Python code then): under ros2 launch it would
+# be killed 15 s after Ctrl-C, silently. Shorter than that, so its threads' stacks reach the log.
+HANG_DEADLINE_S = 12.0
+
+
+def arm_hang_deadline(seconds: float = HANG_DEADLINE_S) -> None:
+    """In `seconds`, unless the process has exited, print every thread's stack to stderr and exit with
+    status 1 (faulthandler's own thread: it needs neither the interpreter lock nor the main thread)."""
+    faulthandler.dump_traceback_later(seconds, exit=True)
 
 
 def ignore_stop_signals() -> None:
@@ -104,7 +120,7 @@ def run_node(node_class, args=None) -> int:
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     stop = threading.Event()
-    install_stop_signals(stop)
+    install_stop_signals(stop, hang_deadline_s=HANG_DEADLINE_S)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     context = rclpy.get_default_context()
     node = None
@@ -120,6 +136,7 @@ def run_node(node_class, args=None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        arm_hang_deadline()
         if executor is not None:
             executor.shutdown(timeout_sec=1.0)
         if node is not None:
