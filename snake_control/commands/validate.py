@@ -52,10 +52,10 @@ def add_arguments(parser):
                         help='save a figure of estimated against true paths to this file (.png, .pdf)')
     parser.add_argument('--imu', nargs='?', const='sensor', default='both',
                         choices=('both', 'off', 'sensor', 'truth'),
-                        help='validation set, pitch-yaw robots: score the estimator without the IMU (off), '
-                             "with the world's IMU (sensor: gyro and accelerometer, noise and bias; --imu "
-                             'alone), both from the same run (default), or given the true orientation of '
-                             'its IMU link (truth)')
+                        help='validation set: score the estimator without the IMU (off), with the world\'s '
+                             'IMU (sensor: gyro and accelerometer, noise and bias; --imu alone; a wheeled '
+                             'robot takes only its heading from it), both from the same run (default), or, '
+                             'pitch-yaw robots, given the true orientation of its IMU link (truth)')
     parser.add_argument('--check', action='store_true',
                         help='exit with status 1 if any run misses its aim or the acceptance')
 
