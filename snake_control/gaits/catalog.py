@@ -245,7 +245,7 @@ SERPENOID_ROLLING = GaitSpec(
 # w_s = 0.8, A_pitch = 0.2: the torque check's 0.8 of stall (w_s = 0.4, A_pitch = 0.25 asked 129 %).
 # taper 0.35, pivot 0.51: the wave runs in at the head and out at the tail, so with even halves (taper 0,
 # pivot 0.5) the tail half out-sidewinds the head half and the body circles a point 0.05-0.13 m/rad
-# away (0.011 m to its right per 0.18 rad cycle at every phase rate); the taper evens the halves'
+# away (0.009-0.012 m to its right per 0.18 rad cycle at 1-3.8 rad/s); the taper evens the halves'
 # sideways push, the pivot their push along the body (docs/gaits.md, "Turning on the spot").
 _TURN_IN_PLACE_PARAMS = _serp_params(0.5, 0.2, 0.8, PI / 2, taper=0.35, stride=_stride('rad', 0.3, '0.3 rad'))
 TURN_IN_PLACE = GaitSpec(
