@@ -54,6 +54,18 @@ def test_fit_recovers_the_model_and_command_inverts_it():
     assert g.command(0.2, 0.0).turn == pytest.approx(-0.05 / 0.8, rel=1e-6)
 
 
+def test_a_veer_beyond_the_measured_offsets_gets_one_more_run(py32):
+    # serpentine's plan measures A1 = -1.5, 0, +1.5 (turn_max 3): a veer the fit cancels only at u = -2.5
+    # is measured once more at turn_max on that side, at the lower rate; one cancelled inside is not.
+    shape = catalog.GaitShape(catalog.SERPENTINE, py32, catalog.resolve_params(catalog.SERPENTINE, py32, {}))
+    plan = [(2.0, -1.5), (2.0, 0.0), (2.0, 1.5), (4.0, 0.0)]
+    far = GaitCalibration.fit('serpentine', shape.params, synthetic(u_coef=0.02, veer=0.05, quad=0.0))
+    assert far.straight_offset(2.0) == pytest.approx(-2.5)
+    assert V.straight_sample(far, shape, plan) == (2.0, -3.0)
+    near = GaitCalibration.fit('serpentine', shape.params, synthetic())
+    assert near.straight_offset(2.0) == pytest.approx(-0.0625) and V.straight_sample(near, shape, plan) is None
+
+
 def test_reach_is_the_range_command_accepts():
     params = catalog.resolve_params(catalog.SERPENTINE, load_robot('pitch_yaw_32'), {})
     g = GaitCalibration.fit('serpentine', params, synthetic())

@@ -127,6 +127,33 @@ def test_passive_wheels_meet_the_acceptance(robot, gait, command, custom_10):
     assert r.estimate.position_error_pct < 5.0
 
 
+# turn_in_place's three acceptance rows (two rates left, the higher one right), the shipped calibration.
+@pytest.mark.slow
+@pytest.mark.parametrize('row', [0, 1, 2])
+def test_turn_in_place_turns_on_the_spot(row):
+    robot = load_robot('pitch_yaw_32')
+    command = C.acceptance_commands(robot, 'turn_in_place')[row]
+    r = C.run_command(robot, 'turn_in_place', command, warmup_s=C.settle_s(robot, 'turn_in_place', command),
+                      duration_s=C.cycle_duration_s(robot, 'turn_in_place', command, lowest_s=4.0), estimate=False)
+    print(C.format_rows([r]))
+    assert r.achieved.cycles >= 1
+    assert C.misses(r) == []
+
+
+@pytest.mark.slow
+def test_conical_sidewinding_goes_straight_through_its_calibration():
+    # It veers 0.05 rad per cycle at its default taper; the calibration's offset that cancels it must be
+    # one it measured (it was past the measured +-0.4: 3.0 deg/m at the higher acceptance speed).
+    robot = load_robot('pitch_yaw_32')
+    command = C.acceptance_commands(robot, 'conical_sidewinding')[1]
+    r = C.run_command(robot, 'conical_sidewinding', command, estimate=False,
+                      warmup_s=C.settle_s(robot, 'conical_sidewinding', command),
+                      duration_s=C.cycle_duration_s(robot, 'conical_sidewinding', command, lowest_s=4.0))
+    print(C.format_rows([r]))
+    assert r.achieved.cycles >= 1 and r.reachable
+    assert C.misses(r) == []
+
+
 @pytest.mark.slow
 def test_the_ground_robot_meets_its_speed_through_its_calibration():
     # Serpenoid sidewinding goes at 0.46 of the command through its stride parameter; the shipped

@@ -203,6 +203,13 @@ class GaitCalibration:
         lo, hi = self.phase_rate_range_rad_s
         return min(max(abs(rate), lo), hi)
 
+    def straight_offset(self, phase_rate_rad_s: float) -> float:
+        """The turning offset whose fitted turn per cycle is 0 at this phase rate (rad/s), not clamped to
+        the measured offsets (0 for a gait without a turning parameter; +-inf when the fit has none)."""
+        if self.turn_param is None or self.drive == 'turn':
+            return 0.0
+        return self._solve_u(0.0, self._f(phase_rate_rad_s))
+
     def per_cycle(self, turn: float, phase_rate_rad_s: float) -> tuple[float, float]:
         """(drive motion m or rad, turn rad) per cycle at offset `turn` and phase rate (rad/s)."""
         f = self._f(phase_rate_rad_s)

@@ -242,11 +242,20 @@ SERPENOID_ROLLING = GaitSpec(
                  stride=_stride('m', lambda r: 2 * PI * r.module_radius_m, '2 pi module radius')),
     'compound serpenoid with w_s = 0 and delta = -pi/2: every joint traces a circle, the body rolls')
 
+# w_s = 0.8, A_pitch = 0.2: the torque check's 0.8 of stall (w_s = 0.4, A_pitch = 0.25 asked 129 %).
+# taper 0.35, pivot 0.51: the wave runs in at the head and out at the tail, so with even halves (taper 0,
+# pivot 0.5) the tail half out-sidewinds the head half and the body circles a point 0.05-0.13 m/rad
+# away (0.009-0.012 m to its right per 0.18 rad cycle at 1-3.8 rad/s); the taper evens the halves'
+# sideways push, the pivot their push along the body (docs/gaits.md, "Turning on the spot").
+_TURN_IN_PLACE_PARAMS = _serp_params(0.5, 0.2, 0.8, PI / 2, taper=0.35, stride=_stride('rad', 0.3, '0.3 rad'))
 TURN_IN_PLACE = GaitSpec(
     'turn_in_place', 'serpenoid', ('pitch_yaw',), 'turn',
-    # w_s = 0.8, A_pitch = 0.2: the torque check's 0.8 of stall (w_s = 0.4, A_pitch = 0.25 asked 129 %).
-    _serp_params(0.5, 0.2, 0.8, PI / 2, stride=_stride('rad', 0.3, '0.3 rad')),
-    'sidewinding whose pitch amplitude changes sign along the body (profile -cos(pi x)): the tail half '
+    _TURN_IN_PLACE_PARAMS[:-1] + (
+        Param('pivot', '1', 0.51, 'where the pitch amplitude changes sign, x = 0 tail .. 1 head: the profile '
+              'is -cos(pi x / (2 pivot)) on the tail side, -cos(pi (1 + (x - pivot) / (1 - pivot)) / 2) '
+              'on the head side', 0.2, 0.8),
+        _TURN_IN_PLACE_PARAMS[-1]),
+    'sidewinding whose pitch amplitude changes sign along the body (at the pivot): the tail half '
     'sidewinds one way and the head half the other, so the body turns on the spot; a right turn is the '
     'left turn\'s mirror image', mirror_negative=True)
 
@@ -342,6 +351,15 @@ def resolve_params(spec: GaitSpec, robot, overrides=None) -> dict:
     return values
 
 
+def pitch_profile(x, pivot: float = 0.5) -> np.ndarray:
+    """turn_in_place's pitch amplitude profile over x = 0 (tail) .. 1 (head): -1 at the tail, +1 at the
+    head, 0 at the pivot, a quarter cosine either side (-cos(pi x) for pivot 0.5)."""
+    x = np.asarray(x, dtype=float)
+    tail = -np.cos(0.5 * PI * x / pivot)
+    head = -np.cos(0.5 * PI * (1.0 + (x - pivot) / (1.0 - pivot)))
+    return np.where(x < pivot, tail, head)
+
+
 # --- shapes ---------------------------------------------------------------------------------------
 
 class GaitShape:
@@ -368,7 +386,7 @@ class GaitShape:
         if fam == 'serpenoid':
             # Everything but the phase and the turning offset is fixed: tabulate once per shape.
             p = self.params
-            profile_pitch = -np.cos(PI * self._x) if spec.name == 'turn_in_place' else np.ones(self.n)
+            profile_pitch = pitch_profile(self._x, p['pivot']) if spec.name == 'turn_in_place' else np.ones(self.n)
             self._amp0 = np.where(self._yaw, p['A_yaw'], p['A_pitch'] * profile_pitch)
             self._arg0 = p['w_s'] * self._idx + np.where(self._yaw, p['delta'], 0.0)
             self._beta0 = np.where(self._yaw, p['beta_yaw'], p['beta_pitch'])

@@ -14,6 +14,10 @@ gaits.calibration.cycle_motion takes the motion per cycle between phase-aligned 
 Samples per gait: turning offsets -u, 0, +u (u = TURN_SHARE of the gait's turn_max) at the lower
 phase rate and 0 at the higher one; gaits without a turning parameter at both rates only. The rates
 are RATE_SHARES of the gait's phase-rate cap (the scheduler's: 80 % of the joint velocity limits).
+When the offset that cancels the gait's veer (the map's offset for a command without a turn) lies
+beyond +-u at either rate, one more run at the lower rate measures turn_max on that side, so that the
+offset the gait goes straight with is measured, not clamped (conical sidewinding needs -0.53 of taper:
+clamped at -0.4 it drifted 3 deg/m).
 
     >>> cal = calibrate('pitch_yaw_32', ['serpentine'])        # doctest: +SKIP
     >>> cal.save(calibration_path(load_robot('pitch_yaw_32')))  # doctest: +SKIP
@@ -116,11 +120,35 @@ def calibrate_gait(robot: Robot, gait: str, params: dict | None = None, progress
     shape = _shape(robot, gait, params)
     world = SnakeWorld(robot, options=options or VALIDATION_PHYSICS)
     samples = []
-    for rate, turn in sample_plan(shape):
+    plan = sample_plan(shape)
+    for rate, turn in plan:
         samples.append(measure(robot, shape, rate, turn, world=world))
         if progress:
             progress(gait, samples[-1])
+    fitted = GaitCalibration.fit(gait, shape.params, samples)
+    extra = straight_sample(fitted, shape, plan)
+    if extra is None:
+        return fitted
+    samples.append(measure(robot, shape, *extra, world=world))
+    if progress:
+        progress(gait, samples[-1])
     return GaitCalibration.fit(gait, shape.params, samples)
+
+
+def straight_sample(fitted: GaitCalibration, shape, plan) -> tuple[float, float] | None:
+    """(phase rate rad/s, offset) of one more run when the offset that cancels the fitted veer at a planned
+    rate lies beyond the planned offsets: the lower rate at turn_max on that side; None otherwise."""
+    spec = shape.spec
+    if not spec.turn_param or spec.turn_max <= 0 or spec.drive == 'turn':
+        return None
+    rates = sorted({rate for rate, _ in plan})
+    lo, hi = min(u for _, u in plan), max(u for _, u in plan)
+    for rate in rates:
+        u = fitted.straight_offset(rate)
+        if not (lo - 1e-9 <= u <= hi + 1e-9):
+            side = math.copysign(spec.turn_max, u)
+            return (rates[0], side) if not (lo - 1e-9 <= side <= hi + 1e-9) else None
+    return None
 
 
 def calibrate(robot: Robot | str, gaits=None, params: dict | None = None, progress=None,
