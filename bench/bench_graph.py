@@ -333,10 +333,13 @@ def bench_launch(seconds: float = 30.0):
                 executor.spin_once(timeout_sec=0.1)
             time.sleep(3.0)
             stamps.clear()
+            # The subscription's queue still holds messages from the sleep: count by stamp, not arrival.
+            start_ros = node.get_clock().now().nanoseconds * 1e-9
             start = time.monotonic()
             while time.monotonic() - start < seconds:
                 executor.spin_once(timeout_sec=0.1)
             wall = time.monotonic() - start
+            stamps[:] = [t for t in stamps if start_ros <= t <= start_ros + wall]
         finally:
             os.killpg(proc.pid, signal.SIGINT)
             try:
