@@ -79,11 +79,12 @@ def _thread_cpu_s(pid: int) -> dict:
 
 class _CallbackClock:
     """CPU time (time.thread_time, s) spent inside each in-process node's subscription and timer callbacks,
-    and the executor thread's id (callbacks run there). Wrapping costs about a microsecond per call."""
+    and the ids of the executor threads they ran on (one for the events executor, its pool's for the
+    multi-threaded one). Wrapping costs about a microsecond per call."""
 
     def __init__(self):
         self.cpu_s: dict = {}           # node name -> s
-        self.executor_tid = None
+        self.executor_tids: set = set()
 
     def wrap_nodes(self, nodes: dict):
         for name, node in nodes.items():
@@ -100,7 +101,7 @@ class _CallbackClock:
                 return callback(*args)
             finally:
                 self.cpu_s[name] += clock() - start
-                self.executor_tid = threading.get_native_id()
+                self.executor_tids.add(threading.get_native_id())
         return timed
 
     def snapshot(self) -> dict:
@@ -148,10 +149,10 @@ class _TimingProbe:
 
     def breakdown_ms(self, cycles: float) -> dict:
         """Where each controller process's CPU went over the measured cycles, in ms per cycle: process
-        pid -> {part: ms}. This process: each node's callbacks, the executor thread's rest (taking messages
-        into Python, dispatch), gait_node's tick thread, DDS threads, other threads. The driver's: its
-        main thread (the executor: joint_commands, estop, diagnostics), its other Python threads (the bus
-        loop), DDS threads."""
+        pid -> {part: ms}. This process: each node's callbacks, the rest of the threads that ran them
+        (taking messages into Python, dispatch), gait_node's tick thread, DDS threads, other threads. The
+        driver's: its main thread (the executor: joint_commands, estop, diagnostics), its other Python
+        threads (the bus loop), DDS threads."""
         (_, _, _, threads0, cb0), (_, _, _, threads1, cb1) = self.cpu['start'], self.cpu['end']
         per = 1000.0 / max(cycles, 1.0)
         out = {}
@@ -168,14 +169,16 @@ class _TimingProbe:
                 callbacks = sum(cb1.values()) - sum(cb0.values())
                 for tid, s in used.items():
                     name = after[tid][0]
-                    if tid == self.callbacks.executor_tid:
-                        add('executor (messages into Python, dispatch)', s - callbacks)
+                    if tid in self.callbacks.executor_tids:
+                        add('executor (messages into Python, dispatch)', s)
                     elif tid == self.gait_tick_tid:
                         add('gait_node tick thread', s)
                     elif name.startswith('dds.'):
                         add('DDS threads', s)
                     else:
                         add('other threads', s)
+                if 'executor (messages into Python, dispatch)' in parts:
+                    parts['executor (messages into Python, dispatch)'] -= callbacks * per
             else:
                 for tid, s in used.items():
                     name = after[tid][0]
