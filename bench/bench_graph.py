@@ -54,6 +54,60 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
+def _thread_cpu_s(pid: int) -> dict:
+    """tid -> (thread name, CPU time in s) of every thread of a process, from /proc: the scheduler's ns
+    where the kernel keeps them (schedstat), else user + system clock ticks."""
+    out = {}
+    try:
+        tids = os.listdir(f'/proc/{pid}/task')
+    except OSError:
+        return out
+    for tid in tids:
+        base = f'/proc/{pid}/task/{tid}'
+        try:
+            name = Path(f'{base}/comm').read_text().strip()
+            try:
+                cpu = int(Path(f'{base}/schedstat').read_text().split()[0]) * 1e-9
+            except (OSError, IndexError, ValueError):
+                fields = Path(f'{base}/stat').read_text().rsplit(')', 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+        except OSError:
+            continue                    # the thread ended meanwhile
+        out[int(tid)] = (name, cpu)
+    return out
+
+
+class _CallbackClock:
+    """CPU time (time.thread_time, s) spent inside each in-process node's subscription and timer callbacks,
+    and the ids of the executor threads they ran on (one for the events executor, its pool's for the
+    multi-threaded one). Wrapping costs about a microsecond per call."""
+
+    def __init__(self):
+        self.cpu_s: dict = {}           # node name -> s
+        self.executor_tids: set = set()
+
+    def wrap_nodes(self, nodes: dict):
+        for name, node in nodes.items():
+            for entity in (*node.subscriptions, *node.timers):
+                entity.callback = self._wrap(name, entity.callback)
+
+    def _wrap(self, name: str, callback):
+        self.cpu_s.setdefault(name, 0.0)
+        clock = time.thread_time
+
+        def timed(*args):
+            start = clock()
+            try:
+                return callback(*args)
+            finally:
+                self.cpu_s[name] += clock() - start
+                self.executor_tids.add(threading.get_native_id())
+        return timed
+
+    def snapshot(self) -> dict:
+        return dict(self.cpu_s)
+
+
 class _TimingProbe:
     """Records joint_states stamps and the controller processes' CPU over the steady part of a run."""
 
@@ -61,6 +115,7 @@ class _TimingProbe:
         self.stamps = []
         self.warmup_s = warmup_s
         self.cpu = {}
+        self.callbacks = _CallbackClock()
         self.stop = threading.Event()
 
     def on_ready(self, run):
@@ -68,6 +123,9 @@ class _TimingProbe:
         # bringup's own joint_states subscription keeps the stamps: a probe of its own in the process it
         # measures would add its cost to the controller's figure.
         run.nodes['bringup'].joint_state_stamps = self.stamps
+        self.callbacks.wrap_nodes(run.nodes)
+        tick = getattr(run.nodes.get('gait_node'), '_tick_thread', None)
+        self.gait_tick_tid = tick.native_id if tick is not None else None
         threading.Thread(target=self._worker, daemon=True).start()
 
     def _pids(self):
@@ -76,13 +134,58 @@ class _TimingProbe:
             pids.append(self.run.driver_process.process.pid)
         return pids
 
+    def _sample(self):
+        pids = self._pids()
+        return (time.monotonic(), [_cpu_s(p) for p in pids], len(self.stamps),
+                {p: _thread_cpu_s(p) for p in pids}, self.callbacks.snapshot())
+
     def _worker(self):
         if not self.stop.wait(self.warmup_s):
-            self.cpu['start'] = (time.monotonic(), [_cpu_s(p) for p in self._pids()], len(self.stamps))
+            self.cpu['start'] = self._sample()
 
     def before_stop(self, run):
-        self.cpu['end'] = (time.monotonic(), [_cpu_s(p) for p in self._pids()], len(self.stamps))
+        self.cpu['end'] = self._sample()
         self.stop.set()
+
+    def breakdown_ms(self, cycles: float) -> dict:
+        """Where each controller process's CPU went over the measured cycles, in ms per cycle: process
+        pid -> {part: ms}. This process: each node's callbacks, the rest of the threads that ran them
+        (taking messages into Python, dispatch), gait_node's tick thread, DDS threads, other threads. The
+        driver's: its main thread (the executor: joint_commands, estop, diagnostics), its other Python
+        threads (the bus loop), DDS threads."""
+        (_, _, _, threads0, cb0), (_, _, _, threads1, cb1) = self.cpu['start'], self.cpu['end']
+        per = 1000.0 / max(cycles, 1.0)
+        out = {}
+        for pid, after in threads1.items():
+            before = threads0.get(pid, {})
+            used = {tid: cpu - before.get(tid, (name, 0.0))[1] for tid, (name, cpu) in after.items()}
+            parts: dict = {}
+
+            def add(part, s):
+                parts[part] = parts.get(part, 0.0) + s * per
+            if pid == os.getpid():
+                for node, s in cb1.items():
+                    add(f'{node} callbacks', s - cb0.get(node, 0.0))
+                callbacks = sum(cb1.values()) - sum(cb0.values())
+                for tid, s in used.items():
+                    name = after[tid][0]
+                    if tid in self.callbacks.executor_tids:
+                        add('executor (messages into Python, dispatch)', s)
+                    elif tid == self.gait_tick_tid:
+                        add('gait_node tick thread', s)
+                    elif name.startswith('dds.'):
+                        add('DDS threads', s)
+                    else:
+                        add('other threads', s)
+                if 'executor (messages into Python, dispatch)' in parts:
+                    parts['executor (messages into Python, dispatch)'] -= callbacks * per
+            else:
+                for tid, s in used.items():
+                    name = after[tid][0]
+                    add('main thread (executor)' if tid == pid else
+                        'DDS threads' if name.startswith('dds.') else 'other threads (bus loop)', s)
+            out[pid] = parts
+        return out
 
 
 def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) -> dict:
@@ -97,7 +200,7 @@ def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) ->
     out = {'torque_off': result.torque_off, 'stop': result.stop_reason}
     if {'start', 'end'} > set(probe.cpu):
         return out
-    (w0, per0, n0), (w1, per1, n1) = probe.cpu['start'], probe.cpu['end']
+    (w0, per0, n0, _, _), (w1, per1, n1, _, _) = probe.cpu['start'], probe.cpu['end']
     # Per process: this one (gait, estimator, teleop, link TF; the driver too when it runs in-process),
     # then the driver's own process where it has one.
     per_ms = [1000 * (b - a) / max((w1 - w0) * rate_hz, 1.0) for a, b in zip(per0, per1)]
@@ -110,7 +213,7 @@ def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) ->
     out.update(on_time=on_time / max(expected, 1.0), states_hz=(n1 - n0) / (w1 - w0),
                p99_ms=1000 * float(np.percentile(periods, 99)) if len(periods) else float('nan'),
                cpu_ms=1000 * (c1 - c0) / max(expected, 1.0), cpu_pct=100 * (c1 - c0) / (w1 - w0),
-               cpu_ms_per_process=per_ms,
+               cpu_ms_per_process=per_ms, cpu_ms_breakdown=list(probe.breakdown_ms(expected).values()),
                stale_holds=int(d.get('counters', {}).get('stale_hold_cycles', -1)),
                overruns=int(d.get('counters', {}).get('overruns', -1)))
     return out
@@ -139,6 +242,15 @@ def _timing_line(label: str, f: dict, rate_hz: float) -> str:
             + (f'  WARN {", ".join(warn)}' if warn else ''))
 
 
+def _breakdown_lines(f: dict) -> list[str]:
+    """The controller CPU per cycle by process and part, largest first (parts under 0.005 ms left out)."""
+    lines = []
+    for name, parts in zip(('bringup process', 'driver process'), f.get('cpu_ms_breakdown', ())):
+        shown = sorted(((ms, part) for part, ms in parts.items() if ms >= 0.005), reverse=True)
+        lines.append(f'    {name}, ms per cycle: ' + ', '.join(f'{part} {ms:.3f}' for ms, part in shown))
+    return lines
+
+
 def bench_timing():
     from snake_control.app.demo import demo_script_path
     script = demo_script_path(ROBOT)
@@ -151,6 +263,8 @@ def bench_timing():
                             ('before (multi-threaded executor, one process)', BEFORE)):
             figures[label] = timing_run(rate, script, **kind)
             print(_timing_line(label, figures[label], rate), flush=True)
+            for line in _breakdown_lines(figures[label]):
+                print(line, flush=True)
         a, b = figures.values()
         if 'cpu_ms' in a and 'cpu_ms' in b and a['cpu_ms'] > 0:
             print(f'  shipped / before: on time x{a["on_time"] / max(b["on_time"], 1e-9):.2f}, '

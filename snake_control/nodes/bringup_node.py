@@ -9,10 +9,11 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from snake_control.nodes.messages import header_stamp_s
+from snake_control.nodes.messages import header_stamp_s, odometry_pose
 from snake_control.nodes.qos import DESCRIPTION_QOS, STATE_QOS
 
 
@@ -40,9 +41,10 @@ class BringupNode(Node):
             self.description_pub.publish(String(data=urdf_xml(robot)))
         except Exception as exc:  # the model is for viewers only: never stop the robot for it
             self.get_logger().warn(f'robot_description not published: {exc}')
-        self.create_subscription(Odometry, 'odom', self._on_odom, STATE_QOS)
+        self.create_subscription(Odometry, 'odom', self._on_odom, STATE_QOS, raw=True)
         self.create_subscription(DiagnosticStatus, 'gait/state', self._on_gait, STATE_QOS)
-        # Counted only: the bytes, not a message built from them.
+        # odom and joint_states as bytes, not messages built from them: the pose is read from odom's, and
+        # joint_states are counted only.
         self.create_subscription(JointState, 'joint_states', self._on_joints, STATE_QOS, raw=True)
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
         self.driver_bus: dict = {}          # the driver's bus status values (strings), latest
@@ -86,18 +88,23 @@ class BringupNode(Node):
                          for name, values in self.driver_servos.items()]
         return out
 
-    def _on_odom(self, msg: Odometry):
-        p, q = msg.pose.pose.position, msg.pose.pose.orientation
-        yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
-        self.odom_xy_yaw = (p.x, p.y, yaw)
+    def _on_odom(self, data: bytes):
+        pose = odometry_pose(data)
+        if pose is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
+            msg = deserialize_message(data, Odometry)
+            p, q = msg.pose.pose.position, msg.pose.pose.orientation
+            pose = (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+        x, y, _, qx, qy, qz, qw = pose
+        yaw = math.atan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
+        self.odom_xy_yaw = (x, y, yaw)
         # Path length in steps of at least ODOM_STEP_M: the base frame's wiggle within a gait cycle is not
         # travel, and summing every 100 Hz sample would count it.
         if self._odom_sample is None:
-            self._odom_sample = (p.x, p.y)
-        step = math.hypot(p.x - self._odom_sample[0], p.y - self._odom_sample[1])
+            self._odom_sample = (x, y)
+        step = math.hypot(x - self._odom_sample[0], y - self._odom_sample[1])
         if step >= ODOM_STEP_M:
             self.odom_distance_m += step
-            self._odom_sample = (p.x, p.y)
+            self._odom_sample = (x, y)
 
     def _on_gait(self, msg: DiagnosticStatus):
         if self.gait_since_s is None:

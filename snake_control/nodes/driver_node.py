@@ -30,6 +30,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType,
                                 SetParametersResult)
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
@@ -37,7 +38,7 @@ from snake_control.dynamixel.driver import POLICIES, DriverConfig, StartupError
 from snake_control.dynamixel.driver_config import VELOCITY_LEAD_MAX_S
 from snake_control.dynamixel.multibus import make_driver
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
-from snake_control.nodes.messages import float64_array, set_stamp
+from snake_control.nodes.messages import JointStateReader, JointStateWriter
 from snake_control.nodes.qos import ESTOP_SUB_QOS
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
 
@@ -124,8 +125,7 @@ class DriverNode(Node):
         self.driver.thread_setup = functools.partial(apply_to_current_thread, priority, frozenset(cpus))
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.state_pub = self.create_publisher(JointState, 'joint_states', 10)
-        self._state_msg = JointState()
-        self._state_names = None
+        self._state_writer = None
         self._state_lock = threading.Lock()
         # The bus thread publishes each cycle's reading as soon as it has it, stamped with when the
         # servos were read.
@@ -142,7 +142,9 @@ class DriverNode(Node):
                                f'{"fast " if d.fast else ""}sync read')
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_SUB_QOS)
-        self.create_subscription(JointState, 'joint_commands', self._on_command, 10)
+        # Taken as bytes and read with snake_control.nodes.messages.JointStateReader (the names decoded once).
+        self._command_reader = JointStateReader()
+        self.create_subscription(JointState, 'joint_commands', self._on_command, 10, raw=True)
         self.create_timer(g('diagnostics_period'), self._publish_diagnostics)
 
     def _on_set_parameters(self, params):
@@ -163,27 +165,29 @@ class DriverNode(Node):
                 cfg.auto_reboot = bool(p.value)
         return SetParametersResult(successful=True)
 
-    def _on_command(self, msg: JointState):
-        if not self.driver.set_command(msg.name, msg.position, msg.velocity):
+    def _on_command(self, data: bytes):
+        read = self._command_reader.read(data)
+        if read is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
+            msg = deserialize_message(data, JointState)
+            read = (None, msg.name, msg.position, msg.velocity)
+        _, names, position, velocity = read
+        if not self.driver.set_command(names, position, velocity):
             self.get_logger().warning('joint command rejected (see /diagnostics)', throttle_duration_sec=1.0)
 
     def _on_estop(self, msg: Bool):
         self.driver.set_estop(msg.data)
 
     def _publish_state(self, snap):
-        """Runs on a bus thread, once per cycle: one message object, refilled (publish copies it; the
-        lock keeps two buses' threads of a multi-bus robot from filling it at once)."""
+        """Runs on a bus thread, once per cycle: the message as bytes, the joint names encoded once
+        (snake_control.nodes.messages.JointStateWriter; the lock keeps two buses' threads of a multi-bus
+        robot from publishing at once)."""
         ns = self.get_clock().now().nanoseconds - int((time.monotonic() - snap.stamp_s) * 1e9)
         with self._state_lock:
-            msg = self._state_msg
-            set_stamp(msg.header.stamp, ns)
-            if snap.names != self._state_names:      # the same joints every cycle: set once
-                msg.name = self._state_names = list(snap.names)
-            msg.position = float64_array(snap.position_rad)
-            msg.velocity = float64_array(snap.velocity_rad_s)
-            msg.effort = float64_array(snap.effort)
+            if self._state_writer is None or snap.names != self._state_writer.names:   # the same every cycle
+                self._state_writer = JointStateWriter(snap.names)
+            data = self._state_writer.pack(ns, snap.position_rad, snap.velocity_rad_s, snap.effort)
             try:
-                self.state_pub.publish(msg)
+                self.state_pub.publish(data)
             except Exception:
                 if not self._ros_gone:      # the context went while this cycle published: not an error
                     raise

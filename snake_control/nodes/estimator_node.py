@@ -47,8 +47,8 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
-from builtin_interfaces.msg import Time
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 
 from snake_control.estimation.estimator import Estimator, root_link_pose
@@ -56,7 +56,10 @@ from snake_control.estimation.input_gate import KINDS as GATE_KINDS
 from snake_control.estimation.input_gate import ACCEPT, REBASE, REJECT, InputGate
 from snake_control.estimation.stamp_order import StampOrder
 from snake_control.kinematics.lie import quaternion_from_matrix
-from snake_control.nodes.messages import set_stamp
+from snake_control.nodes.messages import (IMU_ANGULAR_VELOCITY, IMU_ANGULAR_VELOCITY_COVARIANCE,
+                                          IMU_LINEAR_ACCELERATION, IMU_LINEAR_ACCELERATION_COVARIANCE,
+                                          IMU_ORIENTATION, IMU_ORIENTATION_COVARIANCE, JointStateReader,
+                                          OdometryWriter, imu_values, set_stamp)
 from snake_control.nodes.qos import DIAGNOSTICS_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot, reorder_joints
@@ -163,10 +166,7 @@ class EstimatorNode(Node):
         self.last_order_wall = time.monotonic()
 
         self.odom_pub = self.create_publisher(Odometry, 'odom', STATE_QOS)
-        # Built once; each publish writes the stamp and the numbers.
-        self._odom = Odometry()
-        self._odom.header.frame_id = self.odom_frame
-        self._odom.child_frame_id = self.base_frame
+        self._odom_writer = OdometryWriter(self.odom_frame, self.base_frame)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', DIAGNOSTICS_QOS)
         self.tf_pub = None
         if gp('publish_tf').value:
@@ -182,12 +182,15 @@ class EstimatorNode(Node):
                 self.get_logger().info('tf2_msgs not installed: odom -> link_0 not published on /tf')
         period = 1.0 / gp('diagnostics_rate_hz').value
         self.diag_timer = self.create_timer(period, self.publish_diagnostics)
+        # Both streams are taken as bytes and read with snake_control.nodes.messages (a tenth of the cost of
+        # the messages rclpy would build).
+        self._joint_reader = JointStateReader()
         if self.use_imu:
-            self.create_subscription(Imu, 'imu', self._on_imu, SENSOR_QOS)
+            self.create_subscription(Imu, 'imu', self._on_imu, SENSOR_QOS, raw=True)
             # Joint readings left waiting when both streams stop go out after hold_s of wall time.
             self.order_timer = self.create_timer(0.05, self._flush_order)
         # Subscribe last, once everything the callback touches exists.
-        self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS, raw=True)
         self.get_logger().info(f'estimating {self.robot.name} ({self.robot.kind}) in {self.odom_frame} -> '
                                f'{self.base_frame}')
 
@@ -221,20 +224,27 @@ class EstimatorNode(Node):
                 self.slip_warn = param.value
         return SetParametersResult(successful=True)
 
-    def _on_imu(self, msg: Imu):
-        q = msg.orientation
-        quat = np.array([q.x, q.y, q.z, q.w])
+    def _on_imu(self, data: bytes):
+        read = imu_values(data)
+        if read is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
+            msg = deserialize_message(data, Imu)
+            q, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            values = np.array([q.x, q.y, q.z, q.w, msg.orientation_covariance[0], *[0.0] * 8,
+                               w.x, w.y, w.z, msg.angular_velocity_covariance[0], *[0.0] * 8,
+                               a.x, a.y, a.z, msg.linear_acceleration_covariance[0], *[0.0] * 8])
+        else:
+            stamp, values = read
+        quat = values[IMU_ORIENTATION].copy()
         # sensor_msgs/Imu: covariance[0] == -1 means "no orientation estimate" (or no rate, no acceleration).
-        orientation = None if msg.orientation_covariance[0] == -1.0 or np.linalg.norm(quat) < 0.5 else quat
-        w = msg.angular_velocity
-        rate = None if msg.angular_velocity_covariance[0] == -1.0 else np.array([w.x, w.y, w.z])
+        orientation = None if values[IMU_ORIENTATION_COVARIANCE] == -1.0 or np.linalg.norm(quat) < 0.5 else quat
+        rate = None if values[IMU_ANGULAR_VELOCITY_COVARIANCE] == -1.0 else values[IMU_ANGULAR_VELOCITY].copy()
         self.imu_received += 1
         if orientation is None and rate is not None:
             # A raw IMU (gyro and accelerometer, like the MuJoCo world's): the estimator's attitude filter
             # integrates every reading at its own stamp; joint_states then take the attitude from it.
-            a = msg.linear_acceleration
-            accel = None if msg.linear_acceleration_covariance[0] == -1.0 else np.array([a.x, a.y, a.z])
-            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            accel = None if values[IMU_LINEAR_ACCELERATION_COVARIANCE] == -1.0 else \
+                values[IMU_LINEAR_ACCELERATION].copy()
             self._imu = (None, None)
             self.last_order_wall = time.monotonic()
             self._process(self.order.imu(stamp if stamp > 0.0 else self.get_clock().now().nanoseconds * 1e-9,
@@ -257,16 +267,20 @@ class EstimatorNode(Node):
             else:
                 self._update(stamp, *item)
 
-    def _on_joint_states(self, msg: JointState):
+    def _on_joint_states(self, data: bytes):
         self.received += 1
         self.last_receive_wall = time.monotonic()
         now = self.get_clock().now().nanoseconds * 1e-9
-        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        read = self._joint_reader.read(data)
+        if read is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
+            msg = deserialize_message(data, JointState)
+            read = (msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec, list(msg.name), list(msg.position),
+                    list(msg.velocity))
+        stamp, names, position, velocity = read
         if stamp <= 0.0:
             stamp = now
         try:
-            names = list(msg.name)
-            q = reorder_joints(names, list(msg.position), self._joint_names)
+            q = reorder_joints(names, position, self._joint_names)
             # The gate sees every message (a future stamp must not steer the decimation either).
             verdict = self.gate.check(stamp, now, q)
             if verdict.action != ACCEPT:
@@ -286,8 +300,8 @@ class EstimatorNode(Node):
             elif self._decimated(stamp):
                 return
             v = None
-            if len(msg.velocity) == len(names):
-                v = reorder_joints(names, list(msg.velocity), self._joint_names)
+            if velocity is not None and len(velocity) == len(names):
+                v = reorder_joints(names, velocity, self._joint_names)
         except ValueError as exc:
             self._reject(exc)
             return
@@ -313,27 +327,15 @@ class EstimatorNode(Node):
         if stamp - self.last_publish < self.publish_period:
             return
         self.last_publish = stamp
-        header_stamp = Time()
-        set_stamp(header_stamp, round(stamp * 1e9))
-        self._publish(state, header_stamp)
+        self._publish(state, round(stamp * 1e9))
 
-    def _publish(self, state, stamp):
+    def _publish(self, state, stamp_ns: int):
         # Only what someone listens to is built (a count is a few microseconds; the odom message and the
         # root transform are tens to hundreds).
         if self.odom_pub.get_subscription_count():
-            odom = self._odom
-            odom.header.stamp = stamp
-            x, y, z, qx, qy, qz, qw = state.pose_xyz_quat.tolist()
-            pose = odom.pose.pose
-            pose.position.x, pose.position.y, pose.position.z = x, y, z
-            pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w = qx, qy, qz, qw
-            # float64 arrays go into the covariance fields as they are (no per-element conversion).
-            odom.pose.covariance = np.array(state.pose_covariance, dtype=np.float64).ravel()
-            tw = odom.twist.twist
-            vx, vy, vz, wx, wy, wz = state.twist.tolist()
-            tw.linear.x, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y, tw.angular.z = vx, vy, vz, wx, wy, wz
-            odom.twist.covariance = np.array(state.twist_covariance, dtype=np.float64).ravel()
-            self.odom_pub.publish(odom)
+            # As bytes: the frame ids are encoded once, each message packs only the stamp and the numbers.
+            self.odom_pub.publish(self._odom_writer.pack(stamp_ns, state.pose_xyz_quat, state.pose_covariance,
+                                                         state.twist, state.twist_covariance))
         if self.tf_pub is not None and self._last_q is not None:
             # TF carries odom -> link_0, the URDF's root, so robot_state_publisher's tree hangs under the
             # estimate; a transform to the body link itself would give that link a second parent.
@@ -345,11 +347,11 @@ class EstimatorNode(Node):
                                                           self.body_frame_choice, self._body_in_root)
             if self.tf_pub.get_subscription_count():
                 # 3D: from the update's own chain geometry (it exists once _last_q does).
-                self._publish_root(self.estimator.root_pose() if root is None else root, stamp)
+                self._publish_root(self.estimator.root_pose() if root is None else root, stamp_ns)
 
-    def _publish_root(self, root, stamp):
+    def _publish_root(self, root, stamp_ns: int):
         t = self._tf_msg.transforms[0]
-        t.header.stamp = stamp
+        set_stamp(t.header.stamp, stamp_ns)
         tr, rot = t.transform.translation, t.transform.rotation
         tr.x, tr.y, tr.z = root[:3, 3].tolist()
         rot.x, rot.y, rot.z, rot.w = quaternion_from_matrix(root[:3, :3]).tolist()

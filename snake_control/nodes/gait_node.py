@@ -65,6 +65,7 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParam
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, String
 
@@ -72,7 +73,7 @@ from snake_control.gaits.calibration import find_calibration, load_calibration
 from snake_control.gaits.controller import ERROR, OK, WARN, GaitController, default_gait
 from snake_control.gaits.feasibility import feasible_ranges
 from snake_control.gaits.trim import TrimSettings, heading_from_quaternion
-from snake_control.nodes.messages import float64_array, set_stamp
+from snake_control.nodes.messages import JointStateWriter, odometry_pose
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
@@ -229,7 +230,7 @@ class GaitNode(Node):
 
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.joint_pub = self.create_publisher(JointState, 'joint_commands', COMMAND_QOS)
-        self._msg = JointState(name=self.joint_names)
+        self._writer = JointStateWriter(self.joint_names)
         self._msg_lock = threading.Lock()
         self.state_pub = self.create_publisher(DiagnosticStatus, 'gait/state', STATE_QOS)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -238,7 +239,8 @@ class GaitNode(Node):
         self.command_subs = (self.create_subscription(Twist, 'cmd_vel', self._on_cmd_vel, COMMAND_QOS),
                              self.create_subscription(String, 'gait/select', self._on_select, COMMAND_QOS))
         self.create_subscription(Bool, 'estop', self._on_estop, ESTOP_SUB_QOS)
-        self.create_subscription(Odometry, 'odom', self._on_odom, STATE_QOS)
+        # Taken as bytes: the pose is all the loop reads (snake_control.nodes.messages.odometry_pose).
+        self.create_subscription(Odometry, 'odom', self._on_odom, STATE_QOS, raw=True)
         if self.scheduler is None:
             from snake_control.gaits.start_pose import StartPose
             self._start_pose = StartPose(self.lower, self.upper, self.robot.velocity_limit_rad_s,
@@ -362,11 +364,16 @@ class GaitNode(Node):
         if reason:
             self._warn('cmd_vel', f'{reason} ({self.controller.commands.rejected} rejected so far)')
 
-    def _on_odom(self, msg: Odometry):
-        p, q = msg.pose.pose.position, msg.pose.pose.orientation
-        heading = heading_from_quaternion(q.x, q.y, q.z, q.w)
+    def _on_odom(self, data: bytes):
+        pose = odometry_pose(data)
+        if pose is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
+            msg = deserialize_message(data, Odometry)
+            p, q = msg.pose.pose.position, msg.pose.pose.orientation
+            pose = (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+        x, y, _, qx, qy, qz, qw = pose
+        heading = heading_from_quaternion(qx, qy, qz, qw)
         with self.lock:
-            self.controller.offer_odometry(time.monotonic(), p.x, p.y, heading)
+            self.controller.offer_odometry(time.monotonic(), x, y, heading)
 
     def _select(self, name) -> str | None:
         with self.lock:
@@ -422,13 +429,11 @@ class GaitNode(Node):
 
     # -- the loop ---------------------------------------------------------------------------------
     def _publish(self, out):
-        # One message, refilled (publish copies it); the lock: the tick thread and an e-stop's hold.
+        # As bytes, the joint names encoded once (snake_control.nodes.messages.JointStateWriter); the lock:
+        # the tick thread and an e-stop's hold publish in stamp order.
         with self._msg_lock:
-            msg = self._msg
-            set_stamp(msg.header.stamp, self.get_clock().now().nanoseconds)
-            msg.position = float64_array(out.positions_rad)
-            msg.velocity = float64_array(out.velocities_rad_s)
-            self.joint_pub.publish(msg)
+            self.joint_pub.publish(self._writer.pack(self.get_clock().now().nanoseconds, out.positions_rad,
+                                                     out.velocities_rad_s))
 
     def _tick_loop(self):
         next_t = time.monotonic()
