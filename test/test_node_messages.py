@@ -13,7 +13,7 @@ from snake_control.nodes.messages import (IMU_ANGULAR_VELOCITY, IMU_ANGULAR_VELO
                                           IMU_LINEAR_ACCELERATION, IMU_LINEAR_ACCELERATION_COVARIANCE,
                                           IMU_ORIENTATION, IMU_ORIENTATION_COVARIANCE, JointStateReader,
                                           JointStateWriter, OdometryWriter, float64_array, header_stamp_s,
-                                          imu_values, odometry_pose, set_stamp)
+                                          imu_values, odometry_pose, odometry_pose_any, set_stamp)
 
 
 @pytest.mark.parametrize('msg_type', [JointState, Odometry])
@@ -89,6 +89,7 @@ def test_the_odometry_pose_and_imu_values_are_the_messages():
     p.x, p.y, p.z, q.x, q.y, q.z, q.w = 1.25, -2.5, 0.125, 0.1, 0.2, 0.3, 0.9
     odom.pose.covariance = np.arange(36.0)
     assert odometry_pose(serialize_message(odom)) == (1.25, -2.5, 0.125, 0.1, 0.2, 0.3, 0.9)
+    assert odometry_pose_any(serialize_message(odom)) == (1.25, -2.5, 0.125, 0.1, 0.2, 0.3, 0.9)
 
     imu = Imu()
     imu.header.frame_id = 'link_0_imu'
@@ -138,3 +139,11 @@ def test_the_odometry_writer_writes_what_rclpy_reads():
     t = msg.twist.twist
     assert [t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z] == twist.tolist()
     assert msg.twist.covariance.tolist() == twist_cov.ravel().tolist()
+
+
+def test_an_odometry_the_byte_reader_does_not_read_is_read_by_rclpy(monkeypatch):
+    from snake_control.nodes import messages
+    odom = Odometry(child_frame_id='base')
+    odom.pose.pose.position.x, odom.pose.pose.orientation.w = -3.5, 1.0
+    monkeypatch.setattr(messages, 'odometry_pose', lambda data: None)
+    assert messages.odometry_pose_any(serialize_message(odom)) == (-3.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)

@@ -9,11 +9,10 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from snake_control.nodes.messages import header_stamp_s, odometry_pose
+from snake_control.nodes.messages import header_stamp_s, odometry_pose_any
 from snake_control.nodes.qos import DESCRIPTION_QOS, STATE_QOS
 
 
@@ -89,12 +88,7 @@ class BringupNode(Node):
         return out
 
     def _on_odom(self, data: bytes):
-        pose = odometry_pose(data)
-        if pose is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
-            msg = deserialize_message(data, Odometry)
-            p, q = msg.pose.pose.position, msg.pose.pose.orientation
-            pose = (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
-        x, y, _, qx, qy, qz, qw = pose
+        x, y, _, qx, qy, qz, qw = odometry_pose_any(data)
         yaw = math.atan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
         self.odom_xy_yaw = (x, y, yaw)
         # Path length in steps of at least ODOM_STEP_M: the base frame's wiggle within a gait cycle is not

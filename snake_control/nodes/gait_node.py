@@ -65,7 +65,6 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParam
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterValueException
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, String
 
@@ -73,7 +72,7 @@ from snake_control.gaits.calibration import find_calibration, load_calibration
 from snake_control.gaits.controller import ERROR, OK, WARN, GaitController, default_gait
 from snake_control.gaits.feasibility import feasible_ranges
 from snake_control.gaits.trim import TrimSettings, heading_from_quaternion
-from snake_control.nodes.messages import JointStateWriter, odometry_pose
+from snake_control.nodes.messages import JointStateWriter, odometry_pose_any
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
@@ -365,12 +364,7 @@ class GaitNode(Node):
             self._warn('cmd_vel', f'{reason} ({self.controller.commands.rejected} rejected so far)')
 
     def _on_odom(self, data: bytes):
-        pose = odometry_pose(data)
-        if pose is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
-            msg = deserialize_message(data, Odometry)
-            p, q = msg.pose.pose.position, msg.pose.pose.orientation
-            pose = (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
-        x, y, _, qx, qy, qz, qw = pose
+        x, y, _, qx, qy, qz, qw = odometry_pose_any(data)
         heading = heading_from_quaternion(qx, qy, qz, qw)
         with self.lock:
             self.controller.offer_odometry(time.monotonic(), x, y, heading)

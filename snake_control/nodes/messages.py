@@ -161,6 +161,18 @@ def odometry_pose(data: bytes):
     return None if values is None else tuple(values.tolist())
 
 
+def odometry_pose_any(data: bytes):
+    """odometry_pose, or for an encoding it does not read the same fields of the message rclpy builds."""
+    pose = odometry_pose(data)
+    if pose is None:
+        from nav_msgs.msg import Odometry
+        from rclpy.serialization import deserialize_message
+        msg = deserialize_message(data, Odometry)
+        p, q = msg.pose.pose.position, msg.pose.pose.orientation
+        pose = (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+    return pose
+
+
 IMU_ORIENTATION = slice(0, 4)               # x, y, z, w
 IMU_ORIENTATION_COVARIANCE = 4              # index of orientation_covariance[0]
 IMU_ANGULAR_VELOCITY = slice(13, 16)        # rad/s
