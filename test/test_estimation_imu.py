@@ -90,6 +90,20 @@ def test_accelerometer_trust_and_the_level_start():
     np.testing.assert_allclose(level_from_accel([0.0, 0.0, -G]) @ [0.0, 0.0, -1.0], [0.0, 0.0, 1.0])
 
 
+def test_a_reading_in_free_fall_does_not_level_the_filter():
+    """The world's first IMU reading came while the robot dropped onto the floor: (0.05, -0.06, 0.04)
+    m/s^2. Levelled on it the filter started 37 degrees pitched and 54 rolled, and the heading taken from
+    it swung by 15 degrees while gravity pulled it back. The first reading of about g levels it."""
+    f = AttitudeFilter()
+    f.update(0.01, [0.0, 0.0, 0.0], [0.05, -0.06, 0.04])
+    assert not f.initialised
+    np.testing.assert_allclose(f.rotation, np.eye(3))
+    tilted = [0.0, G * math.sin(0.1), G * math.cos(0.1)]
+    f.update(0.01, [0.0, 0.0, 0.0], tilted)
+    assert f.initialised
+    np.testing.assert_allclose(f.rotation.T @ [0.0, 0.0, 1.0], np.array(tilted) / G, atol=1e-12)
+
+
 def test_bad_imu_input_is_refused():
     with pytest.raises(ValueError, match='nonzero'):
         up_error_rad(np.eye(3), np.zeros(3))

@@ -48,6 +48,8 @@ import numpy as np
 from snake_control.kinematics.lie import so3_exp, so3_log
 
 STANDARD_GRAVITY_M_S2 = 9.80665
+# The first accelerometer reading levels the filter only when it is within this share of g.
+LEVEL_BAND = 0.1
 
 
 def up_error_rad(rotation, accel_m_s2) -> np.ndarray:
@@ -146,8 +148,9 @@ class AttitudeFilter:
 
     time_constant_s: 1 / k_p, how slowly gravity pulls the tilt (s); bias_time_constant_s: the same for
     the tilt axes' bias (k_i = k_p / bias_time_constant_s); still_time_s: how fast the bias follows the
-    gyro while still; accel_band: see accel_weight. ``initialised``: the first reading with an
-    accelerometer sets roll and pitch at once (yaw 0), before that the rotation is the identity.
+    gyro while still; accel_band: see accel_weight. ``initialised``: the first accelerometer reading
+    that is gravity alone (|f| within LEVEL_BAND of g) sets roll and pitch at once (yaw 0); before that
+    the rotation is the identity turned by the gyro.
     """
 
     def __init__(self, time_constant_s: float = 2.0, bias_time_constant_s: float = 20.0,
@@ -208,7 +211,9 @@ class AttitudeFilter:
 
     def step(self, dt_s: float, gyro, accel=None, still: bool = False) -> np.ndarray:
         """update() for readings already checked: gyro (3,) and accel (3,) or None, finite float arrays."""
-        if not self.initialised and accel is not None and np.any(accel):
+        # A body dropped onto the floor, or lifted, reads anything but g; levelled on that, the filter
+        # would start tens of degrees off and its heading would swing as gravity pulls it back.
+        if not self.initialised and accel is not None and accel_weight(accel, LEVEL_BAND) > 0.0:
             self.rotation = level_from_accel(accel)
             self.initialised = True
         gain = 0.0
