@@ -147,3 +147,14 @@ def test_an_odometry_the_byte_reader_does_not_read_is_read_by_rclpy(monkeypatch)
     odom.pose.pose.position.x, odom.pose.pose.orientation.w = -3.5, 1.0
     monkeypatch.setattr(messages, 'odometry_pose', lambda data: None)
     assert messages.odometry_pose_any(serialize_message(odom)) == (-3.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def test_a_joint_state_the_byte_reader_does_not_read_is_read_by_rclpy(monkeypatch):
+    reader = JointStateReader()
+    data = serialize_message(_joint_state(['a', 'b'], np.array([0.5, -1.0])))
+    monkeypatch.setattr(reader, 'read', lambda data: None)
+    stamp, names, position, velocity = reader.read_any(data)
+    assert stamp == pytest.approx(1_795_000_001.25, abs=1e-9)
+    assert names == ['a', 'b'] and position.tolist() == [0.5, -1.0] and velocity is None
+    direct = JointStateReader().read_any(data)          # plain CDR: the byte reader's own answer
+    assert direct[0] == stamp and direct[1] == names and direct[2].tolist() == [0.5, -1.0] and direct[3] is None

@@ -30,7 +30,6 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType,
                                 SetParametersResult)
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
@@ -166,11 +165,7 @@ class DriverNode(Node):
         return SetParametersResult(successful=True)
 
     def _on_command(self, data: bytes):
-        read = self._command_reader.read(data)
-        if read is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
-            msg = deserialize_message(data, JointState)
-            read = (None, msg.name, msg.position, msg.velocity)
-        _, names, position, velocity = read
+        _, names, position, velocity = self._command_reader.read_any(data)
         if not self.driver.set_command(names, position, velocity):
             self.get_logger().warning('joint command rejected (see /diagnostics)', throttle_duration_sec=1.0)
 

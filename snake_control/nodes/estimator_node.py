@@ -271,12 +271,7 @@ class EstimatorNode(Node):
         self.received += 1
         self.last_receive_wall = time.monotonic()
         now = self.get_clock().now().nanoseconds * 1e-9
-        read = self._joint_reader.read(data)
-        if read is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
-            msg = deserialize_message(data, JointState)
-            read = (msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec, list(msg.name), list(msg.position),
-                    list(msg.velocity))
-        stamp, names, position, velocity = read
+        stamp, names, position, velocity = self._joint_reader.read_any(data)
         if stamp <= 0.0:
             stamp = now
         try:

@@ -124,6 +124,18 @@ class JointStateReader:
         position, velocity = arrays
         return sec + 1e-9 * nanosec, self._names, position, (velocity if len(velocity) else None)
 
+    def read_any(self, data: bytes):
+        """read, or for an encoding it does not read the same fields of the message rclpy builds."""
+        read = self.read(data)
+        if read is None:
+            from rclpy.serialization import deserialize_message
+            from sensor_msgs.msg import JointState
+            msg = deserialize_message(data, JointState)
+            velocity = np.asarray(msg.velocity, dtype=float)
+            read = (msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec, list(msg.name),
+                    np.asarray(msg.position, dtype=float), velocity if len(velocity) else None)
+        return read
+
 
 def _read_strings(data: bytes, offset: int, count: int, u32: struct.Struct) -> list[str]:
     out = []
