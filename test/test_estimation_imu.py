@@ -74,9 +74,11 @@ def test_the_bias_is_the_mean_of_the_still_readings():
     bias = np.array([0.004, -0.003, 0.005])
     f = AttitudeFilter()
     readings = bias + 0.002 * rng.standard_normal((25, 3))
+    assert not f.bias_learnt
     for r in readings:
         f.update(0.01, r, [0.0, 0.0, G], still=True)
     np.testing.assert_allclose(f.bias, readings.mean(axis=0), atol=1e-12)
+    assert f.bias_learnt
     # Still, the rate less the (learning) bias integrates to a hair: the readings' spread about their mean.
     assert np.linalg.norm(so3_log(f.rotation)) < 5e-4
 

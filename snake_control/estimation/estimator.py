@@ -548,11 +548,15 @@ class Estimator:
         if self._pend_s > 0.0 or self._pend_loud:
             self._pend_sum, self._pend_s, self._pend_loud = np.zeros(3), 0.0, False
 
+    def _imu_link_turn(self, q) -> float:
+        """Planar: the IMU link's heading less the integrated link's (rad), the joint angles between them."""
+        k, m = self._int_link, self.imu_link
+        return float(np.sum(q[k:m])) if m >= k else -float(np.sum(q[m:k]))
+
     def _planar_imu_heading(self, q) -> float:
         """Heading (rad) of the IMU link as the connection alone integrates it (no gyro): the integrated
         link's turn so far plus the joint angles between the two links."""
-        k, m = self._int_link, self.imu_link
-        return self._conn_heading + (float(np.sum(q[k:m])) if m >= k else -float(np.sum(q[m:k])))
+        return self._conn_heading + self._imu_link_turn(q)
 
     def _gyro_heading(self, t_s: float, q) -> float | None:
         """Planar robots: heading (rad) of the integrated link at t_s from the IMU link's attitude, less the
@@ -571,7 +575,7 @@ class Estimator:
             self._gyro_offset = None
             self._imu_anchor = False
         r = self.imu.rotation @ _rodrigues(*(self._imu_rate * (t_s - self._imu_t)).tolist())
-        return math.atan2(r[1, 0], r[0, 0]) - (self._planar_imu_heading(q) - self._conn_heading)
+        return math.atan2(r[1, 0], r[0, 0]) - self._imu_link_turn(q)
 
     def _held_twist(self, dr, dt) -> np.ndarray:
         """The twist to hold along unobservable directions for this step.

@@ -166,7 +166,7 @@ class AttitudeFilter:
         self.rotation = np.eye(3)
         self.bias = np.zeros(3)
         self.initialised = False
-        self.bias_learnt = False    # a rest has given the bias (learn_bias)
+        self.bias_learnt = False    # a rest has given the bias (learn_bias, or update with still)
         self.still_s = 0.0        # how long the body has been still (s), 0 while it moves
 
     def set_yaw_from(self, rotation) -> None:
@@ -222,6 +222,7 @@ class AttitudeFilter:
             # a short rest (a robot's power-up) already gives the bias to the noise over its length.
             self.still_s += dt_s
             gain = dt_s / min(self.still_s, self.still_time_s)
+            self.bias_learnt = True
         else:
             self.still_s = 0.0
         self.rotation, self.bias = attitude_step(self.rotation, self.bias, gyro, accel, dt_s, self.k_p, self.k_i,
