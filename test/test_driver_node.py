@@ -64,7 +64,10 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
             spin_for(10.0, target=[0.4, -0.3], until=arrived)
             assert states and states[-1].name == ['joint_1', 'joint_2']
             np.testing.assert_allclose(states[-1].position, [0.4, -0.3], atol=0.05)
-            assert node.driver.mode == 'running'
+            # A loaded host can hold the arm for a few cycles (a servo's reads went stale): still
+            # commanded, it runs again. CI once read 'hold' the instant the arm arrived.
+            spin_for(10.0, target=[0.4, -0.3], until=lambda: node.driver.mode == 'running')
+            assert node.driver.mode == 'running', (node.driver.reasons, node.driver.counters)
             bus = [s for d in diags for s in d.status if 'bus' in s.name]
             keys = {kv.key for kv in bus[-1].values} if bus else set()
             assert keys >= {'cycle_rate_hz', 'jitter_p99_ms', 'read_failures', 'read_mode', 'reply_failure_rate'}
