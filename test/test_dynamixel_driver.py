@@ -92,6 +92,26 @@ def stream(driver, robot, seconds, amplitude=0.4, rate=50, t0=0.0, extra=None):
     return q
 
 
+def stream_until(driver, robot, predicate, timeout_s=10.0, t0=0.0, extra=None, rate=50, sent=None):
+    """Publish stream()'s command until predicate() holds (True) or timeout_s has passed (False); each
+    command sent is appended to ``sent`` when given. A loaded host can keep a servo's read stale for a
+    few cycles (the driver holds until it is fresh), so tests wait for what they assert."""
+    deadline = time.monotonic() + timeout_s
+    k = 0
+    while time.monotonic() < deadline:
+        q = 0.4 * np.sin(2 * math.pi * 0.5 * (t0 + k / rate) + np.arange(robot.n_joints))
+        driver.set_command(robot.joint_names, q)
+        if sent is not None:
+            sent.append(q)
+        if extra:
+            extra(k)
+        if predicate():
+            return True
+        k += 1
+        time.sleep(1.0 / rate)
+    return predicate()
+
+
 def test_startup_configures_then_follows_commands_and_shutdown_turns_torque_off(robot):
     with SimBusProcess(sim_args(robot.source)) as sim:
         before = {int(k): v['position'] for k, v in sim.state()['servos'].items()}
@@ -108,10 +128,12 @@ def test_startup_configures_then_follows_commands_and_shutdown_turns_torque_off(
             for _, sid, ticks, _ in sim.goals():
                 first.setdefault(sid, ticks)
             assert first == before
-            q = stream(d, robot, 1.0)
+            stream(d, robot, 1.0)
+            sent = []
+            assert stream_until(d, robot, lambda: d.mode == 'running' and d.state().fresh.all(), t0=1.0,
+                                sent=sent), (d.mode, d.reasons)
             snap = d.state()
-            assert snap.fresh.all() and d.mode == 'running'
-            np.testing.assert_allclose(snap.position_rad, q, atol=0.25)
+            np.testing.assert_allclose(snap.position_rad, sent[-1], atol=0.25)
             assert d.diagnostics().read_mode == 'fast'
             # effort is joint torque in N·m: the current (A, kept in diagnostics) x the torque constant.
             assert np.all(snap.current_a != 0.0)
@@ -177,13 +199,12 @@ def test_stale_command_holds_and_estop_policies(robot):
         d = Driver(robot, sim.path, config=config(command_timeout_s=0.2, estop_policy='hold'))
         d.start()
         try:
-            stream(d, robot, 0.4)
-            assert d.mode == 'running'
-            assert wait_for(lambda: d.mode == 'hold', 1.0)
+            assert stream_until(d, robot, lambda: d.mode == 'running'), (d.mode, d.reasons)
+            assert wait_for(lambda: d.mode == 'hold', 5.0)
             assert any('older than the timeout' in r for r in d.reasons)
             # Estop (hold): goals stop changing although commands keep coming.
             d.set_estop(True)
-            assert wait_for(lambda: 'estop' in d.reasons, 1.0)      # the stop policy ran
+            assert wait_for(lambda: 'estop' in d.reasons, 5.0)      # the stop policy ran
             n_before = len(sim.goals())
             stream(d, robot, 0.3, t0=3.0)
             later = [g for g in sim.goals()[n_before:]]
@@ -193,9 +214,8 @@ def test_stale_command_holds_and_estop_policies(robot):
             assert later and all(len(v) == 1 for v in by_id.values())
             assert d.mode == 'hold' and 'estop' in d.reasons
             d.set_estop(False)
-            assert wait_for(lambda: 'estop' not in d.reasons, 1.0)
-            stream(d, robot, 0.3, t0=5.0)
-            assert d.mode == 'running'
+            assert wait_for(lambda: 'estop' not in d.reasons, 5.0)
+            assert stream_until(d, robot, lambda: d.mode == 'running', t0=5.0), (d.mode, d.reasons)
         finally:
             d.stop()
         assert_goals_safe(sim, d)
@@ -208,37 +228,19 @@ def test_estop_torque_off_and_rearm(robot):
         try:
             stream(d, robot, 0.3)
             d.set_estop(True)
-            assert wait_for(lambda: d.mode == 'torque_off', 1.0)
+            assert wait_for(lambda: d.mode == 'torque_off', 5.0)
             # Torque off is confirmed servo by servo (retried while a reply is lost on a busy host).
-            assert wait_for(lambda: not any(s.torque for s in d.servos), 2.0)
+            assert wait_for(lambda: not any(s.torque for s in d.servos), 5.0)
             assert not any(torque_states(sim).values())
             d.set_estop(False)
-            assert wait_for(lambda: all(torque_states(sim).values()), 2.0)
+            assert wait_for(lambda: all(torque_states(sim).values()), 5.0)
             # Re-armed: holding (the driver thread sets the mode right after the last torque write).
-            assert wait_for(lambda: d.mode == 'hold', 1.0)
-            modes = []
-            stream(d, robot, 0.3, t0=2.0, extra=lambda k: modes.append(d.mode))
-            assert 'running' in modes and d.mode in ('running', 'hold')
+            assert wait_for(lambda: d.mode == 'hold', 5.0)
+            assert stream_until(d, robot, lambda: d.mode == 'running', t0=2.0), (d.mode, d.reasons)
             assert all(torque_states(sim).values())
         finally:
             d.stop()
         assert_goals_safe(sim, d)
-
-
-def stream_until(driver, robot, predicate, timeout_s, t0=0.0, extra=None, rate=50):
-    """Publish stream()'s command until predicate() holds (True) or timeout_s has passed (False)."""
-    deadline = time.monotonic() + timeout_s
-    k = 0
-    while time.monotonic() < deadline:
-        q = 0.4 * np.sin(2 * math.pi * 0.5 * (t0 + k / rate) + np.arange(robot.n_joints))
-        driver.set_command(robot.joint_names, q)
-        if extra:
-            extra(k)
-        if predicate():
-            return True
-        k += 1
-        time.sleep(1.0 / rate)
-    return predicate()
 
 
 def test_silent_servo_goes_stale_without_zeros_then_holds_and_recovers(robot):
@@ -262,7 +264,7 @@ def test_silent_servo_goes_stale_without_zeros_then_holds_and_recovers(robot):
             assert k_stale > 0 and last_good != 0.0
             assert all(s.position_rad[2] == last_good for s in snaps[k_stale:] if not s.fresh[2])
             assert d.diagnostics().servos[2].stale_count >= 4
-            assert wait_for(lambda: d.state().fresh.all(), 3.0)    # j3 speaks again
+            assert wait_for(lambda: d.state().fresh.all(), 5.0)    # j3 speaks again
             # With commands coming, the hold ends and every servo is read.
             assert stream_until(d, robot, lambda: d.mode == 'running' and d.state().fresh.all(), 5.0,
                                 t0=2.0), (d.mode, d.reasons)
@@ -278,7 +280,7 @@ def test_overload_alert_torque_off_policy_ends_with_torque_off(robot):
         try:
             stream(d, robot, 0.3)
             sim.command('trip 2 overload')
-            assert wait_for(lambda: d.mode == 'torque_off', 1.0)
+            assert wait_for(lambda: d.mode == 'torque_off', 5.0)
             diag = d.diagnostics()
             assert diag.servos[1].hardware_error_names == ['overload']
             assert any('alert on j2: overload' in r for r in diag.reasons)
@@ -297,11 +299,11 @@ def test_overload_auto_reboot_restores_torque(robot):
         try:
             stream(d, robot, 0.3)
             sim.command('trip 4 overload')
-            assert wait_for(lambda: d.counters.reboots == 1, 1.0)
+            assert wait_for(lambda: d.counters.reboots == 1, 5.0)
             assert wait_for(lambda: sim.state()['servos']['4']['torque'] and
                             sim.state()['servos']['4']['hw_error'] == 0, 2.0)
-            stream(d, robot, 0.4, t0=1.0)
-            assert d.mode == 'running' and d.state().fresh.all()
+            assert stream_until(d, robot, lambda: d.mode == 'running' and d.state().fresh.all(), t0=1.0), \
+                (d.mode, d.reasons)
             sim.command('trip 4 overload')                  # again: rate-limited, no second reboot
             assert wait_for(lambda: d.mode == 'hold' and any('alert on j4: overload' in r for r in d.reasons),
                             2.0), d.reasons
@@ -318,12 +320,12 @@ def test_unplug_detected_reported_and_resumed_holding(robot):
         try:
             stream(d, robot, 0.3)
             sim.command('unplug 0.5')
-            assert wait_for(lambda: d.mode == 'disconnected', 1.0)
+            assert wait_for(lambda: d.mode == 'disconnected', 5.0)
             assert 'disconnected' in d.diagnostics().reasons[0]
-            assert wait_for(lambda: d.counters.reconnects == 1, 3.0)
+            assert wait_for(lambda: d.counters.reconnects == 1, 5.0)
             assert d.mode == 'hold' and d.counters.disconnects == 1
-            stream(d, robot, 0.4, t0=3.0)
-            assert d.mode == 'running' and d.state().fresh.all()
+            assert stream_until(d, robot, lambda: d.mode == 'running' and d.state().fresh.all(), t0=3.0), \
+                (d.mode, d.reasons)
         finally:
             d.stop()
         assert not any(torque_states(sim).values())
@@ -368,8 +370,8 @@ def test_noisy_line_reads_per_servo_packets_and_returns_to_fast_when_clean(robot
             assert wait_for(lambda: d.diagnostics().read_mode == 'fast', 20.0), d.diagnostics()
             assert d.counters.mode_switches == 2
             assert any('clean again' in e for e in d.diagnostics().events)
-            stream(d, robot, 0.4)
-            assert d.state().fresh.all() and d.mode == 'running'
+            assert stream_until(d, robot, lambda: d.mode == 'running' and d.state().fresh.all()), \
+                (d.mode, d.reasons)
         finally:
             d.stop()
         assert not any(torque_states(sim).values())
@@ -573,7 +575,7 @@ def test_fatal_error_in_the_loop_turns_torque_off(robot):
             def broken(*args):
                 raise ZeroDivisionError('a bug in the loop')
             d._decide = broken
-            assert wait_for(lambda: d.mode == 'fatal', 1.0)
+            assert wait_for(lambda: d.mode == 'fatal', 5.0)
             assert 'ZeroDivisionError' in d.diagnostics().fatal_error
             assert wait_for(lambda: not d.running, 5.0)     # the loop turned torque off and ended
         finally:
@@ -591,8 +593,7 @@ def test_servos_left_at_status_return_level_0_are_configured(robot):
         try:
             st = sim.state()['servos']
             assert all(v['status_return_level'] == 2 and v['torque'] for v in st.values())
-            stream(d, robot, 0.3)
-            assert d.mode == 'running'
+            assert stream_until(d, robot, lambda: d.mode == 'running'), (d.mode, d.reasons)
         finally:
             d.stop()
         assert_goals_safe(sim, d)
@@ -641,7 +642,7 @@ def test_overheating_alert_hold_policy_freezes_every_goal(robot):
         try:
             stream(d, robot, 0.3)
             sim.command('trip 1 overheating')
-            assert wait_for(lambda: d.mode == 'hold', 1.0)
+            assert wait_for(lambda: d.mode == 'hold', 5.0)
             assert any('alert on j1: overheating' in r for r in d.reasons)
             n_before = len(sim.goals())
             stream(d, robot, 0.4, t0=2.0)                 # commands keep coming; nothing moves
