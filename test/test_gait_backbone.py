@@ -23,6 +23,8 @@ def aeh(a=1.0, eta=0.95, ls=14 * L0, phi1=0.3, psi0=0.1):
     MCCCurve(A1=0.0, B1=5.0, w1=2 * np.pi / 1.12, phi1=0.4),
     MCCCurve(A1=1.3, B1=-4.0, w1=3.0, phi1=-1.0, psi0=0.7),
     MCCCurve(A1=2.0, psi0=2.5),
+    MCCCurve(A1=-0.25, G1=0.45, psi0=np.pi),            # rolling's conical arc: curvature linear in s
+    MCCCurve(A1=0.3, G1=-2.0, B1=1.0, w1=4.0),
 ])
 @pytest.mark.parametrize('s0', [0.0, 0.37])
 def test_serpenoid_closed_form_equals_quadrature(curve, s0):
@@ -101,6 +103,7 @@ def test_pitch_sign_builds_the_curve_not_its_mirror():
 @pytest.mark.parametrize('name,curve', [
     ('serpentine', MCCCurve(A1=0.5, B1=5.0, w1=2 * np.pi / 1.12, phi1=0.3, psi0=0.4)),
     ('helix', MCCCurve(A1=7.5, A2=2.5, psi0=0.3)),
+    ('conical helix', MCCCurve(A1=6.0, G1=1.5, A2=2.5, psi0=0.3)),
     ('s_crawler', S_CRAWLER),
     ('aeh', aeh()),
 ])
@@ -118,6 +121,18 @@ def test_planar_chain_converges_as_l_squared():
     curve = MCCCurve(A1=0.3, B1=4.0, w1=5.0)
     errs = [bb.chain_fit_error(curve, ['yaw'] * int(round(2.0 / l)), l) for l in (0.1, 0.05, 0.025)]
     assert 4 / 1.2 < errs[0] / errs[1] < 4 * 1.2 and 4 / 1.2 < errs[1] / errs[2] < 4 * 1.2
+
+
+def test_a_curvature_gradient_bends_the_curve_as_its_integral_says():
+    # kappa = A1 + G1 s: the tangent turns by A1 s + G1 s^2 / 2 (kappa_integral), in the plane (tau = 0).
+    curve = MCCCurve(A1=-0.5, G1=0.9)
+    assert curve.torsion_ratio is None
+    s, pos, frames = bb.integrate_curve(curve, 0.0, 2.0, 2000)
+    heading = np.unwrap(np.arctan2(frames[:, 1, 0], frames[:, 0, 0]))
+    np.testing.assert_allclose(heading, curve.kappa_integral(s), atol=1e-9)
+    assert np.abs(pos[:, 2]).max() < 1e-12
+    with pytest.raises(ValueError, match='G1'):
+        bb.helix_joint_angles(MCCCurve(A1=1.0, A2=1.0, G1=0.1), ALT, L0)
 
 
 def test_windows():

@@ -42,13 +42,32 @@ def test_serpentine_a1_zero_is_planar_with_zero_mean_yaw(py32):
 
 
 def test_rolling_is_an_arc_rotated_by_psi0(py32):
-    g = shape('rolling', py32)
-    a1 = 1.0 / (12 * py32.link_length_m)
+    g = shape('rolling', py32, A1=0.8, kappa_taper=0.0, psi0=0.0)
     yaw = np.array([a == 'yaw' for a in py32.axes])
     for psi in (0.0, 0.7, 2.0):
         q = g.angles(psi)
-        np.testing.assert_allclose(q[yaw], 2 * py32.link_length_m * a1 * np.cos(psi), atol=1e-12)
-        np.testing.assert_allclose(q[~yaw], -2 * py32.link_length_m * a1 * np.sin(psi), atol=1e-12)
+        np.testing.assert_allclose(q[yaw], 2 * py32.link_length_m * 0.8 * np.cos(psi), atol=1e-12)
+        np.testing.assert_allclose(q[~yaw], -2 * py32.link_length_m * 0.8 * np.sin(psi), atol=1e-12)
+
+
+def test_rolling_s_arc_is_conical_and_its_taper_is_the_turning_offset(py32):
+    """kappa = A1 + kappa_taper (2x - 1) from the tail (x = 0) to the head (x = 1): each joint bends by
+    the curvature at its own arc length times its window (2 l), the middle by 2 l A1; a turning offset
+    adds to kappa_taper; the default starts with the arc's convex side toward +y (psi0 = pi: the yaw
+    joints bend by -2 l A1 on average)."""
+    l, n = py32.link_length_m, py32.n_joints
+    x = np.arange(n) / (n - 1)
+    g = shape('rolling', py32, A1=0.25, kappa_taper=0.5, psi0=0.0)
+    yaw = np.array([a == 'yaw' for a in py32.axes])
+    inner = np.arange(n)[1:-1]          # the end windows are cut symmetric, a little off the line
+    want = 2 * l * (0.25 + 0.5 * (2 * x - 1))
+    np.testing.assert_allclose(g.angles(0.0)[inner][yaw[inner]], want[inner][yaw[inner]], atol=1e-12)
+    np.testing.assert_allclose(g.angles(0.4, turn=0.3), shape('rolling', py32, A1=0.25, kappa_taper=0.8,
+                                                              psi0=0.0).angles(0.4), atol=1e-15)
+    assert gait_spec('rolling').turn_param == 'kappa_taper'
+    default = shape('rolling', py32)
+    assert default.params['psi0'] == pytest.approx(np.pi)
+    assert default.angles(0.0)[yaw].mean() == pytest.approx(-2 * l * default.params['A1'], rel=0.1)
 
 
 def test_s_crawler_follows_the_paper(py32):
@@ -145,7 +164,7 @@ def test_every_gait_documents_its_parameters():
 
 @pytest.mark.parametrize('name,over', [
     ('serpentine', {}), ('serpentine', {'A1': 0.5, 'psi0': 0.8, 'phi1': 0.3}), ('serpentine', {'w1': 0.0}),
-    ('rolling', {'psi0': 1.0}), ('helix_rolling', {'A2': -1.5, 'psi0': 0.4}), ('helix_rolling', {'A2': 0.0}),
+    ('rolling', {'psi0': 1.0}), ('rolling', {'kappa_taper': -1.3, 'A1': 0.7}), ('helix_rolling', {'A2': -1.5, 'psi0': 0.4}), ('helix_rolling', {'A2': 0.0}),
     ('s_crawler', {}), ('s_crawler', {'lam': 0.4, 'psi0': 1.0}),
     ('aeh_sidewinding', {}), ('aeh_sidewinding', {'a': -0.7, 'eta': 0.3, 'phi1': 1.0, 'psi0': 0.5}),
     ('aeh_sidewinding', {'a': 0.0}),

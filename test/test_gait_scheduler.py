@@ -118,9 +118,35 @@ def test_rolling_moves_psi0_at_the_commanded_rate(py32):
     psi_b = s.curve()[0].psi0
     assert psi_b - psi_a == pytest.approx(v / py32.module_radius_m * 1.0, rel=1e-9)
     assert s.state().phase_rate_rad_s == pytest.approx(v / py32.module_radius_m)
-    s.set_command(0.0, -v, 0.0)                 # reverse
+    s.set_command(0.0, -v, 0.0)                 # reverse: the mirror image, convex side first, phase forward
     run(s, 2.0)
-    assert s.state().phase_rate_rad_s == pytest.approx(-v / py32.module_radius_m)
+    state = s.state()
+    assert state.mirrored and state.phase_rate_rad_s == pytest.approx(v / py32.module_radius_m)
+
+
+def test_rolling_phase_rate_is_capped_at_its_own_limit(py32):
+    # Its joints bend by a few hundredths of a radian: their velocity limits would allow 90 rad/s, at
+    # which the servos lag by more than the shape (docs/gaits.md): the gait caps itself at 6 rad/s.
+    s = GaitScheduler(py32, 'rolling')
+    s.set_command(0.0, 5.0, 0.0)
+    run(s, 3.0)
+    state = s.state()
+    assert state.phase_rate_rad_s == pytest.approx(6.0) and not state.reachable
+
+
+def test_a_mirror_image_turns_its_offset_the_other_way(py32):
+    """Rolling right runs the mirror image of rolling left (yaw joints negated), which turns the other way
+    for the same kappa_taper offset: a left turn asks the opposite offset of the one rolling left asks."""
+    offsets = {}
+    for v in (0.06, -0.06):
+        s = GaitScheduler(py32, 'rolling')
+        s.set_command(0.0, v, 0.02)
+        run(s, 3.0)
+        state = s.state()
+        assert state.mirrored == (v < 0)
+        offsets[v] = state.turn_offset
+    spec = catalog.gait_spec('rolling')
+    assert offsets[0.06] == pytest.approx(spec.turn_gain * 0.02) and offsets[-0.06] == pytest.approx(-offsets[0.06])
 
 
 def test_forward_command_advances_phi1_and_turning_sets_a1(py32):

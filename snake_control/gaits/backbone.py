@@ -54,11 +54,12 @@ _TINY = 1e-9
 
 @dataclass(frozen=True)
 class MCCCurve:
-    """Main characteristic curve: kappa = A1 + B1 sin(w1 s + phi1), tau = A2 + B2 sin(w2 s + phi2).
+    """Main characteristic curve: kappa = A1 + G1 s + B1 sin(w1 s + phi1), tau = A2 + B2 sin(w2 s + phi2).
 
-    Units: A1, B1, A2, B2 in 1/m; w1, w2 in rad/m; phi1, phi2, psi0 in rad. psi0 is the Bishop angle
-    psi at s = 0 (rolls the whole shape about the body axis). kappa may be negative (signed Bishop
-    curvature).
+    Units: A1, B1, A2, B2 in 1/m; G1 in 1/m^2; w1, w2 in rad/m; phi1, phi2, psi0 in rad. psi0 is the
+    Bishop angle psi at s = 0 (rolls the whole shape about the body axis). kappa may be negative (signed
+    Bishop curvature). G1, a curvature changing linearly along the body, is not in seed 004's family: it
+    makes rolling's arc conical, which steers it (docs/gaits.md).
     """
 
     A1: float = 0.0
@@ -70,10 +71,11 @@ class MCCCurve:
     w2: float = 0.0
     phi2: float = 0.0
     psi0: float = 0.0
+    G1: float = 0.0
 
     def kappa(self, s_m):
         """Curvature (1/m) at arc length s_m (any shape)."""
-        return self.A1 + self.B1 * np.sin(self.w1 * s_m + self.phi1)
+        return self.A1 + self.G1 * np.asarray(s_m) + self.B1 * np.sin(self.w1 * s_m + self.phi1)
 
     def tau(self, s_m):
         """Torsion (1/m) at arc length s_m."""
@@ -81,7 +83,7 @@ class MCCCurve:
 
     def kappa_integral(self, s_m):
         """int_0^s kappa (rad)."""
-        return self.A1 * s_m + self.B1 * _int_sin(self.w1, self.phi1, 0.0, s_m)
+        return self.A1 * s_m + 0.5 * self.G1 * np.square(s_m) + self.B1 * _int_sin(self.w1, self.phi1, 0.0, s_m)
 
     def psi(self, s_m):
         """Bishop angle psi(s) = psi0 + int_0^s tau (rad), closed form."""
@@ -93,6 +95,8 @@ class MCCCurve:
     @property
     def torsion_ratio(self):
         """a with tau = a kappa exactly (a generalised helix, e.g. AEH-sidewinding), or None."""
+        if self.G1 != 0.0:
+            return None
         if self.B1 == 0.0 and self.B2 == 0.0:
             return self.A2 / self.A1 if self.A1 != 0.0 else None
         if self.B1 == 0.0 or self.w1 != self.w2 or self.phi1 != self.phi2:
@@ -203,7 +207,7 @@ class ShiftedQuadrature:
     def angles(self, s0_m: float) -> np.ndarray:
         c = self.curve
         cw1, sw1 = math.cos(c.w1 * s0_m), math.sin(c.w1 * s0_m)
-        kappa = c.A1 + c.B1 * (self.s1 * cw1 + self.c1 * sw1)
+        kappa = c.A1 + c.G1 * (self.x + s0_m) + c.B1 * (self.s1 * cw1 + self.c1 * sw1)
         if abs(c.w2) < _TINY:
             psi = c.psi0 + (c.A2 + c.B2 * math.sin(c.phi2)) * (self.x + s0_m)
         else:
@@ -218,15 +222,16 @@ def serpenoid_joint_angles(curve: MCCCurve, axes, spacing_m: float, s0_m: float 
                            windows=None) -> np.ndarray:
     """Closed form for tau = 0 (serpentine, rolling): psi = psi0 everywhere.
 
-    int_lo^hi kappa = A1 (hi - lo) + B1 [cos(w lo + phi) - cos(w hi + phi)] / w, which for the window
-    [s - l, s + l] is docs/gaits.md's 2 l A + (2 B / w) sin(w l) sin(w s + phi).
+    int_lo^hi kappa = A1 (hi - lo) + G1 (hi^2 - lo^2) / 2 + B1 [cos(w lo + phi) - cos(w hi + phi)] / w,
+    which for the window [s - l, s + l] is docs/gaits.md's 2 l A + (2 B / w) sin(w l) sin(w s + phi).
     theta_yaw = cos(psi0) int kappa, theta_pitch = -sin(psi0) int kappa.
     """
     if curve.A2 != 0.0 or curve.B2 != 0.0:
         raise ValueError('serpenoid_joint_angles needs tau = 0 (A2 = B2 = 0)')
     _, lo, hi = windows if windows is not None else joint_windows(axes, spacing_m, s0_m)
     yaw, _ = _axis_masks(axes)
-    total = curve.A1 * (hi - lo) + curve.B1 * _int_sin(curve.w1, curve.phi1, lo, hi)
+    total = (curve.A1 * (hi - lo) + 0.5 * curve.G1 * (hi * hi - lo * lo)
+             + curve.B1 * _int_sin(curve.w1, curve.phi1, lo, hi))
     return np.where(yaw, np.cos(curve.psi0), -np.sin(curve.psi0)) * total + 0.0     # + 0.0: no -0.0
 
 
@@ -239,8 +244,8 @@ def helix_joint_angles(curve: MCCCurve, axes, spacing_m: float, s0_m: float = 0.
     A cos(A2 s + psi0) and -A sin(A2 s + psi0), A = 2 A1 sin(A2 l) / A2 (docs/gaits.md, with the pitch sign
     derived in the module docstring).
     """
-    if curve.B1 != 0.0 or curve.B2 != 0.0 or abs(curve.A2) < _TINY:
-        raise ValueError('helix_joint_angles needs B1 = B2 = 0 and A2 != 0')
+    if curve.B1 != 0.0 or curve.B2 != 0.0 or curve.G1 != 0.0 or abs(curve.A2) < _TINY:
+        raise ValueError('helix_joint_angles needs B1 = B2 = G1 = 0 and A2 != 0')
     _, lo, hi = windows if windows is not None else joint_windows(axes, spacing_m, s0_m)
     yaw, _ = _axis_masks(axes)
     p_lo, p_hi = curve.psi(lo), curve.psi(hi)

@@ -70,6 +70,8 @@ class GaitSpec:
     reflection through the body's vertical plane) with the phase advancing, instead of the gait with
     its phase running backwards. Run backwards, a gait that relies on friction is not its own mirror:
     turn_in_place turned right while drifting 0.15 m/rad toward its tail, against 0.045 m/rad left.
+    max_phase_rate_rad_s: a cap on the phase rate (rad/s) of a gait whose joint speeds do not bound it
+    (the scheduler also caps it at 80 % of the joint velocity limits).
     """
 
     name: str
@@ -82,6 +84,7 @@ class GaitSpec:
     turn_gain: float = 0.0
     turn_max: float = 0.0
     mirror_negative: bool = False
+    max_phase_rate_rad_s: float = math.inf
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -140,13 +143,26 @@ SERPENTINE = GaitSpec(
     'seed 004 3.1.1: kappa = A1 + B1 sin(w1 s + phi1), tau = 0; moves by advancing phi1, turns through A1',
     turn_param='A1', turn_gain=1.0, turn_max=3.0)
 
+# Rolling (docs/gaits.md, "Rolling: which side leads, and the conical arc"). psi0 = pi lays the arc with
+# its convex side toward +y, the way a positive lateral command rolls it: rolled toward its concave side
+# (psi0 = 0) the arc needs more torque than the servos have, its roll slips behind the phase and it
+# scatters ten times what the acceptance allows. A1 = 0.25 1/m (seed 004's 1 / (12 l) is 1.19): the
+# flatter the arc the less it veers, and its veer and stride hardly change with the phase rate.
+# kappa_taper grades the curvature along the body (a conical arc): it steers, and 0.5 1/m cancels the
+# veer. The phase rate is capped at 6 rad/s: faster, the servos lag by most of the shape and the motion
+# scatters (8 rad/s: +-0.013 m and +-0.02 rad per cycle).
 ROLLING = GaitSpec(
     'rolling', 'mcc', ('pitch_yaw',), 'lateral',
-    (Param('A1', '1/m', lambda r: 1.0 / (12 * r.link_length_m), 'arc curvature', -50, 50, '1 / (12 l)'),
-     _PSI0,
+    (Param('A1', '1/m', 0.25, 'arc curvature at the middle of the body', -50, 50),
+     Param('kappa_taper', '1/m', 0.5, 'curvature taper: kappa = A1 + kappa_taper (2x - 1), x = 0 tail .. 1 head '
+           '(a conical arc, which rolls along a circle; the turning parameter)', -5, 5),
+     Param('psi0', 'rad', PI, 'Bishop angle at s = 0: pi lays the arc convex side first for a positive lateral '
+           'command (0 rolls it toward its concave side)', -10 * PI, 10 * PI),
      _stride('m', lambda r: 2 * PI * r.module_radius_m, '2 pi module radius')),
-    'seed 004 3.1.2: an arc, kappa = A1, tau = 0, rolled by advancing psi0 (psi0 rate = lateral speed / '
-    'module radius with the default stride)')
+    'seed 004 3.1.2: an arc, kappa = A1 + kappa_taper (2x - 1), tau = 0, rolled by advancing psi0 (psi0 rate = '
+    'lateral speed / module radius with the default stride); turns through kappa_taper; a negative lateral '
+    'command rolls the mirror image, convex side first', turn_param='kappa_taper', turn_gain=20.0, turn_max=1.0,
+    mirror_negative=True, max_phase_rate_rad_s=6.0)
 
 HELIX_ROLLING = GaitSpec(
     'helix_rolling', 'mcc', ('pitch_yaw',), 'lateral',
@@ -379,6 +395,7 @@ class GaitShape:
         self._idx = np.arange(self.n, dtype=float)
         self._x = self._idx / max(self.n - 1, 1)
         self._windows = backbone.joint_windows(self.axes, self.l, 0.0)
+        self._body_m = max(self.n - 1, 1) * self.l          # arc length from the first joint to the last
         fam = spec.family
         self._fast = None
         if fam == 'mcc':
@@ -407,7 +424,8 @@ class GaitShape:
             return backbone.MCCCurve(A1=self._p('A1', turn), B1=p['B1'], w1=p['w1'], phi1=p['phi1'] + phase,
                                      psi0=p['psi0']), 0.0
         if name == 'rolling':
-            return backbone.MCCCurve(A1=p['A1'], psi0=p['psi0'] + phase), 0.0
+            k, body = self._p('kappa_taper', turn), self._body_m
+            return backbone.MCCCurve(A1=p['A1'] - k, G1=2.0 * k / body, psi0=p['psi0'] + phase), 0.0
         if name == 'helix_rolling':
             return backbone.MCCCurve(A1=p['A1'], A2=p['A2'], psi0=p['psi0'] + phase), 0.0
         if name == 's_crawler':
@@ -476,10 +494,15 @@ class GaitShape:
                 return sgn_w * self._p('A1', turn) + sgn * (dc * math.cos(phi) - ds * math.sin(phi))
             return serpentine
         if name == 'rolling':
-            total = p['A1'] * width
+            # int kappa over each window, kappa = A1 + k (2 s / body - 1): linear in the taper k.
+            gradient = (hi * hi - lo * lo) / self._body_m - width
+            base = p['A1'] * width + p['kappa_taper'] * gradient
             yawf = yaw.astype(float)
-            return lambda phase, turn: total * (yawf * math.cos(p['psi0'] + phase)
-                                                - (1.0 - yawf) * math.sin(p['psi0'] + phase))
+
+            def rolling(phase, turn):
+                total = base + turn * gradient if turn else base
+                return total * (yawf * math.cos(p['psi0'] + phase) - (1.0 - yawf) * math.sin(p['psi0'] + phase))
+            return rolling
         if name == 'helix_rolling' and abs(p['A2']) >= 1e-9:
             # psi = psi0 + phase + A2 s: theta_yaw = r (sin psi_hi - sin psi_lo), theta_pitch = r (cos - cos)
             r, a2 = p['A1'] / p['A2'], p['A2']

@@ -26,14 +26,16 @@ How it stays smooth:
 - Phase. Each gait layer has a phase (rad) whose rate is 2 pi command / stride for the command
   component that drives the gait (catalog.GaitSpec.drive). The rate ramps toward its target with a
   bounded phase acceleration and is capped so the gait's own joint velocities stay under 80 % of the
-  joint limits (from a sampled bound of |dq/dphase|). Stop ramps the rate to zero: the shape is held.
+  joint limits (from a sampled bound of |dq/dphase|), and at the gait's own cap where it has one
+  (GaitSpec.max_phase_rate_rad_s: rolling). Stop ramps the rate to zero: the shape is held.
 - Mapping cmd_vel to the phase rate and turning offset, per gait (GaitState.mapping): a
   calibration measured for the gait with these parameters (gaits/calibration.py, 'calibration'),
   else for forward gaits on passive wheels the no-slip connection (gaits/stride.py, 'no-slip
   model'), else the gait's stride parameter ('stride parameter'). GaitState.reachable says whether
   the gait can do the command in force.
 - Turning. angular.z sets an offset on the gait's turning parameter (turn_gain * angular.z, capped at
-  turn_max: A1 for serpentine, beta_yaw, taper, turn_offset), ramped at turn_max per 0.5 s.
+  turn_max: A1 for serpentine, beta_yaw, taper, kappa_taper, turn_offset), ramped at turn_max per 0.5 s.
+  A mirror image (GaitSpec.mirror_negative) is asked the opposite yaw rate: it turns the other way.
 - Switching. select() pushes a new layer whose phase is matched (the phase, among 48 samples, whose
   shape is closest to the current output), then blends in shape (joint-angle) space. Between two
   backbone gaits this is also a blend of curves: the fit is linear in the Bishop curvatures
@@ -143,7 +145,7 @@ class _Layer:
         with np.errstate(divide='ignore'):
             caps = _VEL_SHARE * robot.velocity_limit_rad_s / bound
             acc_caps = 0.5 * robot.acceleration_limit_rad_s2 / bound
-        self.max_rate = float(np.min(caps)) if np.any(bound > 0) else 0.0
+        self.max_rate = min(float(np.min(caps)), self.spec.max_phase_rate_rad_s) if np.any(bound > 0) else 0.0
         self.max_rate_acc = float(np.min(acc_caps)) if np.any(bound > 0) else 0.0
         # A measured calibration first (it may also override the wheels' model); passive wheels: the
         # no-slip connection gives the stride and the turn per cycle exactly.
@@ -169,16 +171,18 @@ class _Layer:
             # The mirror image runs forward for a negative command; the other sense is another layer's
             # (GaitScheduler._follow_mirror), so this one slows to a stop.
             value = abs(value) if (value < 0) == self.mirrored else 0.0
+        # The mirror image turns the other way for the same offset: it is asked the mirrored yaw rate.
+        wz = -command[2] if self.mirrored and drive != 'turn' else command[2]
         if self.model is not None:
-            self.modelled = self.model.command(value, command[2], self.max_rate)
+            self.modelled = self.model.command(value, wz, self.max_rate)
             self.reachable = self.modelled.reachable
             return self.modelled.phase_rate_rad_s
         rate = 2.0 * math.pi * value / self.shape.params['stride']
         capped = min(max(rate, -self.max_rate), self.max_rate)
         turn_ok = True
         if drive != 'turn':
-            turn_ok = abs(command[2]) < 1e-9 if not self.spec.turn_param else \
-                abs(self.spec.turn_gain * command[2]) <= self.spec.turn_max
+            turn_ok = abs(wz) < 1e-9 if not self.spec.turn_param else \
+                abs(self.spec.turn_gain * wz) <= self.spec.turn_max
         self.reachable = capped == rate and turn_ok
         return capped
 
@@ -191,7 +195,8 @@ class _Layer:
         self.rate = new_rate
         if self.spec.turn_param and not hold_turn:
             tmax = self.spec.turn_max
-            goal = min(max(self.spec.turn_gain * command[2], -tmax), tmax) if self.model is None else \
+            wz = -command[2] if self.mirrored else command[2]
+            goal = min(max(self.spec.turn_gain * wz, -tmax), tmax) if self.model is None else \
                 self.modelled.turn
             step = tmax / _TURN_RAMP_S * dt
             self.turn += min(max(goal - self.turn, -step), step)
