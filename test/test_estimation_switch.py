@@ -25,15 +25,16 @@ from snake_control.validation import runs as V
 SWITCH_S = 4.0          # into the recording (after the 3 s warm-up of serpentine)
 
 
-def _switching_goals(robot, first, first_command, second, second_command, switch_at_s):
-    """goal_fn(t) of the scheduler the gait node runs, selecting `second` at switch_at_s (a blend)."""
+def _switching_goals(robot, first, first_command, second, second_command, switch_at_s, second_params=None):
+    """goal_fn(t) of the scheduler the gait node runs, selecting `second` (with second_params) at
+    switch_at_s (a blend)."""
     scheduler = GaitScheduler(robot, first, {}, initial_positions_rad=np.zeros(robot.n_joints))
     scheduler.set_command(*first_command)
     state = {'t': 0.0, 'q': scheduler.step(1e-9).positions_rad, 'switched': False}
 
     def goal(t):
         if not state['switched'] and t >= switch_at_s:
-            scheduler.select(second)
+            scheduler.select(second, second_params)
             scheduler.set_command(*second_command)
             state['switched'] = True
         if t > state['t']:
@@ -103,9 +104,12 @@ def test_no_heading_jump_through_a_blend_without_the_imu(blend):
 
 @pytest.fixture(scope='module')
 def roll_over():
-    """AEH-sidewinding at rest blended into rolling: the body rolls over (its chassis turns upside down)."""
+    """AEH-sidewinding at rest blended into rolling: the body rolls over (its chassis turns upside down).
+    Rolling's arc as seed 004 has it (A1 = 1 / (12 l), psi0 = 0, no taper), the blend this was measured on."""
     robot = load_robot('pitch_yaw_32')
-    goal = _switching_goals(robot, 'aeh_sidewinding', (0.0, 0.0, 0.0), 'rolling', (0.0, 0.0, 0.0), V.WARMUP_S + 2.0)
+    arc = {'A1': 1.0 / (12 * robot.link_length_m), 'psi0': 0.0, 'kappa_taper': 0.0}
+    goal = _switching_goals(robot, 'aeh_sidewinding', (0.0, 0.0, 0.0), 'rolling', (0.0, 0.0, 0.0), V.WARMUP_S + 2.0,
+                            arc)
     return V.simulate(SnakeWorld(robot), goal, 7.0, warmup_s=V.WARMUP_S)
 
 
