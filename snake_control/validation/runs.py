@@ -416,8 +416,10 @@ CASES = (
     # The default arc (1/(12 l), 157 degrees over the body) cannot roll on all its modules at once: its
     # contact points turn through the whole arc, and most of its motion in MuJoCo is slip. Flatter arcs
     # roll with less: at 0.1 m/s the contacts slip at 23 % of the speed for A1 = 0.4 1/m, 13 % for 0.3
-    # and 7 % for 0.2 (26 degrees over the body), which the no-slip estimate follows (28, 15, 9 %).
-    Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.2}, note='A1 = 0.2 1/m: a flat arc'),
+    # and 7 % for 0.2 (26 degrees over the body), which the no-slip estimate follows (28, 15, 9 %). The arc
+    # as it was measured: even, rolled concave side first (psi0 = 0; rolling's defaults since, docs/gaits.md).
+    Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.2, 'psi0': 0.0, 'kappa_taper': 0.0},
+         note='A1 = 0.2 1/m: a flat arc'),
 )
 
 
