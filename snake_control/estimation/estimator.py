@@ -780,6 +780,8 @@ class Estimator:
         # rolls over: the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
         # (the demo's blend into rolling, 0.55-0.75 m off its 0.40 m, against 0.04-0.06 m left to the contacts).
         rolling = pull_wc is not None and self._rolling_over(pull_wc, g0['q'], geom['q'])
+        if pull_wc is None:
+            self._body_turn = None       # no IMU attitude this step: the body's turn starts again with it
         gyro_turn = (pull_wc is not None and self._pull_attitude is not None and self._contacts_weak
                      and not rolling)
         if gyro_turn:
