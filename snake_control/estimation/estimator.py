@@ -108,7 +108,7 @@ from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _co
                                                  planar_frame_offset)
 from snake_control.estimation.imu import AttitudeFilter, _log_rotation, _rodrigues
 from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
-                                              resting_down, support_plane, virtual_chassis)
+                                              resting_down, shape_turn, support_plane, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
                                           se2_adjoint, se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse,
                                           se3_exp_fast, se3_log, se3_matrix, so3_exp, so3_log,
@@ -277,6 +277,7 @@ class Estimator:
         self._pull_attitude = None  # chassis attitude (3, 3) the IMU gave at the last pulled step (imu_attitude_s)
         self._contacts_weak = False  # the last step's contacts could not be trusted to turn the chassis
         self._plane_down = None     # ground-plane down in the last chassis frame (support_plane)
+        self._body_turn = None      # how the body turned in chassis axes since the IMU's chassis was last level
         # IMU (update_imu): the attitude filter of the IMU link; it outlives reset() of the pose
         # only through reanchor(), which keeps it (its bias was learnt while still).
         self.imu = AttitudeFilter()
@@ -377,8 +378,9 @@ class Estimator:
     # With imu_attitude_s > 0 the contacts turn the chassis while at least this fraction of the modules is on
     # the floor and the step was not singular; otherwise the IMU's own turn over the step does (see _update_3d).
     WEAK_CONTACT_FRACTION = 0.75
-    # ... and while the chassis the IMU gives is within this of level (either side up): a body rolling over
-    # (the blend into rolling) is left to its contacts, which carry its turn and travel together.
+    # ... and while the body has not rolled over by more than this from level (either side up, _rolling_over):
+    # a body rolling over (the blend into rolling) is left to its contacts, which carry its turn and travel
+    # together.
     GYRO_TURN_MAX_TILT_RAD = math.radians(45.0)
     IMU_CLOCK_STEP_S = 1.0      # an IMU stamp this far behind the last is a clock that stepped back: a gap
 
@@ -520,6 +522,25 @@ class Estimator:
         self.updates += 1
         self._state = state
         return state
+
+    def _rolling_over(self, pull_wc, before_c, after_c) -> bool:
+        """imu_attitude_s: whether the body has rolled over, more than GYRO_TURN_MAX_TILT_RAD from level either
+        side up. pull_wc (3, 3): the chassis attitude the IMU gives this step; before_c, after_c (n, 3): the
+        module centres in the last and this step's chassis frames (m).
+
+        Not the chassis's tilt itself: its y and z are the body's second and third principal directions,
+        and when those moments are near-equal (the tread lifting in a blend into AEH-sidewinding) the axes
+        turn over with the shape while the body stays upright. While the IMU's chassis is tilted, the
+        frame that turned with the module centres since it was last level (contact.shape_turn, step by
+        step) is judged instead.
+        """
+        cos_max = math.cos(self.GYRO_TURN_MAX_TILT_RAD)
+        if abs(float(pull_wc[2, 2])) > cos_max:
+            self._body_turn = None
+            return False
+        turn = shape_turn(before_c, after_c)
+        self._body_turn = turn if self._body_turn is None else turn @ self._body_turn
+        return abs(float(pull_wc[2] @ self._body_turn[:, 2])) <= cos_max
 
     def _rest_update(self, t_s: float, q) -> None:
         """Judge the IMU readings since the last joint update by this one's joint angles q (rad): taken
@@ -758,8 +779,11 @@ class Estimator:
         # IMU's down: the face nearest the contacts' own down flips as the shape changes. Not while the body
         # rolls over: the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
         # (the demo's blend into rolling, 0.55-0.75 m off its 0.40 m, against 0.04-0.06 m left to the contacts).
+        rolling = pull_wc is not None and self._rolling_over(pull_wc, g0['q'], geom['q'])
+        if pull_wc is None:
+            self._body_turn = None       # no IMU attitude this step: the body's turn starts again with it
         gyro_turn = (pull_wc is not None and self._pull_attitude is not None and self._contacts_weak
-                     and abs(float(pull_wc[2, 2])) > math.cos(self.GYRO_TURN_MAX_TILT_RAD))
+                     and not rolling)
         if gyro_turn:
             down = -pull_wc[2]
         plane = None
