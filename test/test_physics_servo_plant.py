@@ -310,3 +310,41 @@ def test_a_stalled_host_leaves_the_imu_still_while_the_world_stood():
     assert np.linalg.norm(so3_log(true_turn)) > 0.3                  # the link did turn
     # 0.5 mrad of the 0.62 rad turn is left (noise); 0.41 rad without the still readings.
     assert np.linalg.norm(so3_log(rot.T @ true_turn)) < 0.005
+
+
+def test_the_world_imu_is_stamped_in_order_however_slowly_it_is_published(monkeypatch):
+    """sim_imu stamps a tick's readings back from where the tick began. A host that takes a few ms per
+    publish (and a while per step) must not spread them wider than the 10 ms of simulated time they were
+    taken apart, nor stamp the next tick's before them (read per reading, the clock ran on with each
+    publish: 13 ms apart and stamps going back)."""
+    from snake_control.nodes import sim_imu
+
+    stamps = []
+
+    class SlowPublisher:
+        def __init__(self, frame_id, namespace=''):
+            pass
+
+        @staticmethod
+        def now_ns():
+            return time.time_ns()
+
+        def publish(self, sim_time_s, gyro, accel, age_s=0.0, now_ns=None):
+            stamps.append(((time.time_ns() if now_ns is None else now_ns) - round(age_s * 1e9)) * 1e-9)
+            time.sleep(0.003)
+
+    monkeypatch.setattr(sim_imu, 'ImuPublisher', SlowPublisher)
+    robot = load_robot('kinematic_snake_3')
+    plant = sim_imu.mujoco_plant(robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
+    last = time.monotonic()
+    for k in range(60):                   # stepped as the emulator steps it: by the wall time since the last
+        time.sleep(0.002 + 0.02 * (k % 3 == 0))
+        now = time.monotonic()
+        plant.step(now - last, {}, {})
+        last = now
+    gaps = np.diff(stamps)
+    assert len(stamps) > 20 and np.all(gaps > 0.0)
+    # 10 ms of simulated time apart (whole 2 ms timesteps), and the wall time between the emulator's step
+    # calls is the simulated time they step; only a tick cut at MAX_CATCH_UP_S (a stall of the test host)
+    # leaves a longer gap.
+    assert np.mean(np.abs(gaps - 0.01) <= 0.0025) > 0.9, gaps

@@ -29,6 +29,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import time
 
 import numpy as np
 
@@ -97,6 +98,7 @@ class MujocoPlant(Plant):
         # simulated time (SnakeWorld.imu_reading), for whatever carries it on (a ROS publisher).
         self.on_imu = on_imu
         self._imu_next_s = 0.0
+        self.tick_started_s = time.monotonic()
 
     # --- Plant interface ---------------------------------------------------------------------------
 
@@ -115,6 +117,9 @@ class MujocoPlant(Plant):
 
     def step(self, dt_s: float, goals_rad_by_id: dict[int, float],
              torque_on_by_id: dict[int, bool]) -> dict[int, tuple[float, float, float]]:
+        # The tick brings the world up to now (dt_s is the wall time since the last one): this instant,
+        # monotonic s, is where its last simulated moment lies on the wall clock (sim_imu stamps by it).
+        self.tick_started_s = time.monotonic()
         if not self._started:
             self.world.reset(self._initial)
             self._setpoint[:] = self._initial
@@ -232,8 +237,6 @@ class MujocoPlant(Plant):
         self._write_truth()
 
     def _write_truth(self) -> None:
-        import time
-
         from snake_control.kinematics.lie import quaternion_from_matrix
 
         links = self.world.link_poses()
