@@ -236,3 +236,50 @@ def test_a_speed_span_is_judged_only_over_whole_cycles_of_a_reachable_command():
     assert SpeedSpan(4.0, 11.0, 2, 0.1, 0.1).judged
     assert not SpeedSpan(20.0, 7.0, 0, 0.05, 0.046).judged          # part of one AEH cycle
     assert not SpeedSpan(31.0, 6.2, 2, 0.05, 0.1, 'rolling', reachable=False).judged
+
+
+def test_script_segments_cut_at_blends_commands_and_stops_and_fold_short_ones():
+    from snake_control.app.demo import script_segments
+    t = np.arange(0.0, 5.0, 0.05)
+    active, target = [], []
+    blending, moving = np.zeros(len(t), bool), np.zeros(len(t), bool)
+    for k, tk in enumerate(t):
+        if tk < 1.0:                       # serpentine under a command
+            a, g, moving[k] = 'serpentine', 'serpentine', True
+        elif tk < 1.5:                     # stopped
+            a = g = 'serpentine'
+        elif tk < 1.7:                     # passing through lateral_undulation: 0.2 s, folded
+            a, g, blending[k] = 'serpentine', 'lateral_undulation', True
+        elif tk < 2.7:
+            a, g, blending[k] = 'lateral_undulation', 'aeh_sidewinding', True
+        else:
+            a, g, moving[k] = 'aeh_sidewinding', 'aeh_sidewinding', True
+        active.append(a)
+        target.append(g)
+    segs = script_segments(t, active, target, blending, moving)
+    assert [label for _, _, label in segs] == ['serpentine', 'serpentine, stopped', 'blend into aeh_sidewinding',
+                                               'aeh_sidewinding']
+    np.testing.assert_allclose([a for a, _, _ in segs], [0.0, 1.0, 1.7, 2.7], atol=1e-9)
+    assert segs[1][1] == segs[2][0] and segs[-1][1] == pytest.approx(t[-1])
+
+
+def test_segment_errors_are_each_segments_own_motion_from_its_start():
+    """A sideways error in the first segment and a short turn in the second: each segment shows its own, not
+    what the one before left (the second starts 10 cm and 0 deg off, and is scored from there)."""
+    from snake_control.app.demo import segment_errors
+    t = np.linspace(0.0, 2.0, 201)
+    first = t <= 1.0
+    true = np.zeros((len(t), 3))
+    true[first, 0] = t[first]                                  # 1 m along x in the first second
+    true[~first, 0] = 1.0
+    true[~first, 2] = (t[~first] - 1.0) * math.pi / 2          # then a quarter turn on the spot
+    est = true.copy()
+    est[first, 1] = 0.1 * t[first]                             # drifts 10 cm sideways
+    est[~first, 1] = 0.1
+    est[~first, 2] *= 0.9                                      # turns 9 deg short
+    segs = segment_errors(t, est, t, true, [(0.0, 1.0, 'straight'), (1.0, 2.0, 'turn')])
+    assert [s.label for s in segs] == ['straight', 'turn']
+    assert segs[0].true_m == pytest.approx(1.0) and segs[0].error_m == pytest.approx(0.1, abs=1e-9)
+    assert segs[0].heading_error_deg == pytest.approx(0.0, abs=1e-9)
+    assert segs[1].true_m == pytest.approx(0.0, abs=1e-9) and segs[1].error_m == pytest.approx(0.0, abs=1e-9)
+    assert segs[1].heading_error_deg == pytest.approx(9.0, abs=1e-6)

@@ -270,3 +270,81 @@ def test_a_long_tick_hands_on_every_imu_reading_of_its_span():
     times = np.array([r[0] for r in readings[before - 1:]])
     assert len(readings) - before == 8
     assert np.all(np.abs(np.diff(times) - 0.01) <= 0.002 + 1e-9)
+
+
+def test_a_stalled_host_leaves_the_imu_still_while_the_world_stood():
+    """Ticks cut at MAX_CATCH_UP_S: the world stands still for the rest of each (the driver reads the
+    joints standing too), and the IMU must say so. Readings stamped as sim_imu stamps them (the wall clock
+    less their simulated age) and integrated each over the interval since the last stamp, as the
+    estimator does, give back the IMU link's turn; without a still reading before each cut tick, its first
+    reading's rate was turned through the whole stood time as well."""
+    from snake_control.dynamixel.conversion import joint_to_servo_rad
+    from snake_control.kinematics.lie import so3_exp, so3_log
+    from snake_control.physics.servo_plant import MAX_CATCH_UP_S
+
+    robot = load_robot('kinematic_snake_3')
+    plant = configured(robot)
+    stamped = []
+    wall = [0.0]
+    world = plant.world
+    plant.on_imu = lambda t, gyro, accel: stamped.append((wall[0] - (world.time_s - t), gyro))
+    head = robot.joints[-1]
+
+    def tick(dt_s):
+        # The head joint swings at about 1 rad/s, so its link turns through every tick.
+        goal = joint_to_servo_rad(0.8 * math.sin(1.3 * world.time_s), head.direction, head.offset_rad)
+        wall[0] += dt_s
+        plant.step(dt_s, {head.servo_id: goal}, {})
+
+    for _ in range(50):
+        tick(0.004)
+    start, first = world._imu_link_rotation(), len(stamped)
+    for k in range(40):
+        tick(MAX_CATCH_UP_S + 0.06 if k % 4 == 0 else 0.004)       # a 60 ms stall every fourth tick
+    bias = np.asarray(world.options.imu_gyro_bias_rad_s)
+    rot = np.eye(3)
+    for (t0, _), (t1, gyro) in zip(stamped[first - 1:-1], stamped[first:]):
+        assert t1 > t0
+        rot = rot @ so3_exp((gyro - bias) * (t1 - t0))
+    true_turn = start.T @ world._imu_link_rotation()
+    assert np.linalg.norm(so3_log(true_turn)) > 0.3                  # the link did turn
+    # 0.5 mrad of the 0.62 rad turn is left (noise); 0.41 rad without the still readings.
+    assert np.linalg.norm(so3_log(rot.T @ true_turn)) < 0.005
+
+
+def test_the_world_imu_is_stamped_in_order_however_slowly_it_is_published(monkeypatch):
+    """sim_imu stamps a tick's readings back from where the tick began. A host that takes a few ms per
+    publish (and a while per step) must not spread them wider than the 10 ms of simulated time they were
+    taken apart, nor stamp the next tick's before them (read per reading, the clock ran on with each
+    publish: 13 ms apart and stamps going back)."""
+    from snake_control.nodes import sim_imu
+
+    stamps = []
+
+    class SlowPublisher:
+        def __init__(self, frame_id, namespace=''):
+            pass
+
+        @staticmethod
+        def now_ns():
+            return time.time_ns()
+
+        def publish(self, sim_time_s, gyro, accel, age_s=0.0, now_ns=None):
+            stamps.append(((time.time_ns() if now_ns is None else now_ns) - round(age_s * 1e9)) * 1e-9)
+            time.sleep(0.003)
+
+    monkeypatch.setattr(sim_imu, 'ImuPublisher', SlowPublisher)
+    robot = load_robot('kinematic_snake_3')
+    plant = sim_imu.mujoco_plant(robot.servo_ids, {i: robot.bus.servo for i in robot.servo_ids}, robot)
+    last = time.monotonic()
+    for k in range(60):                   # stepped as the emulator steps it: by the wall time since the last
+        time.sleep(0.002 + 0.02 * (k % 3 == 0))
+        now = time.monotonic()
+        plant.step(now - last, {}, {})
+        last = now
+    gaps = np.diff(stamps)
+    assert len(stamps) > 20 and np.all(gaps > 0.0)
+    # 10 ms of simulated time apart (whole 2 ms timesteps), and the wall time between the emulator's step
+    # calls is the simulated time they step; only a tick cut at MAX_CATCH_UP_S (a stall of the test host)
+    # leaves a longer gap.
+    assert np.mean(np.abs(gaps - 0.01) <= 0.0025) > 0.9, gaps

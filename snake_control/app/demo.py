@@ -193,6 +193,79 @@ def truth_jumps(t_s: np.ndarray, xy_m: np.ndarray, max_speed_m_s: float = MAX_TR
     return bad
 
 
+# Script segments shorter than this (s) are folded into the one before (a gait passed through on the way to
+# another, a command ramp).
+MIN_SEGMENT_S = 0.3
+
+
+def script_segments(gait_t_s, active, target, blending, moving) -> list[tuple[float, float, str]]:
+    """[(start s, end s, label)] of a session cut where the gait/state samples (times gait_t_s (G,) s)
+    change what the robot is doing: a blend into another gait ('blend into <target>'), a gait under a motion
+    command ('<gait>') or a gait holding still ('<gait>, stopped'). active, target (G,) gait names,
+    blending (G,) bool, moving (G,) bool. Each segment ends where the next begins (the last at the last
+    sample); one shorter than MIN_SEGMENT_S joins the one before."""
+    t = np.asarray(gait_t_s, dtype=float)
+    out: list[list] = []
+    for k in range(len(t)):
+        if blending[k] or active[k] != target[k]:
+            label = f'blend into {target[k]}'
+        else:
+            label = active[k] if moving[k] else f'{active[k]}, stopped'
+        if out and out[-1][2] == label:
+            continue
+        if out:
+            out[-1][1] = t[k]
+            if out[-1][1] - out[-1][0] < MIN_SEGMENT_S and len(out) > 1:
+                end = out.pop()[1]               # too short: part of the segment before
+                out[-1][1] = end
+                if out[-1][2] == label:
+                    continue
+        out.append([t[k], t[k], label])
+    if out:
+        out[-1][1] = float(t[-1])
+    return [(float(a), float(b), label) for a, b, label in out if b > a]
+
+
+@dataclass(frozen=True)
+class SegmentError:
+    """The estimate over one script segment: its own planar motion against the truth's, each in its own pose
+    at the segment's start (the error the segment adds, whatever came before): true distance (m, start to
+    end), position error (m) and heading error (true less estimated turn, deg)."""
+
+    label: str
+    t_start_s: float
+    t_end_s: float
+    true_m: float
+    error_m: float
+    heading_error_deg: float
+
+
+def segment_errors(est_t_s, est_xyyaw, true_t_s, true_xyyaw, segments) -> list[SegmentError]:
+    """SegmentError of each (start s, end s, label) of segments (script_segments) for an estimate (times
+    est_t_s (k,), poses est_xyyaw (k, 3): x m, y m, yaw rad) and the truth (true_t_s (m,), true_xyyaw
+    (m, 3)) on one clock, both sampled across the segments (poses interpolated, yaw unwrapped)."""
+    def track(t_s, poses):
+        t_s, poses = np.asarray(t_s, dtype=float), np.asarray(poses, dtype=float)
+        yaw = np.unwrap(poses[:, 2])
+        return lambda t: np.array([np.interp(t, t_s, poses[:, 0]), np.interp(t, t_s, poses[:, 1]),
+                                   np.interp(t, t_s, yaw)])
+
+    est, true = track(est_t_s, est_xyyaw), track(true_t_s, true_xyyaw)
+    t_lo = max(float(est_t_s[0]), float(true_t_s[0]))
+    t_hi = min(float(est_t_s[-1]), float(true_t_s[-1]))
+    out = []
+    for a, b, label in segments:
+        a, b = max(a, t_lo), min(b, t_hi)
+        if b <= a:
+            continue
+        e = se2_relative(est(b)[None, :], est(a))[0]
+        tr = se2_relative(true(b)[None, :], true(a))[0]
+        dyaw = tr[2] - e[2]
+        out.append(SegmentError(label, a, b, float(np.hypot(*tr[:2])), float(np.hypot(*(e[:2] - tr[:2]))),
+                                math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))))
+    return out
+
+
 def yaw_from_quaternion(qx, qy, qz, qw):
     """Yaw (rad) about the world z axis of a unit quaternion (arrays or floats)."""
     return np.arctan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
@@ -229,6 +302,7 @@ class RobotSummary:
     moving_time_s: float = 0.0
     speed_cycles: int = 0
     speed_spans: list = field(default_factory=list)
+    segments: list = field(default_factory=list)        # SegmentError of each script segment
     counters: dict = field(default_factory=dict)
     stale_reads: int = 0
     gait_saturation_messages: int = 0
@@ -262,6 +336,11 @@ class RobotSummary:
                  + ('' if sp.reachable else '; the gait reports it cannot reach the command: not judged')
                  + ('' if not sp.reachable or sp.cycles >= 1 else '; less than one whole gait cycle: not judged')
                  for sp in self.speed_spans),
+               *(['  estimator error by segment (each segment\'s own motion from its start; true distance in '
+                  'brackets):'] if self.segments else []),
+               *(f'    {sg.label} from {sg.t_start_s:.0f} s ({sg.t_end_s - sg.t_start_s:.1f} s): '
+                 f'{sg.error_m:.3f} m ({sg.true_m:.2f} m), heading {sg.heading_error_deg:+.1f} deg'
+                 for sg in self.segments),
                f'  loop: driver {self.cycle_rate_hz:.1f} Hz (target {self.control_rate_hz_target:g} Hz), '
                f'joint_states {self.joint_states_rate_hz:.1f} Hz; bus limit {self.wire_limit_hz:.0f} Hz '
                f'({self.wire_time_ms:.2f} ms wire time per cycle, {self.read_mode} sync read, '
@@ -346,6 +425,9 @@ class _Extra:
     gait_phase_rad: np.ndarray = field(default_factory=lambda: np.zeros(0))
     gait_steady: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     gait_names: list = field(default_factory=list)
+    gait_targets: list = field(default_factory=list)
+    gait_blending: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    gait_turn_rad_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     gait_reachable: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     saturation_messages: int = 0
     diag_t_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -356,6 +438,7 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
     from snake_control.mcap_io import ros2_messages
 
     ex, gait, steady, names, reachable, diag = _Extra(), [], [], [], [], []
+    targets, blending, turns = [], [], []
     gait_topic = f'/{namespace}/gait/state'
     previous_gait = None
     for m in ros2_messages(path):
@@ -376,6 +459,9 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
                           and float(v.get('transition_progress', 1) or 1) >= 1.0)
             previous_gait = active
             names.append(active or '')
+            targets.append(v.get('target_gait') or active or '')
+            blending.append(float(v.get('transition_progress', 1) or 1) < 1.0)
+            turns.append(float(v.get('command_turn_rad_s', 0) or 0))
             reachable.append(v.get('reachable', 'true') != 'false')
             ex.saturation_messages += bool(v.get('saturated_joints'))
         elif m.channel.topic.endswith('/diagnostics') or m.channel.topic == '/diagnostics':
@@ -388,6 +474,7 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
         ex.gait_t_s, ex.gait_command_xy_m_s, ex.gait_phase_rad = a[:, 0], a[:, 1:3], a[:, 3]
         ex.gait_steady = np.array(steady, dtype=bool) & np.isfinite(a[:, 3])
         ex.gait_names, ex.gait_reachable = names, np.array(reachable, dtype=bool)
+        ex.gait_targets, ex.gait_blending, ex.gait_turn_rad_s = targets, np.array(blending), np.array(turns)
     if diag:
         a = np.array(diag)
         ex.diag_t_s, ex.diag_rate_hz = a[:, 0], a[:, 1]
@@ -510,6 +597,12 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     summ.final_position_error_pct = 100.0 * summ.final_position_error_m / max(summ.true_distance_m, 1e-9)
     dyaw = true_rel[-1, 2] - est_rel[-1, 2]
     summ.final_heading_error_deg = math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))
+    if len(ex.gait_t_s) > 1:
+        # What each part of the script adds to the error: the blends, each gait moving and standing.
+        moving = (np.hypot(ex.gait_command_xy_m_s[:, 0], ex.gait_command_xy_m_s[:, 1]) > MOVING_M_S) \
+            | (np.abs(ex.gait_turn_rad_s) > MOVING_M_S)
+        segments = script_segments(ex.gait_t_s, ex.gait_names, ex.gait_targets, ex.gait_blending, moving)
+        summ.segments = segment_errors(s.odom_t_s, est_rel, true_t, true_rel, segments)
 
     # Commanded against achieved speed over the spans a motion command was in force, measured as the
     # acceptance harness does (span_speeds): the body frame's own path would count the wave's swing.

@@ -187,6 +187,24 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
     return rot, origin, bool(close), sv3
 
 
+def shape_turn(before_m, after_m) -> np.ndarray:
+    """Rotation (3, 3) that best carries module centres before_m onto after_m (both (N, 3), one frame), each
+    set about its own centroid: the least-squares turn of the body as a cloud of points (Kabsch, no mirror).
+
+    Given the centres in the last and this step's virtual chassis frames, it is how the chassis axes turned
+    against the body itself: near the identity when the chassis turns with the body, large when its axes
+    swap (second and third principal moments near-equal) while the body stays where it is.
+    """
+    a = np.asarray(before_m, dtype=float)
+    b = np.asarray(after_m, dtype=float)
+    a = a - a.sum(axis=0) / a.shape[0]
+    b = b - b.sum(axis=0) / b.shape[0]
+    u, _, vt = np.linalg.svd(b.T @ a)
+    if np.linalg.det(u) * np.linalg.det(vt) < 0.0:
+        u[:, 2] = -u[:, 2]
+    return u @ vt
+
+
 def resting_down(centres_m, down_guess) -> np.ndarray:
     """Unit down direction (3,) for a body resting on flat ground, nearest to down_guess.
 

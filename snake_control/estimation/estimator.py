@@ -108,7 +108,7 @@ from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _co
                                                  planar_frame_offset)
 from snake_control.estimation.imu import AttitudeFilter, _log_rotation, _rodrigues
 from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
-                                              resting_down, support_plane, virtual_chassis)
+                                              resting_down, shape_turn, support_plane, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
                                           se2_adjoint, se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse,
                                           se3_exp_fast, se3_log, se3_matrix, so3_exp, so3_log,
@@ -277,6 +277,7 @@ class Estimator:
         self._pull_attitude = None  # chassis attitude (3, 3) the IMU gave at the last pulled step (imu_attitude_s)
         self._contacts_weak = False  # the last step's contacts could not be trusted to turn the chassis
         self._plane_down = None     # ground-plane down in the last chassis frame (support_plane)
+        self._body_turn = None      # how the body turned in chassis axes since the IMU's chassis was last level
         # IMU (update_imu): the attitude filter of the IMU link; it outlives reset() of the pose
         # only through reanchor(), which keeps it (its bias was learnt while still).
         self.imu = AttitudeFilter()
@@ -289,6 +290,7 @@ class Estimator:
         self._q_rest = None         # joint angles where the joints stopped (None: no joint update yet)
         self._still_since = None    # stamp of the first joint update at _q_rest
         self._rest_sum, self._rest_s, self._rest_total_s = np.zeros(3), 0.0, 0.0
+        self._rest_tail = []        # the rest's latest windows, not yet learnt: (stamp s, sum rad, s, turn rad)
         self._pend_sum, self._pend_s, self._pend_loud = np.zeros(3), 0.0, False
         self._filtered = False      # this update's attitude came from the filter
         self._last_fused = False    # the last joint update took its attitude from the filter
@@ -372,13 +374,19 @@ class Estimator:
     # messages 10 ms apart; two ticks (3.1 mrad) are a move.
     STILL_JOINT_RAD = 0.0025
     STILL_MIN_S = 0.5
+    # A rest's last STILL_TAIL_S is not learnt until the rest outlasts it: joints that start to move stay
+    # within STILL_JOINT_RAD for a while, and the body already turns with them (at power-up the gait's
+    # blend-in: 1-2.7 deg/s read in the rest's last 0.2 s, which took the z bias from 0.27 to 0.52 deg/s
+    # against the simulated gyro's 0.29).
+    STILL_TAIL_S = 0.2
     STILL_GYRO_RAD_S = 0.05
     STALE_HOLD_S = 0.25         # with an IMU, an exactly repeated joint vector waits for a fresh one this long
     # With imu_attitude_s > 0 the contacts turn the chassis while at least this fraction of the modules is on
     # the floor and the step was not singular; otherwise the IMU's own turn over the step does (see _update_3d).
     WEAK_CONTACT_FRACTION = 0.75
-    # ... and while the chassis the IMU gives is within this of level (either side up): a body rolling over
-    # (the blend into rolling) is left to its contacts, which carry its turn and travel together.
+    # ... and while the body has not rolled over by more than this from level (either side up, _rolling_over):
+    # a body rolling over (the blend into rolling) is left to its contacts, which carry its turn and travel
+    # together.
     GYRO_TURN_MAX_TILT_RAD = math.radians(45.0)
     IMU_CLOCK_STEP_S = 1.0      # an IMU stamp this far behind the last is a clock that stepped back: a gap
 
@@ -521,30 +529,58 @@ class Estimator:
         self._state = state
         return state
 
+    def _rolling_over(self, pull_wc, before_c, after_c) -> bool:
+        """imu_attitude_s: whether the body has rolled over, more than GYRO_TURN_MAX_TILT_RAD from level either
+        side up. pull_wc (3, 3): the chassis attitude the IMU gives this step; before_c, after_c (n, 3): the
+        module centres in the last and this step's chassis frames (m).
+
+        Not the chassis's tilt itself: its y and z are the body's second and third principal directions,
+        and when those moments are near-equal (the tread lifting in a blend into AEH-sidewinding) the axes
+        turn over with the shape while the body stays upright. While the IMU's chassis is tilted, the
+        frame that turned with the module centres since it was last level (contact.shape_turn, step by
+        step) is judged instead.
+        """
+        cos_max = math.cos(self.GYRO_TURN_MAX_TILT_RAD)
+        if abs(float(pull_wc[2, 2])) > cos_max:
+            self._body_turn = None
+            return False
+        turn = shape_turn(before_c, after_c)
+        self._body_turn = turn if self._body_turn is None else turn @ self._body_turn
+        return abs(float(pull_wc[2] @ self._body_turn[:, 2])) <= cos_max
+
     def _rest_update(self, t_s: float, q) -> None:
         """Judge the IMU readings since the last joint update by this one's joint angles q (rad): taken
         into the rest's window if every joint is still within STILL_JOINT_RAD of the rest pose and the
         gyro stayed quiet, else the rest starts again here. A rest of STILL_MIN_S gives the bias the
         mean of its window, never of one reading (a driver repeating a stale reading for a few cycles
-        looks still that long), and then a running mean (AttitudeFilter.learn_bias)."""
+        looks still that long), and then a running mean (AttitudeFilter.learn_bias); the rest's last
+        STILL_TAIL_S waits for the rest to outlast it."""
         # Planar robots: joints still within STILL_JOINT_RAD still turn the IMU link a little (servos
         # settling by a tick); that turn, predicted from the joints and the connection, is no bias.
         turn = self._planar_imu_heading(q) if self.planar else 0.0
         if self._q_rest is None or self._pend_loud or \
                 float(np.max(np.abs(q - self._q_rest))) > self.STILL_JOINT_RAD:
+            # The rest ends (or begins) here; its tail is dropped unlearnt.
             self._q_rest, self._still_since = q.copy(), t_s
             self._rest_sum, self._rest_s, self._rest_total_s = np.zeros(3), 0.0, 0.0
+            self._rest_tail = []
             self._rest_turn0 = turn
         elif self._pend_s > 0.0:
-            self._rest_sum += self._pend_sum
-            self._rest_s += self._pend_s
-            self._rest_total_s += self._pend_s
-            if t_s - self._still_since >= self.STILL_MIN_S:
+            self._rest_tail.append((t_s, self._pend_sum, self._pend_s, turn))
+            # Windows older than STILL_TAIL_S are the rest's for sure: into the bias's window.
+            learnt_turn = None
+            while self._rest_tail and self._rest_tail[0][0] <= t_s - self.STILL_TAIL_S:
+                _, window_sum, window_s, learnt_turn = self._rest_tail.pop(0)
+                self._rest_sum += window_sum
+                self._rest_s += window_s
+                self._rest_total_s += window_s
+            if learnt_turn is not None and self._rest_s > 0.0 and \
+                    t_s - self.STILL_TAIL_S - self._still_since >= self.STILL_MIN_S:
                 mean = self._rest_sum / self._rest_s
-                mean[2] -= (turn - self._rest_turn0) / self._rest_s
+                mean[2] -= (learnt_turn - self._rest_turn0) / self._rest_s
                 self.imu.learn_bias(mean, self._rest_s, self._rest_total_s)
                 self._rest_sum, self._rest_s = np.zeros(3), 0.0
-                self._rest_turn0 = turn
+                self._rest_turn0 = learnt_turn
         if self._pend_s > 0.0 or self._pend_loud:
             self._pend_sum, self._pend_s, self._pend_loud = np.zeros(3), 0.0, False
 
@@ -758,8 +794,11 @@ class Estimator:
         # IMU's down: the face nearest the contacts' own down flips as the shape changes. Not while the body
         # rolls over: the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
         # (the demo's blend into rolling, 0.55-0.75 m off its 0.40 m, against 0.04-0.06 m left to the contacts).
+        rolling = pull_wc is not None and self._rolling_over(pull_wc, g0['q'], geom['q'])
+        if pull_wc is None:
+            self._body_turn = None       # no IMU attitude this step: the body's turn starts again with it
         gyro_turn = (pull_wc is not None and self._pull_attitude is not None and self._contacts_weak
-                     and abs(float(pull_wc[2, 2])) > math.cos(self.GYRO_TURN_MAX_TILT_RAD))
+                     and not rolling)
         if gyro_turn:
             down = -pull_wc[2]
         plane = None

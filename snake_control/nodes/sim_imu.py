@@ -5,8 +5,8 @@ that process's plant factory for `--physics mujoco` in the graph: the same Mujoc
 ``sim_imu`` that publishes every reading of the world's IMU (100 Hz of simulated time: gyro and
 accelerometer of the IMU link with their noise and bias, PhysicsOptions) as a real IMU driver would:
 stamped with the ROS clock at the time the reading was taken (the plant steps the world in ticks; a tick
-that spans several readings publishes them after it, each stamped back by the simulated time since it was
-taken), frame ``link_<k>`` of the IMU link, no orientation (orientation_covariance[0] = -1: the
+that spans several readings publishes them after it, each stamped back by its simulated age from the
+instant the tick began, which it brought the world up to), frame ``link_<k>`` of the IMU link, no orientation (orientation_covariance[0] = -1: the
 estimator fuses the raw rates and forces itself).
 
 The namespace comes from SNAKE_SIM_IMU_NAMESPACE (bringup and the launch file set it to the graph's).
@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import time
 
 from snake_control.physics.mjcf import imu_link_index
 from snake_control.physics.servo_plant import mujoco_plant as physics_plant
@@ -46,12 +47,18 @@ class ImuPublisher:
         self.published = 0
         atexit.register(self.close)
 
-    def publish(self, sim_time_s: float, gyro_rad_s, accel_m_s2, age_s: float = 0.0) -> None:
-        """Publish one reading, stamped now less age_s (s): how much simulated time has passed since it
-        was taken (a tick that spans several readings publishes them together after it)."""
+    def now_ns(self) -> int:
+        """The ROS clock (ns)."""
+        return self.node.get_clock().now().nanoseconds
+
+    def publish(self, sim_time_s: float, gyro_rad_s, accel_m_s2, age_s: float = 0.0,
+                now_ns: int | None = None) -> None:
+        """Publish one reading, stamped now (or now_ns, ns on the ROS clock) less age_s (s): how much
+        simulated time has passed since it was taken (a tick that spans several readings publishes them
+        together after it)."""
         msg = self._msg_type()
-        now_ns = self.node.get_clock().now().nanoseconds - int(round(max(age_s, 0.0) * 1e9))
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now_ns, 1_000_000_000)
+        stamp_ns = (self.now_ns() if now_ns is None else int(now_ns)) - int(round(max(age_s, 0.0) * 1e9))
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
         msg.header.frame_id = self.frame_id
         msg.orientation_covariance[0] = -1.0
         av, la = msg.angular_velocity, msg.linear_acceleration
@@ -80,5 +87,19 @@ def mujoco_plant(ids, models_by_id, robot=None):
               file=sys.stderr)
         return plant
     world = plant.world
-    plant.on_imu = lambda t, gyro, accel: publisher.publish(t, gyro, accel, age_s=world.time_s - t)
+    tick = {'sim_s': None, 'now_ns': 0}
+
+    def on_imu(t, gyro, accel):
+        # A tick's readings are stamped back from where the tick began (it brought the world up to that
+        # instant), one clock reading for them all. Read per reading after the stepping, the clock ran on
+        # with the stepping and with each publish (a few ms each on a loaded host): a tick's readings came
+        # out spread wider than the 10 ms they were taken apart, and the next tick's stamped before them
+        # (11-80 per demo run, up to 79 ms back; the estimator drops those and turns the ones before over
+        # the stretched intervals: one such burst turned its heading 11 deg).
+        if tick['sim_s'] != world.time_s:
+            tick['sim_s'] = world.time_s
+            tick['now_ns'] = publisher.now_ns() - int(round((time.monotonic() - plant.tick_started_s) * 1e9))
+        publisher.publish(t, gyro, accel, age_s=world.time_s - t, now_ns=tick['now_ns'])
+
+    plant.on_imu = on_imu
     return plant

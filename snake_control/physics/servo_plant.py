@@ -29,6 +29,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import time
 
 import numpy as np
 
@@ -97,6 +98,7 @@ class MujocoPlant(Plant):
         # simulated time (SnakeWorld.imu_reading), for whatever carries it on (a ROS publisher).
         self.on_imu = on_imu
         self._imu_next_s = 0.0
+        self.tick_started_s = time.monotonic()
 
     # --- Plant interface ---------------------------------------------------------------------------
 
@@ -115,6 +117,9 @@ class MujocoPlant(Plant):
 
     def step(self, dt_s: float, goals_rad_by_id: dict[int, float],
              torque_on_by_id: dict[int, bool]) -> dict[int, tuple[float, float, float]]:
+        # The tick brings the world up to now (dt_s is the wall time since the last one): this instant,
+        # monotonic s, is where its last simulated moment lies on the wall clock (sim_imu stamps by it).
+        self.tick_started_s = time.monotonic()
         if not self._started:
             self.world.reset(self._initial)
             self._setpoint[:] = self._initial
@@ -134,7 +139,8 @@ class MujocoPlant(Plant):
                 target[k] = servo_to_joint_rad(goal, self._direction[k], self._offset[k])
         # A limp joint's setpoint follows the joint, so torque comes back on without a jump.
         target = np.where(on, target, self.world.joint_positions_rad())
-        self._carry_s += min(max(float(dt_s), 0.0), MAX_CATCH_UP_S)
+        wall_s = max(float(dt_s), 0.0)
+        self._carry_s += min(wall_s, MAX_CATCH_UP_S)
         steps = int(self._carry_s / self.world.timestep_s + 1e-9)
         if steps:
             self._carry_s -= steps * self.world.timestep_s
@@ -143,18 +149,28 @@ class MujocoPlant(Plant):
             if self.on_imu is None:
                 self.world.step(steps)
             else:
-                self._step_reading_imu(steps)
+                self._step_reading_imu(steps, stood_s=wall_s - MAX_CATCH_UP_S)
             if (self._truth_file is not None or self._links_file is not None) and \
                     self.world.time_s >= self._truth_next_s - 1e-9:
                 self._write_truth()
         return self.read()
 
-    def _step_reading_imu(self, steps: int) -> None:
+    def _step_reading_imu(self, steps: int, stood_s: float = 0.0) -> None:
         """world.step(steps), stopping at every IMU_PERIOD_S of simulated time to read the IMU: a long
         tick (the host stalled) gives every reading of its span, as an IMU keeps sampling whatever its
         host does, rather than one reading over the whole tick. Readings go to on_imu after the tick,
-        each with its own simulated time."""
+        each with its own simulated time.
+
+        stood_s > 0: the tick was cut at MAX_CATCH_UP_S, so the world stood still for that much wall time
+        before it (the joints the driver read stood still with it). Its first reading then follows a still
+        one (SnakeWorld.still_imu_reading), given the previous reading's simulated time: stamped by its
+        age, it falls IMU_PERIOD_S before the tick's first reading and the still span lies before it.
+        Without it a consumer integrating each reading over the interval since the last stamp turned
+        the first reading's rate through the stood time too (the world at 0.75-0.9 of real time on a
+        loaded host: the demo's gyro heading drifted 4-7 deg through serpentine)."""
         readings = []
+        if stood_s > 0.0 and self._imu_next_s > IMU_PERIOD_S:
+            readings.append((self._imu_next_s - IMU_PERIOD_S, *self.world.still_imu_reading()))
         dt = self.world.timestep_s
         while steps > 0:
             to_next = int(math.ceil((self._imu_next_s - self.world.time_s) / dt - 1e-9))
@@ -221,8 +237,6 @@ class MujocoPlant(Plant):
         self._write_truth()
 
     def _write_truth(self) -> None:
-        import time
-
         from snake_control.kinematics.lie import quaternion_from_matrix
 
         links = self.world.link_poses()

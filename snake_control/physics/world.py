@@ -218,6 +218,17 @@ class SnakeWorld:
         accel = mean[3:] + np.asarray(o.imu_accel_bias_m_s2) + o.imu_accel_noise_m_s2 * self._imu_rng.standard_normal(3)
         return gyro, accel
 
+    def still_imu_reading(self) -> tuple[np.ndarray, np.ndarray]:
+        """(gyro rad/s, accelerometer m/s^2) of the IMU while the world stands still between two steps, as
+        imu_reading gives them: no turn and the specific force of the world's gravity in the IMU link's
+        frame (+g along world up), with the configured bias and noise. The next imu_reading still covers
+        every step since the last one."""
+        o = self.options
+        up = self._imu_link_rotation().T @ -np.asarray(self.model.opt.gravity, dtype=float)
+        gyro = np.asarray(o.imu_gyro_bias_rad_s) + o.imu_gyro_noise_rad_s * self._imu_rng.standard_normal(3)
+        accel = up + np.asarray(o.imu_accel_bias_m_s2) + o.imu_accel_noise_m_s2 * self._imu_rng.standard_normal(3)
+        return gyro, accel
+
     def _imu_link_rotation(self) -> np.ndarray:
         # xmat as the last step left it (its start): the gyro lags by one timestep, like the accelerometer.
         return self.data.xmat[self._bodies[self.imu_link]].reshape(3, 3).copy()
