@@ -34,6 +34,9 @@ waits twice as long, up to MAX_BACKOFF_CYCLES.
 """
 from __future__ import annotations
 
+import collections
+import math
+
 import numpy as np
 
 ENTER_NOISY = 0.10          # first-read loss above which one long reply is the wrong bet
@@ -105,6 +108,92 @@ class ReadStrategy:
         self.mode = mode
         self.switches += 1
         self._cycles_in_mode = 0
+
+
+# The learnt reply margin of a noisy line (ReplyLatency): how long a read waits, beyond the wire time
+# of its bytes, for a reply before it takes the request for lost.
+LATENCY_WINDOW = 400        # reads kept (a few seconds of a noisy line)
+LATENCY_MIN_SAMPLES = 20    # fewer than this: no margin learnt yet (the configured one applies)
+LATENCY_SLACK_MS = 0.1      # added to a wait seen: the reply's bytes trickling in
+LATENCY_FLOOR_MS = 0.2      # never shorter (a line that answered at once so far may not always)
+
+
+def best_margin_ms(waits: np.ndarray, read_ms: float, floor_ms: float, ceiling_ms: float) -> float:
+    """The reply margin (ms) that gets the most replies per ms from reads whose first reply took
+    ``waits`` (ms beyond the wire time; inf: it came after its read's deadline).
+
+    A read of ``read_ms`` (the wire time of its bytes) whose reply comes w ms late takes read_ms +
+    min(w, M) with margin M, and gets its reply when w <= M. One given up while its replies are still
+    to come leaves them on the line, and the next read waits behind them: read_ms more. So the replies
+    per ms are F(M) / (read_ms + E[min(w, M)] + (1 - F(M)) read_ms), F the share of waits within M.
+    A reply that came late counts as coming at ``ceiling_ms`` (the configured margin). The margin is
+    one of the waits seen (plus LATENCY_SLACK_MS) or the ceiling, within ``floor_ms``..``ceiling_ms``.
+    Reads that got no reply at all (a garbled request) are not among the waits: they cost the margin
+    whatever it is, which only makes a shorter one better.
+
+    >>> w = np.array([0.3] * 60 + [0.6] * 20 + [3.0] * 30)
+    >>> round(best_margin_ms(w, 0.5, 0.2, 8.0), 2)      # a short read: the 3 ms tail is asked again
+    0.7
+    >>> round(best_margin_ms(w, 2.0, 0.2, 8.0), 2)      # a long one: worth waiting for
+    3.1
+    """
+    seen = np.sort(np.minimum(np.asarray(waits, dtype=float) + LATENCY_SLACK_MS, ceiling_ms))
+    if not len(seen):
+        return ceiling_ms
+    margins = np.clip(np.unique(np.append(seen, ceiling_ms)), floor_ms, ceiling_ms)
+    within = np.searchsorted(seen, margins, side='right')          # replies within each margin
+    share = within / len(seen)
+    waited = (np.concatenate(([0.0], np.cumsum(seen)))[within] + margins * (len(seen) - within)) / len(seen)
+    per_ms = share / (read_ms + waited + (1.0 - share) * read_ms)
+    return float(margins[int(np.argmax(per_ms))])
+
+
+class ReplyLatency:
+    """How long this line's replies take beyond the wire time of the bytes (ms), and the reply margin
+    learnt from it: ``observe`` each wait for a first reply that came in time, ``missed`` a read whose
+    replies came after its deadline, ``margin_ms`` the margin.
+
+    On a noisy line a garbled request gets no reply at all, and the read can only tell after its
+    margin: every such read costs the margin. A fixed margin is either too long for a line that answers
+    in 0.1 ms or too short for a USB adapter with a 1 ms latency timer; the margin here is the one that
+    gets the most replies per ms from what this line's replies took (best_margin_ms). ``also``: another
+    ReplyLatency that learns from these reads too.
+    """
+
+    def __init__(self, window: int = LATENCY_WINDOW, also: 'ReplyLatency | None' = None):
+        self.also = also
+        self._waits: collections.deque = collections.deque(maxlen=window)
+        self._margin: float | None = None       # best_margin_ms of _waits, None when to be computed
+        self._for = (math.nan, math.nan)        # the (ceiling, read) it was computed for
+
+    def __len__(self) -> int:
+        return len(self._waits)
+
+    def observe(self, wait_ms: float) -> None:
+        """A reply came ``wait_ms`` after the wire time of the request (and what preceded it) and of
+        the reply's own bytes."""
+        self._add(max(0.0, float(wait_ms)))
+
+    def missed(self) -> None:
+        """A read's replies came after its deadline."""
+        self._add(math.inf)
+
+    def _add(self, value: float) -> None:
+        self._waits.append(value)
+        self._margin = None
+        if self.also is not None:
+            self.also._add(value)
+
+    def margin_ms(self, ceiling_ms: float, read_ms: float) -> float | None:
+        """The learnt margin (ms) within LATENCY_FLOOR_MS..``ceiling_ms`` (the configured margin) for
+        reads of ``read_ms`` on the wire; None until LATENCY_MIN_SAMPLES waits were seen."""
+        if len(self._waits) < LATENCY_MIN_SAMPLES:
+            return None
+        if self._margin is None or self._for != (ceiling_ms, read_ms):
+            self._margin = best_margin_ms(np.fromiter(self._waits, float), read_ms, LATENCY_FLOOR_MS,
+                                          ceiling_ms)
+            self._for = (ceiling_ms, read_ms)
+        return self._margin
 
 
 def expected_all_fresh(p_byte: float, p_drop: float, n: int, reads: int, size: int = 11,
