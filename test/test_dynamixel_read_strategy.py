@@ -138,3 +138,7 @@ def test_best_margin_waits_longer_for_a_longer_read():
     w = np.r_[np.full(60, 0.3), np.full(20, 0.6), np.full(30, 3.0)]
     assert best_margin_ms(w, 0.5, 0.2, 8.0) < 1.0 < 3.0 < best_margin_ms(w, 2.0, 0.2, 8.0) <= 8.0
     assert best_margin_ms(np.full(50, 0.01), 0.5, 0.2, 8.0) == 0.2      # never under the floor
+    # Reads that got no reply at all (garbled requests) cost the margin whatever it is: the more of
+    # them, the less the tail is worth waiting for.
+    lost = np.r_[w, np.full(150, np.nan)]
+    assert best_margin_ms(lost, 2.0, 0.2, 8.0) < 1.0

@@ -61,8 +61,10 @@ class SnakePortHandler(sdk.PortHandler):
         # Watches the bytes a request clears for late replies of reads that missed servos (ServoBus).
         self.late: LateReplies | None = None
         # The reply latency (read_strategy.ReplyLatency) of the last read when it ended waiting for a
-        # reply: bytes that still come before the next request were replies later than its margin.
+        # reply: bytes that still come before the next request were replies later than its margin;
+        # when it had no reply at all and none comes, its request (or every reply) was garbled.
         self.unanswered = None
+        self.unanswered_any = False
 
     def take_backlog_ms(self, request_bytes: int) -> float:
         """Wire time of the unanswered backlog plus this request (ms); clears the backlog."""
@@ -197,6 +199,8 @@ class SnakePortHandler(sdk.PortHandler):
             self.late.feed(self.take_pending())
         elif self.unanswered is not None:
             self.take_pending()
+        if self.unanswered is not None and not self.unanswered_any:
+            self.unanswered.silent()
         self.unanswered = None          # from here on, bytes are this request's
         try:
             self.ser.reset_input_buffer()
@@ -574,6 +578,7 @@ class ServoBus:
                     chunk = port.readPort(min(11 + size, reply_bytes - received))
                     if not chunk:
                         port.unanswered = latency   # gave up waiting: anything still coming was late
+                        port.unanswered_any = received > 0
                         break
                     now_ms = port.getCurrentTime()
                     if not received and latency is not None:

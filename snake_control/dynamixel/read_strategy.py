@@ -120,38 +120,44 @@ LATENCY_FLOOR_MS = 0.2      # never shorter (a line that answered at once so far
 
 def best_margin_ms(waits: np.ndarray, read_ms: float, floor_ms: float, ceiling_ms: float) -> float:
     """The reply margin (ms) that gets the most replies per ms from reads whose first reply took
-    ``waits`` (ms beyond the wire time; inf: it came after its read's deadline).
+    ``waits`` (ms beyond the wire time; inf: it came after its read's deadline; nan: the read got no
+    reply at all, nor did one come later: a garbled request, or every reply garbled or lost).
 
     A read of ``read_ms`` (the wire time of its bytes) whose reply comes w ms late takes read_ms +
-    min(w, M) with margin M, and gets its reply when w <= M. One given up while its replies are still
-    to come leaves them on the line, and the next read waits behind them: read_ms more. So the replies
-    per ms are F(M) / (read_ms + E[min(w, M)] + (1 - F(M)) read_ms), F the share of waits within M.
-    A reply that came late counts as coming at ``ceiling_ms`` (the configured margin). The margin is
-    one of the waits seen (plus LATENCY_SLACK_MS) or the ceiling, within ``floor_ms``..``ceiling_ms``.
-    Reads that got no reply at all (a garbled request) are not among the waits: they cost the margin
-    whatever it is, which only makes a shorter one better.
+    min(w, M) with margin M, and gets its reply when w <= M; one that gets no reply takes read_ms + M.
+    One given up while its replies are still to come leaves them on the line, and the next read waits
+    behind them: read_ms more. So the replies per ms are a F / (read_ms + a E[min(w, M)] + (1 - a) M
+    + a (1 - F) read_ms), a the share of reads answered and F the share of those answered within M. A
+    reply that came late counts as coming at ``ceiling_ms`` (the configured margin). The margin is one
+    of the waits seen (plus LATENCY_SLACK_MS) or the ceiling, within ``floor_ms``..``ceiling_ms``.
 
     >>> w = np.array([0.3] * 60 + [0.6] * 20 + [3.0] * 30)
     >>> round(best_margin_ms(w, 0.5, 0.2, 8.0), 2)      # a short read: the 3 ms tail is asked again
     0.7
     >>> round(best_margin_ms(w, 2.0, 0.2, 8.0), 2)      # a long one: worth waiting for
     3.1
+    >>> round(best_margin_ms(np.append(w, [np.nan] * 150), 2.0, 0.2, 8.0), 2)  # unless requests get lost
+    0.7
     """
-    seen = np.sort(np.minimum(np.asarray(waits, dtype=float) + LATENCY_SLACK_MS, ceiling_ms))
-    if not len(seen):
+    waits = np.asarray(waits, dtype=float)
+    answered = waits[~np.isnan(waits)]
+    if not len(answered):
         return ceiling_ms
+    a = len(answered) / len(waits)
+    seen = np.sort(np.minimum(answered + LATENCY_SLACK_MS, ceiling_ms))
     margins = np.clip(np.unique(np.append(seen, ceiling_ms)), floor_ms, ceiling_ms)
     within = np.searchsorted(seen, margins, side='right')          # replies within each margin
     share = within / len(seen)
     waited = (np.concatenate(([0.0], np.cumsum(seen)))[within] + margins * (len(seen) - within)) / len(seen)
-    per_ms = share / (read_ms + waited + (1.0 - share) * read_ms)
+    per_ms = a * share / (read_ms + a * waited + (1.0 - a) * margins + a * (1.0 - share) * read_ms)
     return float(margins[int(np.argmax(per_ms))])
 
 
 class ReplyLatency:
     """How long this line's replies take beyond the wire time of the bytes (ms), and the reply margin
     learnt from it: ``observe`` each wait for a first reply that came in time, ``missed`` a read whose
-    replies came after its deadline, ``margin_ms`` the margin.
+    replies came after its deadline, ``silent`` a read that got no reply at all, ``margin_ms`` the
+    margin.
 
     On a noisy line a garbled request gets no reply at all, and the read can only tell after its
     margin: every such read costs the margin. A fixed margin is either too long for a line that answers
@@ -178,6 +184,10 @@ class ReplyLatency:
         """A read's replies came after its deadline."""
         self._add(math.inf)
 
+    def silent(self) -> None:
+        """A read got no reply, in time or since."""
+        self._add(math.nan)
+
     def _add(self, value: float) -> None:
         self._waits.append(value)
         self._margin = None
@@ -186,7 +196,7 @@ class ReplyLatency:
 
     def margin_ms(self, ceiling_ms: float, read_ms: float) -> float | None:
         """The learnt margin (ms) within LATENCY_FLOOR_MS..``ceiling_ms`` (the configured margin) for
-        reads of ``read_ms`` on the wire; None until LATENCY_MIN_SAMPLES waits were seen."""
+        reads of ``read_ms`` on the wire; None until LATENCY_MIN_SAMPLES reads were seen."""
         if len(self._waits) < LATENCY_MIN_SAMPLES:
             return None
         if self._margin is None or self._for != (ceiling_ms, read_ms):
