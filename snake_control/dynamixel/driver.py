@@ -29,8 +29,8 @@ earlier request's answer taken late (``stale_replies``), treated as lost, never 
 its own reply, queued behind, is waited for without a new request. The read mode
 follows the recent reply-failure rate (``read_strategy``): on a noisy line, where one garbled byte in
 the long fast reply costs every servo after it, the cycle reads per-servo status packets (sync read) and
-retries the lost servos with a short margin while the cycle has time; it returns to fast sync read once
-the line is clean again.
+retries the lost servos while the cycle has time, with reply margins learnt from the line's reply
+latency (read_strategy.ReplyLatency); it returns to fast sync read once the line is clean again.
 
 Safety: a servo whose read failed keeps its last good value and is marked stale (never zeros); after
 ``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
@@ -96,8 +96,8 @@ FOLLOW_UP_BUDGET = 0.85
 # line); a servo still unarmed then fails the start-up rather than run unguarded.
 ARM_DEADLINE_S = 2.0
 # Reply margin of follow-up reads and the quiet that ends the drain after an incomplete read (ms): each
-# lost reply of a noisy line costs this, not the first read's margin, so a cycle has room for several
-# rounds. A reply later than this is lost for the cycle (stale), never taken for another's: every
+# lost reply costs this, not the first read's margin, so a cycle has room for several rounds (on a
+# noisy line, once learnt, the margins are the line's own: _reply_margin_ms). A reply later than this is lost for the cycle (stale), never taken for another's: every
 # request clears the input buffer before it leaves.
 QUICK_MARGIN_MS = 1.0
 # How long a lost first-read reply may take to turn up whole before the read strategy counts it lost

@@ -12,10 +12,11 @@ Modes (``ReadStrategy.mode``, reported as read_mode in /diagnostics):
 
 - ``fast``: one fast sync read of all servos, then follow-ups of the missing (a clean line).
 - ``slow``: the same with sync read (a clean line, firmware without fast sync read).
-- ``noisy``: sync read (the first with the configured margin, which covers the adapter's latency),
-  the missing ones read again with the short margin while the cycle has time, health reads with the
-  short margin, goals in short sync write packets: on a noisy line a lost reply is lost for good, and
-  waiting the full margin for each leaves no time to ask again.
+- ``noisy``: sync read, the missing ones read again while the cycle has time, goals in short sync
+  write packets. The reply margins are learnt from this line's reply latency (``ReplyLatency``,
+  ``best_margin_ms``; the configured margin and the short one until then): a garbled request gets no
+  reply, so every read it hits costs the whole margin, and waiting the configured one (which covers a
+  loaded host) leaves no time to ask again.
 
 Splitting the first read into groups does not pay: a group's request saves a few bytes of exposure but
 costs a round trip (the adapter's latency), and for a fixed number of reads per cycle one read of all
