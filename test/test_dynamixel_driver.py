@@ -12,7 +12,7 @@ import pytest
 
 from snake_control.app.sim_bus import sim_bus_args
 from snake_control.dynamixel.bus import latency_timer_warning
-from snake_control.dynamixel.driver import Driver, DriverConfig, StartupError
+from snake_control.dynamixel.driver import LATE_WINDOW_S, Driver, DriverConfig, StartupError
 from snake_control.dynamixel.simproc import SimBusProcess
 from snake_control.robot import load_robot
 
@@ -376,6 +376,41 @@ def test_noisy_line_reads_per_servo_packets_and_returns_to_fast_when_clean(robot
             d.stop()
         assert not any(torque_states(sim).values())
         assert_goals_safe(sim, d)
+
+
+def test_garbled_fast_replies_make_the_line_noisy_within_a_few_cycles(robot):
+    """A fast reply that came whole in length and in time but broke its CRC was garbled, not late: the
+    read strategy takes it at once, instead of after the LATE_WINDOW_S that a missing reply waits to
+    turn up late. Counted in cycles, from the on_state callback (the bus thread itself)."""
+    rate = 100
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(rate_hz=rate, stale_limit=1000))
+        modes = []
+        d.on_state = lambda snap: modes.append((d.counters.cycles, d.read_strategy.mode))
+        d.start()
+        try:
+            stream(d, robot, 0.2, rate=rate)
+            sim.command('corrupt 0.03')
+            c0 = d.counters.cycles
+            assert wait_for(lambda: any(mode == 'noisy' for _, mode in list(modes)), 10.0), d.diagnostics()
+            switched = next(c for c, mode in list(modes) if mode == 'noisy')
+            # Before, the switch waited for the late window (25 cycles at 100 Hz) on top of the few
+            # cycles the failure rate needs to pass ENTER_NOISY.
+            assert switched - c0 < math.ceil(LATE_WINDOW_S * rate), (c0, switched)
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
+def test_no_late_extension_on_a_noisy_line(robot):
+    """While replies come late the first read waits longer for them; on a noisy line a lost reply is
+    mostly a garbled request or reply, which no wait brings, so the first read does not wait longer
+    there (its margin is learnt from the line instead)."""
+    d = Driver(robot, os.devnull, config=config(rate_hz=100))
+    d.read_strategy.late_rate = 0.5
+    assert d._first_read_extra_ms(time.monotonic(), 4, True) > 0
+    d.read_strategy.mode = 'noisy'
+    assert d._first_read_extra_ms(time.monotonic(), 4, False) == 0.0
 
 
 def test_late_replies_are_a_slow_line_not_a_noisy_one(robot):

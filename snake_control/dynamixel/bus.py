@@ -60,6 +60,11 @@ class SnakePortHandler(sdk.PortHandler):
         self.backlog_bytes = 0
         # Watches the bytes a request clears for late replies of reads that missed servos (ServoBus).
         self.late: LateReplies | None = None
+        # The reply latency (read_strategy.ReplyLatency) of the last read when it ended waiting for a
+        # reply: bytes that still come before the next request were replies later than its margin;
+        # when it had no reply at all and none comes, its request (or every reply) was garbled.
+        self.unanswered = None
+        self.unanswered_any = False
 
     def take_backlog_ms(self, request_bytes: int) -> float:
         """Wire time of the unanswered backlog plus this request (ms); clears the backlog."""
@@ -171,18 +176,32 @@ class SnakePortHandler(sdk.PortHandler):
             try:
                 chunk = os.read(self.ser.fd, 4096)
             except BlockingIOError:
-                return out
+                break
             except OSError as exc:
                 raise PortGone(f'{self.port_name}: adapter gone (read: {exc})') from exc
             if not chunk:
-                return out
+                break
             out += chunk
+        self.heard_after(out)
+        return out
+
+    def heard_after(self, data: bytes) -> None:
+        """Bytes that came after a read stopped waiting for its replies: they were replies (whole or
+        garbled; a garbled request gets none), later than the read's margin."""
+        if data and self.unanswered is not None:
+            self.unanswered.missed()
+            self.unanswered = None
 
     def clearPort(self):
         if self.late is not None and self.late.outstanding:
             # A read missed servos: whether what waits here is their whole replies, late, tells a
             # slow answer from a noisy line (late_replies).
             self.late.feed(self.take_pending())
+        elif self.unanswered is not None:
+            self.take_pending()
+        if self.unanswered is not None and not self.unanswered_any:
+            self.unanswered.silent()
+        self.unanswered = None          # from here on, bytes are this request's
         try:
             self.ser.reset_input_buffer()
         except Exception as exc:      # termios.error on a hung-up tty
@@ -246,6 +265,9 @@ class ServoBus:
     # clears what is left in the input buffer before it leaves, so a short drain only has to cover a
     # reply in flight at that moment.
     drain_quiet_ms: float | None = None
+    # Whether the last fast sync read's reply came whole in length and in time, yet missed servos: a
+    # running CRC broke, so the line garbled it (a late or truncated reply is short, never this).
+    garbled_in_time = False
 
     def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
         if baud not in SUPPORTED_BAUDS:
@@ -444,6 +466,7 @@ class ServoBus:
             if not chunk:
                 break
             dropped += len(chunk)
+            self.port.heard_after(chunk)
             self.late.feed(chunk)
         return dropped
 
@@ -493,7 +516,7 @@ class ServoBus:
 
     def sync_read(self, address: int, size: int, ids: list[int], fast: bool,
                   timeout_ms: float | None = None, drain: bool = True,
-                  extra_ms: float = 0.0) -> dict[int, tuple[int, bytes]]:
+                  extra_ms: float = 0.0, latency=None) -> dict[int, tuple[int, bytes]]:
         """{id: (error byte, data)} for every servo whose reply arrived intact; missing ones absent.
 
         Fast: one packet of blocks; a truncated or partly corrupted reply still yields the blocks
@@ -502,6 +525,8 @@ class ServoBus:
         ``drain=False``: an incomplete read is not drained; the caller makes sure no late reply can pass
         for a later read's (each request clears the input buffer before it leaves). ``extra_ms``: wait
         this much longer for the (first) reply, as when the servos' side is known to answer late.
+        ``latency`` (read_strategy.ReplyLatency, sync read only): observes how long the first reply took
+        beyond the wire time of what was sent and of its own bytes.
         """
         if not ids:
             self.port.flush_held()
@@ -510,7 +535,8 @@ class ServoBus:
         reply_bytes = P.sync_read_reply_bytes(n, size, fast)
         if timeout_ms is None:
             timeout_ms = reply_bytes * self.byte_time_ms + self.port.margin_ms
-        timeout_ms += self.port.take_backlog_ms(14 + n) + extra_ms
+        sent_ms = self.port.take_backlog_ms(14 + n)     # wire time of the request and what it follows
+        timeout_ms += sent_ms + extra_ms
         out: dict[int, tuple[int, bytes]] = {}
         with self.transaction():
             result = self.ph.syncReadTx(self.port, address, size, list(ids), n, fast)
@@ -527,6 +553,7 @@ class ServoBus:
                     for err, sid, data in P.parse_fast_blocks(raw[start:], [size] * n):
                         if sid in wanted:
                             out[sid] = (err, data)
+                self.garbled_in_time = start == 0 and len(raw) == reply_bytes and len(out) < n
                 if len(out) < n:
                     self.late.expect([sid for sid in ids if sid not in out], size, True,
                                      raw[start:] if start >= 0 else raw)
@@ -550,8 +577,13 @@ class ServoBus:
                 while len(out) < n and received < reply_bytes and last_id not in out:
                     chunk = port.readPort(min(11 + size, reply_bytes - received))
                     if not chunk:
+                        port.unanswered = latency   # gave up waiting: anything still coming was late
+                        port.unanswered_any = received > 0
                         break
                     now_ms = port.getCurrentTime()
+                    if not received and latency is not None:
+                        latency.observe(now_ms - port.packet_start_time
+                                        - sent_ms - len(chunk) * self.byte_time_ms)
                     port.packet_start_time, port.packet_timeout = now_ms, min(gap_ms, deadline_ms - now_ms)
                     received += len(chunk)
                     if in_flight:

@@ -29,8 +29,8 @@ earlier request's answer taken late (``stale_replies``), treated as lost, never 
 its own reply, queued behind, is waited for without a new request. The read mode
 follows the recent reply-failure rate (``read_strategy``): on a noisy line, where one garbled byte in
 the long fast reply costs every servo after it, the cycle reads per-servo status packets (sync read) and
-retries the lost servos with a short margin while the cycle has time; it returns to fast sync read once
-the line is clean again.
+retries the lost servos while the cycle has time, with reply margins learnt from the line's reply
+latency (read_strategy.ReplyLatency); it returns to fast sync read once the line is clean again.
 
 Safety: a servo whose read failed keeps its last good value and is marked stale (never zeros); after
 ``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
@@ -67,7 +67,7 @@ from snake_control.dynamixel.conversion import (current_a_to_torque_nm, joint_to
 from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, RAD_PER_TICK,
                                             RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
 from snake_control.dynamixel.late_replies import LateWindow
-from snake_control.dynamixel.read_strategy import ReadStrategy
+from snake_control.dynamixel.read_strategy import ReadStrategy, ReplyLatency
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
                                               JointStateSnapshot, ServoDiagnostics, ServoState, ServoTable,
@@ -96,8 +96,8 @@ FOLLOW_UP_BUDGET = 0.85
 # line); a servo still unarmed then fails the start-up rather than run unguarded.
 ARM_DEADLINE_S = 2.0
 # Reply margin of follow-up reads and the quiet that ends the drain after an incomplete read (ms): each
-# lost reply of a noisy line costs this, not the first read's margin, so a cycle has room for several
-# rounds. A reply later than this is lost for the cycle (stale), never taken for another's: every
+# lost reply costs this, not the first read's margin, so a cycle has room for several rounds (on a
+# noisy line, once learnt, the margins are the line's own: _reply_margin_ms). A reply later than this is lost for the cycle (stale), never taken for another's: every
 # request clears the input buffer before it leaves.
 QUICK_MARGIN_MS = 1.0
 # How long a lost first-read reply may take to turn up whole before the read strategy counts it lost
@@ -175,6 +175,12 @@ class Driver:
         self.warnings: list[str] = []
         self.events: collections.deque = collections.deque(maxlen=200)
         self.read_strategy = ReadStrategy(self.config.read_mode)
+        # How long this line's replies take beyond their wire time, to the reads after a cycle's first
+        # and to the first (behind the goal writes, and the longest): on a noisy line the reply margins
+        # are learnt from them. The first reads teach the others too, so that their margin follows the
+        # line even in cycles whose first read leaves no time for another.
+        self.retry_latency = ReplyLatency()
+        self.first_latency = ReplyLatency(also=self.retry_latency)
         self._lock = threading.Lock()
         self._command: _Command | None = None
         self._command_names: list | None = None     # the last accepted command's names, and their indices
@@ -963,7 +969,12 @@ class Driver:
         retry = [sid for sid in lost if sid not in self._stale_ids] if self._stale_ids else lost
         # Replies taken after the deadline the read would have had without the extension.
         caught = len(counted) - len(lost) if extra_ms and self._last_read_ms > self._last_read_ms_due else 0
-        self._first_reads.add(len(counted), set(lost), caught)
+        if strategy.fast and lost and self.bus.garbled_in_time:
+            # The whole reply came in time and broke: garbled, not late, so judged now rather than
+            # after LATE_WINDOW_S (a noisy line then costs a few cycles of fast reads, not 25).
+            self._record_first_read(len(counted), len(lost), 0, caught)
+        else:
+            self._first_reads.add(len(counted), set(lost), caught)
         self._follow_up(now, got, retry)
         if ids and not got:
             self.counters.full_read_failures += 1
@@ -992,19 +1003,25 @@ class Driver:
         if late:
             window.credit(late)
         for requested, lost, n_late, caught in window.judged():
-            self.counters.late_replies += n_late
-            self.counters.late_replies_caught += caught
-            event = self.read_strategy.record(requested, lost, n_late, caught)
-            if event:
-                self.counters.mode_switches += 1
-                self._event(event)
+            self._record_first_read(requested, lost, n_late, caught)
         self.bus.late.watch_only(window.watched())
+
+    def _record_first_read(self, requested: int, lost: int, n_late: int, caught: int):
+        """One cycle's first read into the read strategy (read_strategy.ReadStrategy.record)."""
+        self.counters.late_replies += n_late
+        self.counters.late_replies_caught += caught
+        event = self.read_strategy.record(requested, lost, n_late, caught)
+        if event:
+            self.counters.mode_switches += 1
+            self._event(event)
 
     def _first_read_extra_ms(self, now: float, n: int, fast: bool) -> float:
         """How much longer than wire time plus margin the first read waits for its reply: nothing on a
         line that answers in time; while replies come late (LATE_EXTEND_RATE), whatever the cycle's
-        follow-up budget leaves after the read itself."""
-        if self.read_strategy.late_rate < LATE_EXTEND_RATE or not n:
+        follow-up budget leaves after the read itself. Nothing on a noisy line either: there a lost
+        reply is mostly a garbled request or reply, which no wait brings, and a reply that came late
+        raises the learnt margin instead (ReplyLatency)."""
+        if self.read_strategy.late_rate < LATE_EXTEND_RATE or not n or self.read_strategy.noisy:
             return 0.0
         reply_bytes = P.sync_read_reply_bytes(n, STATE_BLOCK.size, fast)
         read_ms = (14 + n + reply_bytes) * self.bus.byte_time_ms + self.margin_ms
@@ -1015,14 +1032,18 @@ class Driver:
         """Read again the servos the first read lost, in rounds of sync read while the cycle has time
         for one more: one garbled byte then costs a few servos, not the whole cycle."""
         budget_ms = FOLLOW_UP_BUDGET * self.period_s * 1000.0
-        quick_ms = min(self.margin_ms, QUICK_MARGIN_MS)
+        quick_ms = self._reply_margin_ms(first=False)
         # On a noisy line every round that fits the cycle is worth it: each one leaves a share q of the
         # missing servos missing (one read's loss), so r rounds leave q^r.
         max_rounds = MAX_FOLLOW_UPS if not self.read_strategy.noisy else MAX_NOISY_FOLLOW_UPS
+        # A read waits its margin for the first reply, and a clean line's reads the margin again for a
+        # last lost one; on a noisy line the margin is this line's (learnt), and a lost last reply is
+        # one of many.
+        margins = 1 if self.read_strategy.noisy else 2
         rounds = 0
         while missing and rounds < max_rounds:
             elapsed_ms = (time.monotonic() - now) * 1000.0
-            need_ms = (14 + len(missing) * (12 + STATE_BLOCK.size)) * self.bus.byte_time_ms + 2 * quick_ms
+            need_ms = (14 + len(missing) * (12 + STATE_BLOCK.size)) * self.bus.byte_time_ms + margins * quick_ms
             free_running = rounds == 0 and self.rate_hz >= 1000
             if elapsed_ms + need_ms > budget_ms and not free_running:
                 break
@@ -1041,9 +1062,10 @@ class Driver:
         settles the line first (_settle)."""
         self.counters.state_reads += 1
         start = time.monotonic()
-        with self._quick_margin(quick):
+        with self._margin(self._reply_margin_ms(first=not quick)):
             got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False,
-                                     extra_ms=extra_ms)
+                                     extra_ms=extra_ms,
+                                     latency=None if fast else self.retry_latency if quick else self.first_latency)
             reply_bytes = P.sync_read_reply_bytes(len(ids), STATE_BLOCK.size, fast)
             self._last_read_ms_due = (14 + len(ids) + reply_bytes) * self.bus.byte_time_ms + self.bus.port.margin_ms
         replied = time.monotonic()
@@ -1122,17 +1144,37 @@ class Driver:
             self.bus.drain(quiet_ms)
         self._unsettled_since = None
 
+    def _reply_margin_ms(self, first: bool) -> float:
+        """The reply margin (ms) of a cycle's first read (``first``) or of the exchanges after it: the
+        configured margin and QUICK_MARGIN_MS; on a noisy line, once learnt, the one that gets the most
+        replies per ms from what this line's replies took (ReplyLatency), within the configured margin.
+        A garbled request gets no reply and costs its read the whole margin, so a margin that fits the
+        line leaves time for more reads, whether the line answers in 0.1 ms or an adapter's latency
+        timer adds 1 ms."""
+        fixed = self.margin_ms if first else min(self.margin_ms, QUICK_MARGIN_MS)
+        if not self.read_strategy.noisy:
+            return fixed
+        # What a read costs besides its wait: the first reads all servos, the others a few.
+        n = len(self.ids) if first else min(len(self.ids), 4)
+        read_ms = (14 + n + n * (11 + STATE_BLOCK.size)) * self.bus.byte_time_ms
+        learnt = (self.first_latency if first else self.retry_latency).margin_ms(self.margin_ms, read_ms)
+        return fixed if learnt is None else learnt
+
     @contextlib.contextmanager
-    def _quick_margin(self, on: bool = True):
-        """Reply margin QUICK_MARGIN_MS (at most the configured one) for the exchanges inside."""
-        if not on:
+    def _margin(self, margin_ms: float):
+        """Reply margin ``margin_ms`` for the exchanges inside."""
+        if margin_ms == self.margin_ms:
             yield
             return
-        self.bus.port.margin_ms = min(self.margin_ms, QUICK_MARGIN_MS)
+        self.bus.port.margin_ms = margin_ms
         try:
             yield
         finally:
             self.bus.port.margin_ms = self.margin_ms
+
+    def _quick_margin(self, on: bool = True):
+        """The short reply margin of the exchanges after a cycle's first read (_reply_margin_ms)."""
+        return self._margin(self._reply_margin_ms(first=False) if on else self.margin_ms)
 
     def _take_states(self, got: dict) -> np.ndarray:
         """This cycle's state blocks ({id: (error byte, data)}) of all servos at once: the values of those
