@@ -64,6 +64,19 @@ def test_estimator_gets_the_matching_axial_weight_only_for_pitch_yaw_in_mujoco()
     assert gait['startup_imu_wait_s'] > 0
     assert 'startup_imu_wait_s' not in next(s for s in build_graph(
         GraphArgs(robot='wheeled_8', bus='sim', physics='none'), port='/dev/null') if s.name == 'gait_node').parameters
+    # The MuJoCo graph maps cmd_vel with the calibration measured on its own (pyramidal) floor.
+    from snake_control.gaits.calibration import SIM_SUFFIX, calibration_path, load_calibration
+    from snake_control.robot import load_robot
+
+    def gait_params(robot, physics):
+        return next(s for s in build_graph(GraphArgs(robot=robot, bus='sim', physics=physics), port='/dev/null')
+                    if s.name == 'gait_node').parameters
+    robot = load_robot('pitch_yaw_32')
+    sim_calibration = calibration_path(robot, SIM_SUFFIX)
+    assert gait_params('pitch_yaw_32', 'mujoco')['calibration'] == str(sim_calibration)
+    assert 'pyramidal' in load_calibration(sim_calibration, robot).method
+    assert 'calibration' not in gait_params('pitch_yaw_32', 'none')      # the node's default: the shipped one
+    assert 'calibration' not in gait_params('wheeled_8', 'mujoco')       # none measured: the no-slip model
 
 
 def _write_mcap(path, topics):

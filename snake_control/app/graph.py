@@ -238,6 +238,19 @@ def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
     return params
 
 
+def gait_calibration(robot, args: GraphArgs) -> dict:
+    """gait_node's calibration parameter. The MuJoCo world of the graph runs the pyramidal friction cone
+    (faster than real time beside the controller), on which some gaits go faster or turn otherwise than
+    on the elliptic cone the shipped calibration is measured on (serpentine about 8 % faster,
+    docs/physics.md): the graph maps cmd_vel with <robot>.sim.calibration.yaml, measured on its own
+    floor, when there is one. Elsewhere the node's default: the calibration beside the robot YAML."""
+    if args.physics != 'mujoco':
+        return {}
+    from snake_control.gaits.calibration import SIM_SUFFIX, calibration_path
+    path = calibration_path(robot, SIM_SUFFIX)
+    return {'calibration': str(path)} if path.is_file() else {}
+
+
 def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
     """The node list for the launch arguments. `port` overrides the serial device (bringup passes the
     emulated bus's pty here once it has started it)."""
@@ -266,13 +279,14 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
     cycle = default_gait_cycle(robot)
     gait = args.gait or cycle[0]
     estimator = estimator_parameters(robot, robot_path, args)
+    calibration = gait_calibration(robot, args)
 
     specs = [
         NodeSpec(PACKAGE, 'driver_node', 'driver_node', ns,
                  {'robot': robot_path, **bus_ports, 'baud': baud, 'rate': rate, 'watchdog_ms': watchdog_ms},
                  module='snake_control.nodes.driver_node', class_name='DriverNode'),
         NodeSpec(PACKAGE, 'gait_node', 'gait_node', ns,
-                 {'robot': robot_path, 'rate_hz': rate, 'gait': gait,
+                 {'robot': robot_path, 'rate_hz': rate, 'gait': gait, **calibration,
                   # The power-up rest teaches the estimator its gyro bias only if the IMU is heard by then.
                   **({'startup_imu_wait_s': GRAPH_IMU_WAIT_S} if estimator.get('use_imu') else {})},
                  module='snake_control.nodes.gait_node', class_name='GaitNode'),

@@ -49,6 +49,9 @@ from snake_control.paths import ConfigError
 PI = math.pi
 FORMAT = 1
 SUFFIX = '.calibration.yaml'
+# The calibration measured in the running graph's MuJoCo world (snake calibrate --cone pyramidal): the
+# graph's floor, where the one beside the robot is measured on the elliptic cone cmd_vel is validated on.
+SIM_SUFFIX = '.sim' + SUFFIX
 _ITERATIONS = 6
 # A turn must leave the gait at least this share of its straight drive per cycle: an offset that curls
 # the body until it barely moves is not a turn a user asks for while moving (vertical undulation's
@@ -430,11 +433,12 @@ class Calibration:
         return path
 
 
-def calibration_path(robot) -> Path:
-    """Where a robot's calibration lives: <robot YAML without .yaml>.calibration.yaml beside it."""
+def calibration_path(robot, suffix: str = SUFFIX) -> Path:
+    """Where a robot's calibration lives: <robot YAML without .yaml>.calibration.yaml beside it
+    (suffix SIM_SUFFIX: <robot>.sim.calibration.yaml, the one the MuJoCo graph loads)."""
     src = Path(robot.source)
     stem = src.name[:-len(src.suffix)] if src.suffix in ('.yaml', '.yml') else src.name
-    return src.with_name(stem + SUFFIX)
+    return src.with_name(stem + suffix)
 
 
 # --- loading, with errors naming the file and key ------------------------------------------------
