@@ -10,7 +10,7 @@ import yaml
 
 from snake_control.cli import main
 from snake_control.gaits import catalog
-from snake_control.gaits.calibration import (Calibration, CycleSample, GaitCalibration, arc_factor,
+from snake_control.gaits.calibration import (SIM_SUFFIX, Calibration, CycleSample, GaitCalibration, arc_factor,
                                              calibration_from_dict,
                                              calibration_path, cycle_motion, find_calibration, load_calibration)
 from snake_control.gaits.scheduler import GaitScheduler
@@ -133,6 +133,12 @@ def test_file_round_trip_and_the_shipped_file(py32, tmp_path):
     s = GaitScheduler(py32, 'serpentine', calibration=shipped)
     assert s.state().mapping == 'calibration'
     assert GaitScheduler(py32, 'serpentine').state().mapping == 'stride parameter'
+    # The MuJoCo graph's (pyramidal cone) calibration: every gait, measured with today's default parameters.
+    sim = load_calibration(calibration_path(py32, SIM_SUFFIX), py32)
+    assert set(sim.gaits) == set(V.calibratable_gaits(py32)) and 'pyramidal' in sim.method
+    for gait in sim.gaits:
+        assert sim.for_gait(gait, catalog.resolve_params(catalog.GAITS[gait], py32, {})) is not None, gait
+    assert 'pitch_yaw_32.sim.calibration' not in robot_names()
 
 
 def _valid(py32):
