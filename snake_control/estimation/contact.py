@@ -382,6 +382,10 @@ def static_loads(contact_xy_m, centre_xy_m):
     return loads, supported
 
 
+# Heights this close count as level when supporting_contacts widens the contact set (m).
+TIE_M = 1e-9
+
+
 def supporting_contacts(mask, heights_m, centres_m, down, min_contacts: int = 3):
     """The contact mask (N,) bool widened, lowest module first, until the contacts can hold the body: at
     least min_contacts of them and the centroid of the module centres over their hull (static_loads).
@@ -416,7 +420,9 @@ def supporting_contacts(mask, heights_m, centres_m, down, min_contacts: int = 3)
         if k >= order.size:
             loads, _ = static_loads(xy[idx], centre)
             break
-        mask[order[k]] = True
+        # Modules level with the next lowest (within rounding) join with it: which of two equal heights
+        # comes first must not depend on the last bit of a sum.
+        mask |= h <= h[order[k]] + TIE_M
     out = np.zeros(mask.size)
     out[idx] = loads
     return mask, out
