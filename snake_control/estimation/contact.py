@@ -350,7 +350,7 @@ def static_loads(contact_xy_m, centre_xy_m):
 
     A rigid body on more than three contacts is statically indeterminate; this takes the least-norm loads
     that balance the weight and its two moments (the most even split), dropping the most negative one until
-    all are >= 0 (an active set). The body is supported when the centre stands over the hull of the
+    all are >= 0 (an active set; kernels.static_loads_kernel compiles it). The body is supported when the centre stands over the hull of the
     contacts that remain, i.e. the moments balance. Modules of one mass: the centre is the centroid of the
     module centres, the virtual chassis origin.
     """
@@ -358,6 +358,11 @@ def static_loads(contact_xy_m, centre_xy_m):
     m = p.shape[0]
     if m == 0:
         return np.zeros(0), False
+    kern = compiled()
+    if kern is not None:
+        loads = np.empty(m)
+        ok = kern.static_loads_kernel(np.ascontiguousarray(p), np.ascontiguousarray(centre_xy_m, dtype=float), loads)
+        return loads, bool(ok)
     r = p - np.asarray(centre_xy_m, dtype=float)
     a = np.empty((3, m))
     a[0] = 1.0

@@ -18,7 +18,7 @@ API
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=None,
 singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True,
-coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0)``
+coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0, contact_loads=True)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -62,6 +62,10 @@ coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0)`
   dissipated by dry friction, the quasi-static motion of a body on a Coulomb floor; slips under
   static_slip_m_s count as sticking); 0 iterations is plain least squares (a viscous floor). In MuJoCo
   it takes serpentine from 3 % to 0.4 % of distance and serpenoid sidewinding from 140 % to 109 %.
+- contact_loads (pitch-yaw): the contacts must be able to hold the body (the next lowest modules join while
+  the centroid does not stand over their hull, contact.supporting_contacts), and each is weighted by its
+  static normal load (contact.static_loads): a body whose contacts all scrub (a gait blend reshaping it
+  at rest) moves as its loaded contacts let it, not as a lone or unloaded module would.
 - singular_threshold: normalised singular value of the no-slip constraints below which a direction of
   the twist counts as unobservable (near the singular set); along it the previous twist is held, decaying
   with time constant hold_time_s (s), and the covariance is raised (``singular`` is set).
