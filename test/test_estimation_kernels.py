@@ -81,3 +81,16 @@ def test_estimator_matches_numpy(numpy_path, options):
     np.testing.assert_allclose(a.pose, b.pose, atol=1e-9)
     np.testing.assert_allclose(a.pose_covariance, b.pose_covariance, rtol=1e-6, atol=1e-15)
     assert np.linalg.norm(a.pose[:3, 3]) > 0.05       # it moved: the comparison is not of two zeros
+
+
+def test_static_loads_match_numpy(numpy_path):
+    from snake_control.estimation.contact import static_loads
+    rng = np.random.default_rng(5)
+    for m in (1, 2, 3, 5, 12, 33):
+        for _ in range(20):
+            xy = rng.normal(0.0, 0.5, (m, 2))
+            centre = rng.normal(0.0, 0.3, 2)
+            (lk, ok_k), (ln, ok_n) = static_loads(xy, centre), numpy_path(static_loads, xy, centre)
+            assert ok_k == ok_n and lk.sum() == pytest.approx(1.0) and ln.sum() == pytest.approx(1.0)
+            if ok_n:          # a set that cannot hold the centre leaves a near-singular system: its split is rounding
+                np.testing.assert_allclose(lk, ln, atol=1e-9)

@@ -18,7 +18,7 @@ API
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=None,
 singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True,
-coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0)``
+coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0, contact_loads=True)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -62,6 +62,10 @@ coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0)`
   dissipated by dry friction, the quasi-static motion of a body on a Coulomb floor; slips under
   static_slip_m_s count as sticking); 0 iterations is plain least squares (a viscous floor). In MuJoCo
   it takes serpentine from 3 % to 0.4 % of distance and serpenoid sidewinding from 140 % to 109 %.
+- contact_loads (pitch-yaw): the contacts must be able to hold the body (the next lowest modules join while
+  the centroid does not stand over their hull, contact.supporting_contacts), and each is weighted by its
+  static normal load (contact.static_loads): a body whose contacts all scrub (a gait blend reshaping it
+  at rest) moves as its loaded contacts let it, not as a lone or unloaded module would.
 - singular_threshold: normalised singular value of the no-slip constraints below which a direction of
   the twist counts as unobservable (near the singular set); along it the previous twist is held, decaying
   with time constant hold_time_s (s), and the covariance is raised (``singular`` is set).
@@ -107,8 +111,9 @@ import numpy as np
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
 from snake_control.estimation.imu import AttitudeFilter, _log_rotation, _rodrigues
-from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
-                                              resting_down, shape_turn, support_plane, virtual_chassis)
+from snake_control.estimation.contact import (LOAD_FLOOR, ContactSelector, _cross3, chain_poses, compiled,
+                                              contact_step, resting_down, shape_turn, support_plane,
+                                              supporting_contacts, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
                                           se2_adjoint, se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse,
                                           se3_exp_fast, se3_log, se3_matrix, so3_exp, so3_log,
@@ -189,7 +194,7 @@ class Estimator:
                  axial_weight: float | None = None, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
                  hold_time_s: float = 1.0, flat_ground: bool = True, contact_ends: bool = True,
                  ground_plane: bool = True, coulomb_iterations: int = 3, static_slip_m_s: float = 0.01,
-                 imu_gap_s: float = 0.05, imu_attitude_s: float = 0.0):
+                 imu_gap_s: float = 0.05, imu_attitude_s: float = 0.0, contact_loads: bool = True):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -239,6 +244,7 @@ class Estimator:
             raise ValueError(f'imu_attitude_s must be >= 0, got {imu_attitude_s}')
         self.imu_attitude_s = float(imu_attitude_s)
         self.static_slip_m_s = float(static_slip_m_s)
+        self.contact_loads = bool(contact_loads)
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
         self.selector = ContactSelector(enter, exit_)
@@ -827,6 +833,16 @@ class Estimator:
                 # A tilted capsule's lowest point is its lower end.
                 heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
         contacts = self.selector.update(heights)
+        weights = self.weights
+        if self.contact_loads and not contacts.all():
+            # The contacts must hold the body (its centre over their hull; a lone module chosen by a
+            # degree of attitude error cannot), and each counts by the load it carries: the quasi-static
+            # motion on a dry floor is the least power sum_i N_i |slip_i|, and where the floor
+            # scrubs (a gait blend reshaping a standing body) unloaded modules would move the estimate.
+            contacts, loads = supporting_contacts(contacts, heights, geom['q'], down)
+            self.selector.mask = contacts.copy()
+            load_w = np.where(contacts, loads * (1.0 / max(float(loads.max()), 1e-12)) + LOAD_FLOOR, 0.0)
+            weights = load_w if weights is None else weights * load_w
         rot_inc = None
         if gyro_turn:
             rot_inc = _log_rotation(self._pull_attitude.T @ pull_wc)
@@ -839,7 +855,7 @@ class Estimator:
             rel = geom['rot'][self.imu_link] @ g0['rot'][self.imu_link].T
             rot_inc = geom['rot'][self.imu_link] @ (rate * dt) - so3_log(rel)
         step = contact_step(g0['q'], g0['rot'], geom['q'], geom['rot'], down, self.radius, contacts,
-                            self.weights, self.axial_weight, rot_inc, self.length_scale,
+                            weights, self.axial_weight, rot_inc, self.length_scale,
                             self.singular_threshold, self._held_twist(q - self._q, dt) * dt,
                             self.half_length, tilt, self.coulomb_iterations, self.static_slip_m_s * dt)
         self._xi_last = step.displacement / dt
