@@ -28,7 +28,9 @@ def workspace(tmp_path_factory):
     """The package as a ROS user has it: `colcon build` in a workspace, from the tracked files."""
     ws = build_workspace(tmp_path_factory.mktemp('ws'))
     assert (ws / 'install' / 'snake_control' / 'lib' / 'snake_control' / 'driver_node').exists()
-    return ws
+    yield ws
+    # `ros2 param set` starts the ros2 daemon, which would outlive the tests (and their virtualenv).
+    subprocess.run(shell(ws, 'ros2 daemon stop'), capture_output=True, text=True, timeout=60)
 
 
 def run(ws: Path, command: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess:
