@@ -48,7 +48,6 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 
 from snake_control.estimation.estimator import Estimator, root_link_pose
@@ -59,7 +58,7 @@ from snake_control.kinematics.lie import quaternion_from_matrix
 from snake_control.nodes.messages import (IMU_ANGULAR_VELOCITY, IMU_ANGULAR_VELOCITY_COVARIANCE,
                                           IMU_LINEAR_ACCELERATION, IMU_LINEAR_ACCELERATION_COVARIANCE,
                                           IMU_ORIENTATION, IMU_ORIENTATION_COVARIANCE, JointStateReader,
-                                          OdometryWriter, imu_values, set_stamp)
+                                          OdometryWriter, imu_values_any, set_stamp)
 from snake_control.nodes.qos import DIAGNOSTICS_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import load_robot, reorder_joints
@@ -225,16 +224,7 @@ class EstimatorNode(Node):
         return SetParametersResult(successful=True)
 
     def _on_imu(self, data: bytes):
-        read = imu_values(data)
-        if read is None:        # an encoding the byte reader does not read: the message, as rclpy builds it
-            msg = deserialize_message(data, Imu)
-            q, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
-            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-            values = np.array([q.x, q.y, q.z, q.w, msg.orientation_covariance[0], *[0.0] * 8,
-                               w.x, w.y, w.z, msg.angular_velocity_covariance[0], *[0.0] * 8,
-                               a.x, a.y, a.z, msg.linear_acceleration_covariance[0], *[0.0] * 8])
-        else:
-            stamp, values = read
+        stamp, values = imu_values_any(data)
         quat = values[IMU_ORIENTATION].copy()
         # sensor_msgs/Imu: covariance[0] == -1 means "no orientation estimate" (or no rate, no acceleration).
         orientation = None if values[IMU_ORIENTATION_COVARIANCE] == -1.0 or np.linalg.norm(quat) < 0.5 else quat
