@@ -45,13 +45,18 @@ AIM_JOY_P99_MS = 20.0
 SHIPPED = dict(executor_kind='events', driver_in_process=False)
 BEFORE = dict(executor_kind='multi', driver_in_process=True)
 
+def _stat_cpu_s(stat_path: str) -> float:
+    """User + system CPU time (s) from a /proc stat file (a process's or a thread's); OSError when gone."""
+    fields = Path(stat_path).read_text().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
 def _cpu_s(pid: int) -> float:
     """User + system CPU time of a process in s, from /proc (0 when it is gone)."""
     try:
-        fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+        return _stat_cpu_s(f'/proc/{pid}/stat')
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def _thread_cpu_s(pid: int) -> dict:
@@ -69,8 +74,7 @@ def _thread_cpu_s(pid: int) -> dict:
             try:
                 cpu = int(Path(f'{base}/schedstat').read_text().split()[0]) * 1e-9
             except (OSError, IndexError, ValueError):
-                fields = Path(f'{base}/stat').read_text().rsplit(')', 1)[1].split()
-                cpu = (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+                cpu = _stat_cpu_s(f'{base}/stat')
         except OSError:
             continue                    # the thread ended meanwhile
         out[int(tid)] = (name, cpu)
