@@ -87,6 +87,16 @@ def poll(fn, timeout_s: float = 30.0, what: str = ''):
     raise AssertionError(f'{what}: still {value!r} after {timeout_s:g} s')
 
 
+def node_list_naming(ws: Path, nodes) -> str | None:
+    """`ros2 node list`'s output when it names every one of nodes, else None. Without the daemon each call
+    is a new DDS participant that discovers the graph afresh within its spin time: 5 s rather than the
+    default 0.5, because a participant whose first announcements went unanswered hears the others only
+    at their periodic ones, 3 s apart (a CI run listed the launched graph's nodes in none of its calls
+    for 30 s, while its nodes ran and talked)."""
+    out = run(ws, 'ros2 node list --no-daemon --spin-time 5').stdout
+    return out if all(n in out for n in nodes) else None
+
+
 def gait_state(ws: Path, ns: str = 'snake') -> dict:
     """One gait/state message through `ros2 topic echo --once`, as key -> value."""
     out = run(ws, f'ros2 topic echo --once /{ns}/gait/state diagnostic_msgs/msg/DiagnosticStatus',
@@ -129,8 +139,7 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
         assert 'Traceback' not in text
 
         names = ('driver_node', 'gait_node', 'estimator_node', 'teleop_node')
-        poll(lambda: (lambda out: all(f'/snake/{n}' in out for n in names))(
-            run(ws, 'ros2 node list --no-daemon').stdout), what=f'ros2 node list naming {names}')
+        poll(lambda: node_list_naming(ws, [f'/snake/{n}' for n in names]), what=f'ros2 node list naming {names}')
 
         hz = run(ws, 'timeout -s INT 12 ros2 topic hz /snake/joint_states', timeout_s=40).stdout
         rates = [float(x) for x in re.findall(r'average rate: ([0-9.]+)', hz)]
@@ -178,8 +187,8 @@ def test_ros2_run_each_node_by_its_graph_name(workspace, tmp_path):
             runs[node] = Background(ws, f'ros2 run snake_control {node} --ros-args -r __ns:=/r1 '
                                         f'-p robot:=kinematic_snake_3{extra}', tmp_path / f'{node}.log')
         try:
-            listed = poll(lambda: (lambda out: out if all(f'/r1/{n}' in out for n in runs) else '')(
-                run(ws, 'ros2 node list --no-daemon').stdout), timeout_s=60, what='ros2 node list')
+            listed = poll(lambda: node_list_naming(ws, [f'/r1/{n}' for n in runs]), timeout_s=60,
+                          what='ros2 node list')
             assert '/r1/driver\n' not in listed and '/r1/estimator\n' not in listed
         finally:
             codes = {node: bg.ctrl_c() for node, bg in runs.items()}
