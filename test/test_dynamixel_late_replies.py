@@ -83,6 +83,23 @@ def test_the_window_credits_each_late_reply_to_the_oldest_cycle_that_lost_it():
     assert w.judged() == [(4, 2, 1, 0)] and w.watched() == set()
 
 
+def test_the_windows_watched_servos_follow_its_cycles_as_it_moves():
+    """watched() is kept as cycles come, are credited and leave: it equals the union, over the open
+    cycles, of each one's lost servos not yet credited, through a random run."""
+    import random
+    rng = random.Random(7)
+    w = LateWindow(5)
+    for _ in range(400):
+        w.add(8, {sid for sid in range(8) if rng.random() < 0.2})
+        if rng.random() < 0.5:
+            w.credit(collections.Counter({rng.randrange(8): rng.randrange(1, 3)}))
+        w.judged()
+        expected = set().union(*(lost - late for _, lost, late, _ in w._open))
+        assert w.watched() == expected
+    w.clear()
+    assert w.watched() == set()
+
+
 def test_realtime_tick_tells_an_earlier_requests_reply_across_the_wrap_and_a_drifting_clock():
     """A servo whose clock runs 1.5 % fast from an arbitrary start, read every 10 ms for 70 s (the tick
     wraps twice), answering 0.1-5 ms after each request: no reply of its own request is judged stale,

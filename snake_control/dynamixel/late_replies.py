@@ -96,29 +96,39 @@ class LateWindow:
     def __init__(self, cycles: int):
         self.cycles = max(1, cycles)
         self._open: collections.deque = collections.deque()    # [asked, lost set, late set]
+        # Servo ID -> open cycles that lost it and were not credited for it: kept as the window moves,
+        # because the window spans LATE_WINDOW_S of cycles (100 at 400 Hz) and a clean line loses none,
+        # so going through them all every cycle would cost more than the read it judges.
+        self._uncredited: collections.Counter = collections.Counter()
 
     def add(self, asked: int, lost: set[int], caught_late: int = 0) -> None:
         self._open.append([asked, lost, set(), caught_late])
+        self._uncredited.update(lost)
 
     def credit(self, late: collections.Counter) -> None:
         for sid, count in late.items():
+            if not self._uncredited[sid]:
+                continue
             for entry in self._open:
                 if count <= 0:
                     break
                 if sid in entry[1] and sid not in entry[2]:
                     entry[2].add(sid)
+                    self._uncredited[sid] -= 1
                     count -= 1
 
     def judged(self) -> list[tuple[int, int, int, int]]:
         out = []
         while len(self._open) > self.cycles:
             asked, lost, late, caught = self._open.popleft()
+            self._uncredited.subtract(lost - late)
             out.append((asked, len(lost), len(late), caught))
         return out
 
     def watched(self) -> set[int]:
         """The servos whose lost replies may still be credited."""
-        return set().union(*(entry[1] - entry[2] for entry in self._open)) if self._open else set()
+        return {sid for sid, n in self._uncredited.items() if n > 0}
 
     def clear(self) -> None:
         self._open.clear()
+        self._uncredited.clear()
