@@ -481,6 +481,23 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
     return ex
 
 
+def _segments(ex: _Extra) -> list[tuple[float, float, str]]:
+    """script_segments of a recording's gait/state samples (times as in ex: s from its first message)."""
+    moving = (np.hypot(ex.gait_command_xy_m_s[:, 0], ex.gait_command_xy_m_s[:, 1]) > MOVING_M_S) \
+        | (np.abs(ex.gait_turn_rad_s) > MOVING_M_S)
+    return script_segments(ex.gait_t_s, ex.gait_names, ex.gait_targets, ex.gait_blending, moving)
+
+
+def recording_segments(path, namespace: str) -> list[tuple[float, float, str]]:
+    """script_segments of a recording's <namespace>/gait/state, times in s of the recorder's clock (log time,
+    the epoch for a recording of the graph); [] when it has fewer than two gait/state samples."""
+    ex = _read_extra(Path(path), namespace.strip('/'))
+    if len(ex.gait_t_s) < 2:
+        return []
+    t0 = ex.t_first_ns * 1e-9
+    return [(a + t0, b + t0, label) for a, b, label in _segments(ex)]
+
+
 # ---------------------------------------------------------------------------------------------- one robot
 
 def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
@@ -599,10 +616,7 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     summ.final_heading_error_deg = math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))
     if len(ex.gait_t_s) > 1:
         # What each part of the script adds to the error: the blends, each gait moving and standing.
-        moving = (np.hypot(ex.gait_command_xy_m_s[:, 0], ex.gait_command_xy_m_s[:, 1]) > MOVING_M_S) \
-            | (np.abs(ex.gait_turn_rad_s) > MOVING_M_S)
-        segments = script_segments(ex.gait_t_s, ex.gait_names, ex.gait_targets, ex.gait_blending, moving)
-        summ.segments = segment_errors(s.odom_t_s, est_rel, true_t, true_rel, segments)
+        summ.segments = segment_errors(s.odom_t_s, est_rel, true_t, true_rel, _segments(ex))
 
     # Commanded against achieved speed over the spans a motion command was in force, measured as the
     # acceptance harness does (span_speeds): the body frame's own path would count the wave's swing.
