@@ -41,7 +41,8 @@ def mujoco_recording(tmp_path_factory):
 
 @pytest.mark.ros
 @pytest.mark.slow
-def test_replay_reproduces_the_recorded_odometry_and_a_changed_setting_changes_it(mujoco_recording, capsys):
+def test_replay_reproduces_the_recorded_odometry_and_a_changed_setting_changes_it(mujoco_recording, capsys,
+                                                                                  tmp_path):
     got = _replay_json(capsys, mujoco_recording, 'wheeled_8')
     # The graph's parameters in the MuJoCo world: the IMU fused from the head link.
     assert got['world'] == 'mujoco' and got['parameters']['use_imu'] is True
@@ -68,11 +69,16 @@ def test_replay_reproduces_the_recorded_odometry_and_a_changed_setting_changes_i
     assert no_imu['parameters']['use_imu'] is False and no_imu['counts']['imu_received'] == 0
     assert no_imu['difference']['max_heading_deg'] > max(1.0, 4 * diff['max_heading_deg']), no_imu['difference']
 
-    # The text form names what it compared.
-    assert main(['odometry', '--robot', 'wheeled_8', '--input', str(mujoco_recording), '--replay']) == 0
+    # The text form names what it compared; the picture shows the three paths.
+    from pictures import assert_picture
+
+    picture = tmp_path / 'replay.png'
+    assert main(['odometry', '--robot', 'wheeled_8', '--input', str(mujoco_recording), '--replay',
+                 '--plot', str(picture)]) == 0
     text = capsys.readouterr().out
     assert 'against the recorded odom (/snake/odom' in text and 'end error' in text
     assert 'blend into wheeled_undulation' in text
+    assert_picture(picture)
 
 
 def test_replay_without_imu_equals_the_estimator_on_every_message():

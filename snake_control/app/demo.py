@@ -435,13 +435,24 @@ class _Extra:
 
 
 def _read_extra(path: Path, namespace: str) -> _Extra:
+    from mcap.reader import make_reader
+
     from snake_control.mcap_io import ros2_messages
 
     ex, gait, steady, names, reachable, diag = _Extra(), [], [], [], [], []
     targets, blending, turns = [], [], []
     gait_topic = f'/{namespace}/gait/state'
     previous_gait = None
-    for m in ros2_messages(path):
+    # Only the topics read here are decoded; the file's first message time is in its summary (a file
+    # without one, cut short, is read whole).
+    with open(path, 'rb') as f:
+        summary = make_reader(f).get_summary()
+    topics = None
+    if summary is not None and summary.statistics is not None:
+        ex.t_first_ns = summary.statistics.message_start_time
+        topics = [c.topic for c in summary.channels.values()
+                  if c.topic == gait_topic or c.topic.endswith('/diagnostics')]
+    for m in ros2_messages(path, topics):
         if not ex.t_first_ns:
             ex.t_first_ns = m.log_time_ns
         t = (m.log_time_ns - ex.t_first_ns) * 1e-9

@@ -80,6 +80,8 @@ class ReplayReport:
     counts: dict
     final_xyyaw: tuple
     track: object = None                # estimation.replay.ReplayTrack (not in to_dict)
+    recorded: tuple | None = None       # the recorded odom (t_s (m,), xyyaw (m, 3)) (not in to_dict)
+    truth: tuple | None = None          # the true body frame (t_s (p,), xyyaw (p, 3)) (not in to_dict)
     difference: object = None           # estimation.replay.TrackDifference against the recorded odom
     end: EndError | None = None
     recorded_end: EndError | None = None
@@ -218,6 +220,7 @@ def replay_recording(path, robot_arg: str, *, topic: str | None = None, world: s
     recorded = None
     if len(inputs.odom_t_s) > 1:
         recorded = (inputs.odom_t_s, xyyaw_from_xyz_quat(inputs.odom_xyz_quat))
+        report.recorded = recorded
         report.difference = compare_tracks(track.t_s, est_xyyaw, *recorded)
     if truth_topic is None:
         return report
@@ -226,6 +229,7 @@ def replay_recording(path, robot_arg: str, *, topic: str | None = None, world: s
     body = np.array([tracker(c) for c in centres])
     true_xyyaw = np.column_stack((body[:, 0, 3], body[:, 1, 3], np.arctan2(body[:, 1, 0], body[:, 0, 0])))
     centroid = centres[:, :, :2, 3].mean(axis=1)
+    report.truth = (true_t, true_xyyaw)
     # One window for the replay and the recorded odom: where every track has samples.
     tracks = [track.t_s, true_t] + ([recorded[0]] if recorded else [])
     t0, t1 = max(float(t[0]) for t in tracks), min(float(t[-1]) for t in tracks)
@@ -236,3 +240,44 @@ def replay_recording(path, robot_arg: str, *, topic: str | None = None, world: s
         report.recorded_end = end_error(*recorded, true_t, true_xyyaw, true_t, centroid, t0, t1)
         report.recorded_segments = segment_errors(*recorded, true_t, true_xyyaw, segments)
     return report
+
+
+def plot_replay(report: ReplayReport, path) -> Path:
+    """The replay's path beside the recorded odom's and the truth's, each from its own pose at the replay's
+    first stamp (the start frame: x forward), and their headings over time; one PNG, PDF or SVG."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    from snake_control.app.demo import se2_relative
+
+    t_start, t_end = float(report.track.t_s[0]), float(report.track.t_s[-1])
+    tracks = [('true (truth tree)', report.truth, 'k', 2.0), ('recorded odom (graph)', report.recorded,
+                                                                'tab:orange', 1.5),
+              ('replay', (report.track.t_s, report.track.xyyaw), 'tab:blue', 1.0)]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={'width_ratios': [1.2, 1]})
+    for label, data, colour, width in tracks:
+        if data is None:
+            continue
+        t, xyyaw = data
+        inside = (t >= t_start) & (t <= t_end)
+        t, xyyaw = t[inside], xyyaw[inside]
+        origin = [np.interp(t_start, t, xyyaw[:, 0]), np.interp(t_start, t, xyyaw[:, 1]),
+                  np.interp(t_start, t, np.unwrap(xyyaw[:, 2]))]
+        rel = se2_relative(xyyaw, origin)
+        ax.plot(rel[:, 0], rel[:, 1], '-', color=colour, lw=width, label=label)
+        bx.plot(t - t_start, np.degrees(np.unwrap(rel[:, 2])), '-', color=colour, lw=width, label=label)
+    ax.plot(0, 0, 'go', ms=7, label='start')
+    ax.set(xlabel='x (m), start frame: x forward', ylabel='y (m), left', aspect='equal')
+    ax.set_title(f'{report.robot}: replay of {Path(report.path).name}', fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc='best', fontsize=8)
+    bx.set(xlabel='time (s)', ylabel='heading (deg)')
+    bx.set_title('heading in the start frame', fontsize=10)
+    bx.grid(alpha=0.3)
+    bx.legend(loc='best', fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -119,19 +119,21 @@ def run_replay(args) -> int:
 
     if Path(args.input).suffix.lower() != '.mcap':
         raise CommandError(f'--replay: {args.input}: expected an .mcap recording')
-    if args.plot:
-        raise CommandError('--plot: not drawn with --replay (the pose CSV of --output is)')
     report = replay_recording(args.input, args.robot, topic=args.topic, world=args.world,
                               **replay_overrides(args))
     if args.output:
         from snake_control.estimation.trajectory_io import write_pose_csv
         write_pose_csv(args.output, report.track.t_s, report.track.pose_xyz_quat)
+    if args.plot:
+        from snake_control.app.replay import plot_replay
+        plot_replay(report, args.plot)
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
         print('\n'.join(report.lines()))
-        if args.output:
-            print(f'wrote {args.output}')
+        for written in (args.output, args.plot):
+            if written:
+                print(f'wrote {written}')
     return 0
 
 
