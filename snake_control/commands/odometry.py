@@ -2,7 +2,8 @@
 
 from snake_control.commands import options
 
-HELP = 'offline state estimation (odometry) from a joint-trajectory CSV or an .mcap recording'
+HELP = ('offline state estimation (odometry) from a joint-trajectory CSV or an .mcap recording; --replay: a '
+        'recording as estimator_node runs it, against the truth')
 DESCRIPTION = '''Run the same estimator as estimator_node over recorded joint angles and write the pose track.
 
 Planar wheeled robots use the nonholonomic local connection of their passive wheels; pitch-yaw robots use
