@@ -49,6 +49,8 @@ def test_replay_reproduces_the_recorded_odometry_and_a_changed_setting_changes_i
     assert got['parameters']['imu_link'] == 7 and got['counts']['imu_received'] > 100
     end, recorded_end = got['end'], got['recorded_end']
     assert end['distance_m'] > 0.2, end          # the script drove it
+    # The truth tree read back is the robot's motion: the graph's estimate ends within a few cm of it.
+    assert recorded_end['error_m'] < 0.15, recorded_end
     diff = got['difference']
     # The node stamps each odom message with the joint_states stamp it used: most are in the replay too
     # (the recorder and the estimator may each lose a few best-effort messages).
@@ -158,3 +160,15 @@ def test_replay_refuses_a_recording_without_joint_states(tmp_path, capsys):
     csv = tmp_path / 'q.csv'
     csv.write_text('t,' + ','.join(robot.joint_names) + '\n0,' + ','.join(['0'] * robot.n_joints) + '\n')
     assert main(['odometry', '--robot', 'wheeled_8', '--input', str(csv), '--replay']) == 2
+
+
+def test_link_centres_from_the_urdf_frames_of_the_truth_tree():
+    from snake_control.kinematics.chain import chain_frames
+    from snake_control.kinematics.tf_tree import centres_from_urdf_frames, urdf_frames_from_centres
+
+    robot = load_robot('pitch_yaw_32')
+    q = np.random.default_rng(3).uniform(-0.6, 0.6, (4, robot.n_joints))
+    centres = np.array([chain_frames(qk, robot.axis_vectors, robot.link_lengths_m) for qk in q])
+    frames = np.array([urdf_frames_from_centres(c, robot.link_lengths_m) for c in centres])
+    assert not np.allclose(frames, centres)
+    np.testing.assert_allclose(centres_from_urdf_frames(frames, robot.link_lengths_m), centres, atol=1e-12)
