@@ -117,7 +117,7 @@ class ReplayReport:
         out = [f'replay of {self.path}: {self.robot}, {self.topics["joint_states"]}'
                + (f' + {self.topics["imu"]}' if self.parameters.get('use_imu') else
                   f' ({self.topics["imu"]} not fused)' if self.topics.get('imu') else ''),
-               f'  estimator as estimator_node with '
+               '  estimator as estimator_node with '
                + ('the MuJoCo graph\'s parameters' if self.world == 'mujoco' else 'its defaults')
                + f': {shown}',
                f'  {self.samples} updates over {self.duration_s:.1f} s: joint_states {c["received"]} received, '
