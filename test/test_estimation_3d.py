@@ -78,6 +78,15 @@ def test_contact_selector_hysteresis():
         ContactSelector(0.02, 0.01)
 
 
+def test_contact_selector_keeps_a_widened_set_until_its_modules_rise():
+    """Modules added to hold the body (widen) stay contacts within exit_m, like ones chosen by height."""
+    sel = ContactSelector(0.01, 0.02)
+    np.testing.assert_array_equal(sel.update([0.0, 0.015, 0.015, 0.03]), [1, 0, 0, 0])
+    sel.widen([True, True, False, False])
+    np.testing.assert_array_equal(sel.update([0.0, 0.015, 0.015, 0.03]), [1, 1, 0, 0])
+    np.testing.assert_array_equal(sel.update([0.0, 0.025, 0.015, 0.03]), [1, 0, 0, 0])
+
+
 def _roll(psi_end, kappa=0.4, steps=200, **options):
     est = Estimator(PY, **options)
     states = [est.update(0.01 * k, _arc(kappa, psi_end * k / steps)) for k in range(steps + 1)]

@@ -337,6 +337,11 @@ class ContactSelector:
             self.mask = enter | (self.mask & (rel <= self.exit_m))
         return self.mask.copy()
 
+    def widen(self, mask) -> None:
+        """Take ``mask`` (N,) bool as the contacts the hysteresis goes on from: modules added because the
+        ones chosen by height could not hold the body stay contacts until they rise above exit_m."""
+        self.mask = np.array(mask, dtype=bool)
+
 
 # Loads below this fraction of the largest still count a little in contact_step: a contact the statics leave
 # unloaded may carry some weight all the same (the attitude, and so the heights, are a degree or two off).

@@ -840,7 +840,7 @@ class Estimator:
             # motion on a dry floor is the least power sum_i N_i |slip_i|, and where the floor
             # scrubs (a gait blend reshaping a standing body) unloaded modules would move the estimate.
             contacts, loads = supporting_contacts(contacts, heights, geom['q'], down)
-            self.selector.mask = contacts.copy()
+            self.selector.widen(contacts)
             load_w = np.where(contacts, loads * (1.0 / max(float(loads.max()), 1e-12)) + LOAD_FLOOR, 0.0)
             weights = load_w if weights is None else weights * load_w
         rot_inc = None
