@@ -435,13 +435,24 @@ class _Extra:
 
 
 def _read_extra(path: Path, namespace: str) -> _Extra:
+    from mcap.reader import make_reader
+
     from snake_control.mcap_io import ros2_messages
 
     ex, gait, steady, names, reachable, diag = _Extra(), [], [], [], [], []
     targets, blending, turns = [], [], []
     gait_topic = f'/{namespace}/gait/state'
     previous_gait = None
-    for m in ros2_messages(path):
+    # Only the topics read here are decoded; the file's first message time is in its summary (a file
+    # without one, cut short, is read whole).
+    with open(path, 'rb') as f:
+        summary = make_reader(f).get_summary()
+    topics = None
+    if summary is not None and summary.statistics is not None:
+        ex.t_first_ns = summary.statistics.message_start_time
+        topics = [c.topic for c in summary.channels.values()
+                  if c.topic == gait_topic or c.topic.endswith('/diagnostics')]
+    for m in ros2_messages(path, topics):
         if not ex.t_first_ns:
             ex.t_first_ns = m.log_time_ns
         t = (m.log_time_ns - ex.t_first_ns) * 1e-9
@@ -479,6 +490,23 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
         a = np.array(diag)
         ex.diag_t_s, ex.diag_rate_hz = a[:, 0], a[:, 1]
     return ex
+
+
+def _segments(ex: _Extra) -> list[tuple[float, float, str]]:
+    """script_segments of a recording's gait/state samples (times as in ex: s from its first message)."""
+    moving = (np.hypot(ex.gait_command_xy_m_s[:, 0], ex.gait_command_xy_m_s[:, 1]) > MOVING_M_S) \
+        | (np.abs(ex.gait_turn_rad_s) > MOVING_M_S)
+    return script_segments(ex.gait_t_s, ex.gait_names, ex.gait_targets, ex.gait_blending, moving)
+
+
+def recording_segments(path, namespace: str) -> list[tuple[float, float, str]]:
+    """script_segments of a recording's <namespace>/gait/state, times in s of the recorder's clock (log time,
+    the epoch for a recording of the graph); [] when it has fewer than two gait/state samples."""
+    ex = _read_extra(Path(path), namespace.strip('/'))
+    if len(ex.gait_t_s) < 2:
+        return []
+    t0 = ex.t_first_ns * 1e-9
+    return [(a + t0, b + t0, label) for a, b, label in _segments(ex)]
 
 
 # ---------------------------------------------------------------------------------------------- one robot
@@ -599,10 +627,7 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     summ.final_heading_error_deg = math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))
     if len(ex.gait_t_s) > 1:
         # What each part of the script adds to the error: the blends, each gait moving and standing.
-        moving = (np.hypot(ex.gait_command_xy_m_s[:, 0], ex.gait_command_xy_m_s[:, 1]) > MOVING_M_S) \
-            | (np.abs(ex.gait_turn_rad_s) > MOVING_M_S)
-        segments = script_segments(ex.gait_t_s, ex.gait_names, ex.gait_targets, ex.gait_blending, moving)
-        summ.segments = segment_errors(s.odom_t_s, est_rel, true_t, true_rel, segments)
+        summ.segments = segment_errors(s.odom_t_s, est_rel, true_t, true_rel, _segments(ex))
 
     # Commanded against achieved speed over the spans a motion command was in force, measured as the
     # acceptance harness does (span_speeds): the body frame's own path would count the wave's swing.

@@ -96,3 +96,36 @@ def add_truth_tree(record_path, links_csv, robot) -> int:
     stamp = first.header.stamp.sec + 1e-9 * first.header.stamp.nanosec
     messages = truth_messages(robot, t_s, centres, stamp, body, first.header.frame_id or 'odom')
     return add_messages(record_path, TRUTH_TOPIC, TF_MESSAGE_TYPE, TF_MESSAGE_MSGDEF, messages)
+
+
+def truth_topic_of(topics, namespace: str) -> str | None:
+    """The truth tree's topic in a recording with these topics: TRUTH_TOPIC, or under the robot's namespace
+    in a merged file (the demo's demo.mcap, snake_control.mcap_io.merge_recordings); None without one."""
+    ns = '/' + namespace.strip('/') if namespace.strip('/') else ''
+    for topic in (ns + TRUTH_TOPIC, TRUTH_TOPIC):
+        if topic in topics:
+            return topic
+    return None
+
+
+def read_truth_tree(path, robot, topic: str = TRUTH_TOPIC) -> tuple[np.ndarray, np.ndarray]:
+    """The truth tree of a recording (add_truth_tree) as (t_s (k,) the plant's wall-clock stamps, link-centre
+    poses (k, n_links, 4, 4) in the odom frame, m). Messages missing a link are skipped; ValueError naming
+    the file and topic when none is whole."""
+    from snake_control.kinematics.tf_tree import centres_from_urdf_frames, link_name
+    from snake_control.mcap_io import read_tf
+
+    n = robot.n_links
+    index = {link_name(k, TRUTH_PREFIX): k for k in range(n)}
+    messages = {}       # log time (ns) -> (stamp s, odom -> truth/world, truth/world -> each link)
+    for log_ns, stamp, _, child, matrix in read_tf(path, topics=[topic]):
+        entry = messages.setdefault(log_ns, [stamp, np.eye(4), np.full((n, 4, 4), np.nan)])
+        if child == TRUTH_PREFIX + 'world':
+            entry[1] = matrix
+        elif child in index:
+            entry[2][index[child]] = matrix
+    whole = [(stamp, align @ links) for stamp, align, links in messages.values() if not np.isnan(links).any()]
+    if not whole:
+        raise ValueError(f'{path}: {topic}: no whole truth tree (truth/link_0..truth/link_{n - 1})')
+    return (np.array([w[0] for w in whole]),
+            centres_from_urdf_frames(np.array([w[1] for w in whole]), robot.link_lengths_m))
