@@ -129,7 +129,7 @@ def _rolled_straight_body(robot, t, roll_rate_rad_s, velocity_m_s):
 
 
 def _poses_recording(robot, t, poses, contacts):
-    n, z = robot.n_joints, np.zeros((t.size, robot.n_joints))
+    z = np.zeros((t.size, robot.n_joints))
     return V.Recording(robot, t, z, z, z, z, poses, contacts)
 
 
