@@ -185,6 +185,12 @@ def body_motion(link_poses: np.ndarray, window: int = 1) -> tuple[float, float, 
     return float(moved @ x), float(moved @ y), float(heading[-window:].mean() - heading[:window].mean())
 
 
+def _finite_stat(stat, values: np.ndarray) -> float:
+    """stat (np.mean, np.median) of the finite values (NaN: a sample with no module on the floor); 0 if none."""
+    v = values[np.isfinite(values)]
+    return float(stat(v)) if v.size else 0.0
+
+
 @dataclass(frozen=True)
 class ContactSlip:
     """How fast the true ground contacts of a pitch-yaw run slide (contact_slip).
@@ -208,18 +214,15 @@ class ContactSlip:
 
     @property
     def median_m_s(self) -> float:
-        v = self.speeds_m_s[np.isfinite(self.speeds_m_s)]
-        return float(np.median(v)) if v.size else 0.0
+        return _finite_stat(np.median, self.speeds_m_s)
 
     @property
     def mean_m_s(self) -> float:
-        v = self.speeds_m_s[np.isfinite(self.speeds_m_s)]
-        return float(np.mean(v)) if v.size else 0.0
+        return _finite_stat(np.mean, self.speeds_m_s)
 
     @property
     def lateral_mean_m_s(self) -> float:
-        v = self.lateral_m_s[np.isfinite(self.lateral_m_s)]
-        return float(np.mean(v)) if v.size else 0.0
+        return _finite_stat(np.mean, self.lateral_m_s)
 
     @property
     def ratio(self) -> float:
