@@ -280,6 +280,7 @@ class EstimatorNode(Node):
                 self.order.reset()
                 if verdict.kind == 'time_rebase':
                     self.estimator.rebase_time(stamp - self._nominal_dt())
+                    self.last_publish = -math.inf     # the rate limit restarts in the new time base too
                 else:
                     self.estimator.reanchor()
             elif self._decimated(stamp):
