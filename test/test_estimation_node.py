@@ -87,8 +87,8 @@ def test_joint_states_in_odometry_out(ros):
         bad.name = ['joint_1']
         bad.position = [0.0]
         pub.publish(bad)
-        assert _spin_until(executor, lambda: node.rejected == 1)
-        assert 'joint_2' in node.last_error
+        assert _spin_until(executor, lambda: node.pipeline.rejected == 1)
+        assert 'joint_2' in node.pipeline.last_error
     finally:
         executor.shutdown()
         node.destroy_node()
@@ -105,7 +105,7 @@ def test_parameters_are_described_and_read_only(ros):
         result = node.set_parameters([Parameter('robot', value='wheeled_8')])[0]
         assert not result.successful
         assert node.set_parameters([Parameter('publish_rate_hz', value=10.0)])[0].successful
-        assert node.publish_period == pytest.approx(0.1)
+        assert node.pipeline.publish_period_s == pytest.approx(0.1)
     finally:
         node.destroy_node()
 
@@ -155,9 +155,9 @@ def test_imu_orientation_reaches_the_estimate(ros):
         imu.angular_velocity_covariance[0] = -1.0          # no rate: orientation only
         for _ in range(3):
             imu_pub.publish(imu)
-            if _spin_until(executor, lambda: node._imu[0] is not None, timeout_s=2.0):
+            if _spin_until(executor, lambda: node.pipeline._imu[0] is not None, timeout_s=2.0):
                 break
-        assert node._imu[0] is not None and node._imu[1] is None
+        assert node.pipeline._imu[0] is not None and node.pipeline._imu[1] is None
         for i in range(3):
             msg = JointState()
             msg.header.stamp.sec = 10 + i
@@ -192,10 +192,10 @@ def test_a_raw_imu_turns_the_estimate_by_its_gyro(ros):
         imu.orientation_covariance[0] = -1.0          # raw: no orientation
         imu.angular_velocity.z = 0.5
         imu.linear_acceleration.z = 9.80665
-        count = node.imu_received
+        count = node.pipeline.imu_received
         for _ in range(3):
             imu_pub.publish(imu)
-            if _spin_until(executor, lambda: node.imu_received > count, timeout_s=2.0):
+            if _spin_until(executor, lambda: node.pipeline.imu_received > count, timeout_s=2.0):
                 return
         raise AssertionError(f'imu at {t} not received')
 
@@ -222,7 +222,7 @@ def test_a_raw_imu_turns_the_estimate_by_its_gyro(ros):
         o = odoms[-1].pose.pose.orientation
         yaw = 2.0 * math.atan2(o.z, o.w)
         assert yaw == pytest.approx(0.5, abs=0.02)          # 0.5 rad/s for 1 s
-        assert node.imu_received >= 26
+        assert node.pipeline.imu_received >= 26
     finally:
         executor.shutdown()
         node.destroy_node()
@@ -253,14 +253,14 @@ def test_the_gyro_bias_is_learnt_at_rest_and_reported(ros):
         imu.orientation_covariance[0] = -1.0
         imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = (float(v) for v in gyro)
         imu.linear_acceleration.z = 9.80665
-        send(imu_pub, imu, lambda: node.imu_received)
+        send(imu_pub, imu, lambda: node.pipeline.imu_received)
 
     def send_joints(t, q):
         msg = JointState()
         set_stamp(msg.header.stamp, round(t * 1e9))
         msg.name = list(robot.joint_names)
         msg.position = [float(v) for v in q]
-        send(js_pub, msg, lambda: node.received)
+        send(js_pub, msg, lambda: node.pipeline.received)
 
     try:
         assert _spin_until(executor, lambda: js_pub.get_subscription_count() > 0 and
@@ -381,11 +381,11 @@ def test_a_future_stamp_or_a_spoofed_pose_never_stops_odometry(ros):
             n = len(odoms)
             send(shape(k), start + 0.01 * k, lambda: len(odoms) > n)
         send(np.zeros(robot.n_joints), start + 86400.0,
-             lambda: node.gate.counts['future_stamp'] >= 1)
-        assert node.gate.counts['future_stamp'] >= 1
+             lambda: node.pipeline.gate.counts['future_stamp'] >= 1)
+        assert node.pipeline.gate.counts['future_stamp'] >= 1
         spoof = np.clip(np.full(robot.n_joints, 1.0), robot.lower_rad, robot.upper_rad)
-        send(spoof, start + 0.055, lambda: node.gate.counts['too_fast'] >= 1)
-        assert node.gate.counts['too_fast'] >= 1
+        send(spoof, start + 0.055, lambda: node.pipeline.gate.counts['too_fast'] >= 1)
+        assert node.pipeline.gate.counts['too_fast'] >= 1
         for k in range(6, 30):
             n = len(odoms)
             send(shape(k), start + 0.01 * k, lambda: len(odoms) > n)
@@ -449,14 +449,14 @@ def test_imu_gaps_and_late_readings_do_not_turn_the_heading(ros):
         imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = (float(v) for v in gyro)
         a = imu.linear_acceleration
         a.x, a.y, a.z = (float(v) for v in accel)
-        send(imu_pub, imu, lambda: node.imu_received)
+        send(imu_pub, imu, lambda: node.pipeline.imu_received)
 
     def send_joints(k):
         msg = JointState()
         stamp(msg, t0 + rec.times_s[k])
         msg.name = list(robot.joint_names)
         msg.position = [float(v) for v in rec.positions_rad[k]]
-        send(js_pub, msg, lambda: node.received)
+        send(js_pub, msg, lambda: node.pipeline.received)
 
     try:
         assert _spin_until(executor, lambda: js_pub.get_subscription_count() > 0 and
@@ -471,9 +471,9 @@ def test_imu_gaps_and_late_readings_do_not_turn_the_heading(ros):
             j = k - lag
             if 0 <= j and not lost[j]:
                 send_imu(t0 + rec.times_s[j], rec.gyro_rad_s[j], rec.accel_m_s2[j])
-        assert _spin_until(executor, lambda: len(odoms) >= n - 5 and node.order.waiting == 0)
+        assert _spin_until(executor, lambda: len(odoms) >= n - 5 and node.pipeline.order.waiting == 0)
         assert node.estimator.imu_gaps == len(gaps)
-        assert node.order.held > n / 2                 # joint_states waited for their IMU reading
+        assert node.pipeline.order.held > n / 2                 # joint_states waited for their IMU reading
         from snake_control.kinematics.lie import matrix_from_quaternion
         rots = [matrix_from_quaternion(np.array([o.pose.pose.orientation.x, o.pose.pose.orientation.y,
                                                  o.pose.pose.orientation.z, o.pose.pose.orientation.w]))
@@ -514,7 +514,7 @@ def test_the_node_and_the_offline_replay_give_the_same_odometry(ros):
                          position=[float(v) for v in 0.4 * np.sin(np.pi * t - k)])
         set_stamp(msg.header.stamp, round(t * 1e9))
         joints.append((t, time.time()))
-        _send(executor, js_pub, msg, lambda: node.received)
+        _send(executor, js_pub, msg, lambda: node.pipeline.received)
 
     def send_imu(t):
         msg = Imu()
@@ -523,7 +523,7 @@ def test_the_node_and_the_offline_replay_give_the_same_odometry(ros):
         msg.angular_velocity.z = 0.3 + 0.1 * math.sin(t)
         msg.linear_acceleration.z = 9.80665
         imu.append((t, time.time()))
-        _send(executor, imu_pub, msg, lambda: node.imu_received)
+        _send(executor, imu_pub, msg, lambda: node.pipeline.imu_received)
 
     try:
         assert _spin_until(executor, lambda: js_pub.get_subscription_count() > 0 and
@@ -534,7 +534,7 @@ def test_the_node_and_the_offline_replay_give_the_same_odometry(ros):
             while i != 50 and next_imu < len(imu_t) and imu_t[next_imu] <= t + 1e-9:
                 send_imu(imu_t[next_imu])
                 next_imu += 1
-        assert _spin_until(executor, lambda: node.order.waiting == 0)
+        assert _spin_until(executor, lambda: node.pipeline.order.waiting == 0)
         js = np.array(joints)
         positions = 0.4 * np.sin(np.pi * js[:, :1] - k[None, :])
         inputs = EstimatorInputs(js[:, 0], js[:, 1], positions, np.full(positions.shape, np.nan))
@@ -558,9 +558,9 @@ def test_the_node_and_the_offline_replay_give_the_same_odometry(ros):
                          o.pose.pose.orientation.w] for o in odoms])
         np.testing.assert_allclose(got, track.pose_xyz_quat, atol=1e-12)
         for name in ('decimated', 'received', 'imu_received'):
-            assert getattr(node, name) == c[name], name
-        assert node.order.held == c['held_for_imu'] and node.order.timed_out == c['imu_timed_out']
-        assert node.gate.counts == {kind[len('input_'):]: n for kind, n in c.items() if kind.startswith('input_')}
+            assert getattr(node.pipeline, name) == c[name], name
+        assert node.pipeline.order.held == c['held_for_imu'] and node.pipeline.order.timed_out == c['imu_timed_out']
+        assert node.pipeline.gate.counts == {kind[len('input_'):]: n for kind, n in c.items() if kind.startswith('input_')}
     finally:
         executor.shutdown()
         node.destroy_node()
