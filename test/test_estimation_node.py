@@ -102,6 +102,13 @@ def test_parameters_are_described_and_read_only(ros):
         assert desc[0].read_only and 'robot' in desc[0].description
         assert not desc[1].read_only and desc[1].floating_point_range[0].to_value == 1000.0
         assert node.base_frame == 'virtual_chassis'
+        # Every parameter is declared with the default the offline replay takes too.
+        from dataclasses import asdict
+
+        from snake_control.estimation.pipeline import EstimatorParams
+        for name, value in asdict(EstimatorParams()).items():
+            if name != 'robot':
+                assert node.get_parameter(name).value == value, name
         result = node.set_parameters([Parameter('robot', value='wheeled_8')])[0]
         assert not result.successful
         assert node.set_parameters([Parameter('publish_rate_hz', value=10.0)])[0].successful

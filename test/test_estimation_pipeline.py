@@ -139,3 +139,59 @@ def test_an_imu_orientation_goes_to_the_next_joint_updates():
     np.testing.assert_allclose(track.pose_xyz_quat[-1], est.pose_xyz_quat, atol=1e-12)
     assert abs(track.xyyaw[-1, 2] - without.xyyaw[-1, 2]) > 0.3
     assert track.counts['held_for_imu'] == 0 and track.counts['imu_received'] == 1
+
+
+# The pipeline itself, as estimator_node calls it.
+
+def _pipeline(robot, **params):
+    from snake_control.estimation.pipeline import EstimatorParams, EstimatorPipeline
+
+    out, events = [], []
+    pipe = EstimatorPipeline(robot, EstimatorParams(**params), publish=lambda t, state, q: out.append(t),
+                             warn=lambda kind, text: events.append((kind, text)))
+    return pipe, out, events
+
+
+def test_the_receivers_clock_stepped_back_rebases_at_once(robot):
+    """Stamps and the receive clock both go back 10 s (the system clock stepped): the first message after
+    it re-anchors, and odom goes on at once (the publish rate limit restarts in the new time base)."""
+    pipe, out, events = _pipeline(robot, update_rate_hz=0.0, publish_rate_hz=20.0)
+    t = np.concatenate([100.0 + 0.01 * np.arange(20), 90.1 + 0.01 * np.arange(20)])
+    names = list(robot.joint_names)
+    for tk, qk in zip(t, _shape(robot, t)):
+        pipe.joint_states(tk, tk + 0.001, names, qk)
+    c = pipe.counts()
+    assert c['input_time_rebase'] == 1 and c['input_old_stamp'] == 0 and c['received'] == 40
+    # publish_rate_hz 20 of 100 Hz stamps, from the first of each time base: every sixth (a stamp 0.05 s on
+    # is 0.04999... s on in floating point, under the period).
+    np.testing.assert_allclose(out, np.concatenate([t[0:20:6], t[20:40:6]]))
+    assert events == [('input', pipe.last_input_event)] and 'stamps went back' in pipe.last_input_event
+    assert pipe.last_input_event_s == pytest.approx(90.101)
+
+
+def test_joint_names_in_any_order_and_messages_without_them(robot):
+    pipe, out, events = _pipeline(robot, update_rate_hz=0.0)
+    names = list(reversed(robot.joint_names))
+    q = _shape(robot, [100.0, 100.01])
+    pipe.joint_states(100.0, 100.0, names, q[0][::-1], q[0][::-1] * 0.0)
+    pipe.joint_states(100.01, 100.01, ['joint_1'], [0.0])
+    assert out == [100.0] and pipe.rejected == 1 and 'joint_2' in pipe.last_error
+    assert events[-1][0] == 'joint_states'
+    np.testing.assert_allclose(pipe.estimator._q, q[0])
+    # A zero stamp takes the receive time.
+    pipe.joint_states(0.0, 100.02, names, q[1][::-1])
+    assert out[-1] == 100.02
+
+
+def test_the_order_flush_waits_hold_s_of_wall_time(robot):
+    """flush(wall_s), the node's timer: waiting joint readings go once nothing reached the StampOrder for
+    more than hold_s of wall time."""
+    pipe, out, _ = _pipeline(robot, update_rate_hz=0.0, use_imu=True)
+    pipe.imu(99.995, None, None, [0.0, 0.0, 0.1], [0.0, 0.0, 9.80665], wall_s=5.0)
+    names = list(robot.joint_names)
+    pipe.joint_states(100.0, 100.0, names, _shape(robot, [100.0])[0], wall_s=5.01)
+    assert pipe.order.waiting == 1 and out == []
+    pipe.flush(5.25)
+    assert pipe.order.waiting == 1
+    pipe.flush(5.27)
+    assert pipe.order.waiting == 0 and out == [100.0] and pipe.counts()['imu_timed_out'] == 1
