@@ -480,7 +480,7 @@ def test_imu_gaps_and_late_readings_do_not_turn_the_heading(ros):
                 send_imu(t0 + rec.times_s[j], rec.gyro_rad_s[j], rec.accel_m_s2[j])
         assert _spin_until(executor, lambda: len(odoms) >= n - 5 and node.pipeline.order.waiting == 0)
         assert node.estimator.imu_gaps == len(gaps)
-        assert node.pipeline.order.held > n / 2                 # joint_states waited for their IMU reading
+        assert node.pipeline.order.held > n / 2        # joint_states waited for their IMU reading
         from snake_control.kinematics.lie import matrix_from_quaternion
         rots = [matrix_from_quaternion(np.array([o.pose.pose.orientation.x, o.pose.pose.orientation.y,
                                                  o.pose.pose.orientation.z, o.pose.pose.orientation.w]))
@@ -567,7 +567,8 @@ def test_the_node_and_the_offline_replay_give_the_same_odometry(ros):
         for name in ('decimated', 'received', 'imu_received'):
             assert getattr(node.pipeline, name) == c[name], name
         assert node.pipeline.order.held == c['held_for_imu'] and node.pipeline.order.timed_out == c['imu_timed_out']
-        assert node.pipeline.gate.counts == {kind[len('input_'):]: n for kind, n in c.items() if kind.startswith('input_')}
+        assert node.pipeline.gate.counts == {kind[len('input_'):]: n for kind, n in c.items()
+                                             if kind.startswith('input_')}
     finally:
         executor.shutdown()
         node.destroy_node()

@@ -130,7 +130,7 @@ class EstimatorPipeline:
         # Raw IMU readings and joint_states are handed to the estimator in stamp order: a joint reading
         # waits (at most StampOrder.hold_s of stamps) for the IMU reading at or after its stamp.
         self.order = StampOrder()
-        self._joint_names = list(robot.joint_names)    # a property that builds a new list
+        self.joint_names = list(robot.joint_names)    # a property that builds a new list
         # The sample period assumed across a re-anchored stamp: the robot's control period.
         self._nominal_dt = 1.0 / robot.bus.control_rate_hz
         self.update_period_s = period_s(params.update_rate_hz)
@@ -166,7 +166,7 @@ class EstimatorPipeline:
         if stamp_s <= 0.0:
             stamp_s = now_s
         try:
-            q = reorder_joints(names, positions_rad, self._joint_names)
+            q = reorder_joints(names, positions_rad, self.joint_names)
             # The gate sees every message (a future stamp must not steer the decimation either).
             verdict = self.gate.check(stamp_s, now_s, q)
             if verdict.action != ACCEPT:
@@ -188,7 +188,7 @@ class EstimatorPipeline:
                 return
             v = None
             if velocities_rad_s is not None and len(velocities_rad_s) == len(names):
-                v = reorder_joints(names, velocities_rad_s, self._joint_names)
+                v = reorder_joints(names, velocities_rad_s, self.joint_names)
         except ValueError as exc:
             self._reject(exc)
             return

@@ -100,7 +100,7 @@ def replay_estimator(robot, inputs: EstimatorInputs, *, use_imu: bool | None = N
         out_pose.append(state.pose_xyz_quat)
 
     pipe = EstimatorPipeline(robot, params, publish=publish, **settings)
-    names = pipe._joint_names
+    names = pipe.joint_names
     # The node's two callbacks, in the order the messages were received (joint_states first on a tie,
     # as a recorder writes a message before the next one it receives).
     events = [(t, 0, k) for k, t in enumerate(inputs.joints_received_s)]
@@ -112,9 +112,9 @@ def replay_estimator(robot, inputs: EstimatorInputs, *, use_imu: bool | None = N
             # The node's flush timer, at its latest: its tick comes up to one period after hold_s ran out.
             pipe.flush(now - ORDER_FLUSH_PERIOD_S)
         if kind == 1:
-            orientation, rate, accel = inputs.imu_orientation_xyzw[k], inputs.imu_rate_rad_s[k], inputs.imu_accel_m_s2[k]
-            pipe.imu(inputs.imu_t_s[k], now, None if np.isnan(orientation).any() else orientation,
-                     None if np.isnan(rate).any() else rate, None if np.isnan(accel).any() else accel)
+            # NaN marks a field the message had not (its covariance[0] = -1).
+            fields = (inputs.imu_orientation_xyzw[k], inputs.imu_rate_rad_s[k], inputs.imu_accel_m_s2[k])
+            pipe.imu(inputs.imu_t_s[k], now, *(None if np.isnan(f).any() else f for f in fields))
             continue
         v = inputs.velocities_rad_s[k]
         pipe.joint_states(float(inputs.joints_t_s[k]), now, names, inputs.positions_rad[k],
