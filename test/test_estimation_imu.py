@@ -497,3 +497,31 @@ def test_a_wheeled_robots_joints_creeping_at_rest_are_not_learnt_as_gyro_bias():
     bias = np.array([0.001, -0.002, 0.004])
     est, _ = _wheeled_gyro_run(lambda t: bent + 0.002 * min(t, 1.2) * creep, lambda t: 0.0, bias, 1.2)
     assert est.imu.bias[2] == pytest.approx(bias[2], abs=2e-4)
+
+
+@pytest.mark.parametrize('robot_name', ['wheeled_8', 'pitch_yaw_32'])
+def test_a_joint_update_after_a_clock_step_before_any_imu_reading_bridges(robot_name):
+    """rebase_time (the stamps went back: estimator_node's input gate re-anchored) forgets the IMU's last
+    stamp; joint_states come before the next IMU reading. They are bridged with the joints and contacts
+    (a wheeled robot's update used to raise TypeError there and stop estimator_node), and the readings in
+    the new time base are used again."""
+    from snake_control.robot import load_robot
+
+    robot = load_robot(robot_name)
+    est = Estimator(robot)
+    q = 0.1 * np.sin(np.arange(robot.n_joints))
+    for k in range(80):                 # at rest: the bias is learnt
+        est.update_imu(100.0 + 0.01 * k, [0.0, 0.0, 0.002], [0.0, 0.0, G])
+        est.update(100.0 + 0.01 * k + 0.001, q)
+    est.rebase_time(90.0)
+    bridged, updates = est.imu_bridged, est.updates
+    est.update(90.01, q + 0.001)
+    assert est.imu_bridged == bridged + 1 and est.updates == updates + 1
+    # The first reading in the new time base: a pitch-yaw robot anchors the filter to the joints' attitude
+    # at the next update (bridged once more), then both take the IMU's.
+    est.update_imu(90.015, [0.0, 0.0, 0.002], [0.0, 0.0, G])
+    est.update(90.02, q + 0.002)
+    est.update_imu(90.025, [0.0, 0.0, 0.002], [0.0, 0.0, G])
+    after = est.imu_bridged
+    est.update(90.03, q + 0.003)
+    assert after <= bridged + 2 and est.imu_bridged == after and est.updates == updates + 3

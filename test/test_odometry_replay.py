@@ -1,9 +1,7 @@
 """`snake odometry --replay`: a recording of the graph replayed through the estimator as estimator_node runs it
 gives the odometry the graph recorded; settings changed on the command line change it; bad recordings are
 refused with one line naming the file and the topic."""
-import ast
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -105,22 +103,20 @@ def test_replay_without_imu_equals_the_estimator_on_every_message():
     assert diff.common == kept and diff.recorded_only == 200 - kept and diff.replay_only == 0
 
 
-def test_node_defaults_are_the_estimator_nodes():
-    """The replay's defaults are the parameters estimator_node declares (read from its source: no rclpy)."""
-    source = (Path(__file__).resolve().parents[1] / 'snake_control' / 'nodes' / 'estimator_node.py').read_text()
-    declared = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == 'p' \
-                and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant):
-            declared[node.args[0].value] = ast.literal_eval(node.args[1])
+def test_the_replays_defaults_are_the_estimator_nodes():
+    """The replay takes the node's defaults from the one place the node declares them from
+    (test_estimation_node checks the node's side)."""
+    from snake_control.estimation.pipeline import ESTIMATE_PARAMETERS, EstimatorParams
+
+    node = EstimatorParams()
+    assert set(NODE_DEFAULTS) == set(ESTIMATE_PARAMETERS)
     for name, value in NODE_DEFAULTS.items():
-        node_value = declared[name]
         if name == 'axial_weight':
-            assert node_value < 0 and value is None      # -1: the robot YAML's
+            assert node.axial_weight < 0 and value is None      # -1: the robot YAML's
         elif name == 'body_frame':
-            assert node_value == '' and value is None    # '': the robot kind's default
+            assert node.body_frame == '' and value is None      # '': the robot kind's default
         else:
-            assert node_value == value, name
+            assert getattr(node, name) == value, name
 
 
 def test_replay_refuses_a_recording_without_joint_states(tmp_path, capsys):

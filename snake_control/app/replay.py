@@ -20,9 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-# Estimator keywords a replay may change besides the node's own parameters (the rest are the node's).
-NODE_PARAMETERS = ('use_imu', 'update_rate_hz', 'limit_margin_rad', 'max_stamp_ahead_s', 'body_frame',
-                   'imu_link', 'imu_gap_s', 'imu_attitude_s', 'axial_weight')
+# estimator_node's parameters a replay may change (besides these, any Estimator keyword).
+from snake_control.estimation.pipeline import ESTIMATE_PARAMETERS as NODE_PARAMETERS
 
 
 def estimator_keywords() -> list[str]:
@@ -159,7 +158,7 @@ REJECTIONS = ('input_future_stamp', 'input_old_stamp', 'input_out_of_limits', 'i
 
 
 def node_parameters(robot, robot_arg: str, world: str, has_imu: bool) -> dict:
-    """estimator_node's parameters for a replay: its defaults (estimation.replay.NODE_DEFAULTS), in the
+    """estimator_node's parameters for a replay: its defaults (estimation.pipeline.EstimatorParams), in the
     MuJoCo world those the graph passes it (app.graph.estimator_parameters); use_imu whenever the recording
     has an imu (the graph fuses the MuJoCo world's). world: 'mujoco' or 'none'."""
     from snake_control.app.graph import GraphArgs, estimator_parameters

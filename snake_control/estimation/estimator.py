@@ -498,7 +498,8 @@ class Estimator:
             # The filter gives the attitude only near its last reading (within imu_gap_s either way) and
             # once anchored to the joints' attitude (not after a gap); otherwise this update bridges with
             # the contacts' rotation, as without an IMU, rather than hold a stale rate.
-            fresh = self._imu_used and self.imu.initialised and abs(t_s - self._imu_t) <= self.imu_gap_s
+            fresh = self._imu_used and self.imu.initialised and self._imu_t is not None \
+                and abs(t_s - self._imu_t) <= self.imu_gap_s
             self._filtered = quat is None and fresh and not (self._imu_anchor and self._t is not None)
             r_imu = None
             if self._filtered:
@@ -608,7 +609,9 @@ class Estimator:
         # A gyro alone will do: on flat ground the heading is the turn about the vertical the IMU sees. Its
         # bias must be known first: a MEMS gyro's few tenths of a degree per second turn the heading as
         # fast as skidding wheels do.
-        if not (self._imu_used and abs(t_s - self._imu_t) <= self.imu_gap_s and self.imu.bias_learnt):
+        # No reading yet since rebase_time (_imu_t None): bridged, as after a gap.
+        if not (self._imu_used and self._imu_t is not None and abs(t_s - self._imu_t) <= self.imu_gap_s
+                and self.imu.bias_learnt):
             if self._imu_used and self._t is not None:
                 self.imu_bridged += 1
             self._gyro_offset = None

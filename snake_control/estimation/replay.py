@@ -1,13 +1,13 @@
 """The estimator over a recording's inputs, as estimator_node runs it (pure: arrays in, a pose track out).
 
-estimator_node takes joint_states (and, with use_imu, imu) as they arrive and passes them through its
-input gate (snake_control.estimation.input_gate), its update-rate decimation and, with an IMU, the
-StampOrder (snake_control.estimation.stamp_order) before the Estimator; it publishes one odom message per
-estimator update, stamped with the joint_states stamp it used. ``replay_estimator`` does the same, taking the
-messages in the order a recorder received them (its log time stands for the node's receive time). Messages
-are lost per subscriber (both topics are best effort): a recording holds what the recorder received, not
-what the estimator did, so the replay equals the recorded odom only as far as the two received the same
-messages; ``compare_tracks`` measures that on the odom stamps.
+estimator_node hands each joint_states and imu message it receives to an EstimatorPipeline
+(snake_control.estimation.pipeline: its input gate, update-rate decimation and, with an IMU, the StampOrder
+before the Estimator) and publishes one odom message per estimator update, stamped with the joint_states
+stamp it used. ``replay_estimator`` runs the same pipeline over the messages in the order a recorder
+received them (its log time stands for the node's receive time). Messages are lost per subscriber (both
+topics are best effort): a recording holds what the recorder received, not what the estimator did, so the
+replay equals the recorded odom only as far as the two received the same messages; ``compare_tracks``
+measures that on the odom stamps.
 
 ``read_estimator_inputs`` takes those arrays out of an MCAP recording (snake_control.mcap_io).
 """
@@ -19,14 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from snake_control.estimation.estimator import Estimator
-from snake_control.estimation.input_gate import REBASE, REJECT, InputGate
-from snake_control.estimation.stamp_order import StampOrder
+from snake_control.estimation.pipeline import ESTIMATE_PARAMETERS, EstimatorParams, EstimatorPipeline
 
-# estimator_node's parameter defaults that shape the estimate (nodes/estimator_node.py declares them; a
-# test reads them from there). axial_weight None: the robot YAML's link.axial_weight.
-NODE_DEFAULTS = {'update_rate_hz': 100.0, 'use_imu': False, 'imu_link': 0, 'imu_gap_s': 0.05,
-                 'imu_attitude_s': 0.0, 'axial_weight': None, 'body_frame': None, 'limit_margin_rad': 0.2,
-                 'max_stamp_ahead_s': 1.0}
+# estimator_node's parameters that shape the estimate, at their defaults (EstimatorParams), body_frame and
+# axial_weight None for the robot's own.
+NODE_DEFAULTS = EstimatorParams().estimate_settings()
 # The node's timer flushes joint readings left waiting for the IMU every this many seconds of wall time.
 ORDER_FLUSH_PERIOD_S = 0.05
 
@@ -84,52 +81,26 @@ def xyyaw_from_xyz_quat(poses) -> np.ndarray:
 
 
 def replay_estimator(robot, inputs: EstimatorInputs, *, use_imu: bool | None = None,
-                     update_rate_hz: float = NODE_DEFAULTS['update_rate_hz'],
-                     limit_margin_rad: float = NODE_DEFAULTS['limit_margin_rad'],
-                     max_stamp_ahead_s: float = NODE_DEFAULTS['max_stamp_ahead_s'],
-                     **estimator_kwargs) -> ReplayTrack:
+                     **settings) -> ReplayTrack:
     """Run the Estimator over inputs exactly as estimator_node would have received them.
 
-    use_imu: fuse the imu readings (None: when the inputs have any). update_rate_hz, limit_margin_rad,
-    max_stamp_ahead_s: the node's parameters of the same names. estimator_kwargs go to Estimator (the
-    node's body_frame, imu_link, imu_gap_s, imu_attitude_s, axial_weight; and any other of its
-    parameters, e.g. contact_enter_m, contact_exit_m, to try them).
+    use_imu: fuse the imu readings (None: when the inputs have any). settings: the node's parameters that
+    shape the estimate (ESTIMATE_PARAMETERS: update_rate_hz, limit_margin_rad, max_stamp_ahead_s,
+    body_frame, imu_link, imu_gap_s, imu_attitude_s, axial_weight; the node's defaults otherwise), and
+    any other Estimator keyword (e.g. contact_enter_m, contact_exit_m, to try them). Every update is kept
+    (the node's publish_rate_hz 0).
     """
     use_imu = bool(len(inputs.imu_t_s)) if use_imu is None else bool(use_imu)
-    body_frame = estimator_kwargs.pop('body_frame', None)
-    est = Estimator(robot, body_frame, **estimator_kwargs)
-    gate = InputGate(robot.lower_rad, robot.upper_rad, robot.velocity_limit_rad_s,
-                     limit_margin_rad=limit_margin_rad, max_stamp_ahead_s=max_stamp_ahead_s)
-    order = StampOrder()
-    period = 0.0 if update_rate_hz <= 0 else 1.0 / update_rate_hz
-    nominal_dt = 1.0 / robot.bus.control_rate_hz
-    counts = {'received': 0, 'imu_received': 0, 'decimated': 0, 'rejected': inputs.rejected,
-              'imu_rejected': 0}
+    node = {name: settings.pop(name) for name in ESTIMATE_PARAMETERS if name in settings}
+    params = EstimatorParams(**{**node, 'use_imu': use_imu, 'publish_rate_hz': 0.0})
     out_t, out_pose = [], []
-    imu_held = (None, None)         # an orientation-carrying IMU's (orientation, rate) for the next update
-    next_update = -math.inf
-    last_order = -math.inf          # receive time of the last reading given to the StampOrder
 
-    def update(stamp, q, v):
-        orientation, rate = imu_held if use_imu else (None, None)
-        try:
-            state = est.update(stamp, q, v, orientation, rate)
-        except ValueError:
-            counts['rejected'] += 1
-            return
+    def publish(stamp, state, q):
         out_t.append(stamp)
         out_pose.append(state.pose_xyz_quat)
 
-    def process(readings):
-        for kind, stamp, item in readings:
-            if kind == 'imu':
-                try:
-                    est.update_imu(stamp, *item)
-                except ValueError:
-                    counts['imu_rejected'] += 1
-            else:
-                update(stamp, *item)
-
+    pipe = EstimatorPipeline(robot, params, publish=publish, **settings)
+    names = pipe.joint_names
     # The node's two callbacks, in the order the messages were received (joint_states first on a tie,
     # as a recorder writes a message before the next one it receives).
     events = [(t, 0, k) for k, t in enumerate(inputs.joints_received_s)]
@@ -137,57 +108,24 @@ def replay_estimator(robot, inputs: EstimatorInputs, *, use_imu: bool | None = N
         events += [(t, 1, k) for k, t in enumerate(inputs.imu_received_s)]
     events.sort()
     for now, kind, k in events:
-        if use_imu and order.waiting and now - last_order > order.hold_s + ORDER_FLUSH_PERIOD_S:
-            process(order.flush())      # the node's flush timer: both streams were silent for hold_s
-        if kind == 1:
-            counts['imu_received'] += 1
-            orientation, rate = inputs.imu_orientation_xyzw[k], inputs.imu_rate_rad_s[k]
-            orientation = None if np.isnan(orientation).any() or np.linalg.norm(orientation) < 0.5 else orientation
-            rate = None if np.isnan(rate).any() else rate
-            if orientation is None and rate is not None:
-                accel = inputs.imu_accel_m_s2[k]
-                imu_held = (None, None)
-                last_order = now
-                stamp = inputs.imu_t_s[k]
-                process(order.imu(stamp if stamp > 0.0 else now, (rate, None if np.isnan(accel).any() else accel)))
-            else:
-                imu_held = (orientation, rate)
-            continue
-        counts['received'] += 1
-        stamp, q = float(inputs.joints_t_s[k]), inputs.positions_rad[k]
-        verdict = gate.check(stamp, now, q)
-        if verdict.action == REJECT:
-            continue
-        if verdict.action == REBASE:
-            next_update = -math.inf
-            process(order.flush())
-            order.reset()
-            if verdict.kind == 'time_rebase':
-                est.rebase_time(stamp - nominal_dt)
-            else:
-                est.reanchor()
-        elif period > 0.0:
-            if stamp < next_update - 1.5 * period:
-                next_update = -math.inf
-            if stamp < next_update - 0.3 * period:
-                counts['decimated'] += 1
-                continue
-            next_update = max(next_update + period, stamp + 0.5 * period)
-        v = inputs.velocities_rad_s[k]
-        v = None if np.isnan(v).any() else v
         if use_imu:
-            last_order = now
-            process(order.joints(stamp, (q, v)))
-        else:
-            update(stamp, q, v)
+            # The node's flush timer, at its latest: its tick comes up to one period after hold_s ran out.
+            pipe.flush(now - ORDER_FLUSH_PERIOD_S)
+        if kind == 1:
+            # NaN marks a field the message had not (its covariance[0] = -1).
+            fields = (inputs.imu_orientation_xyzw[k], inputs.imu_rate_rad_s[k], inputs.imu_accel_m_s2[k])
+            pipe.imu(inputs.imu_t_s[k], now, *(None if np.isnan(f).any() else f for f in fields))
+            continue
+        v = inputs.velocities_rad_s[k]
+        pipe.joint_states(float(inputs.joints_t_s[k]), now, names, inputs.positions_rad[k],
+                          None if np.isnan(v).any() else v)
     if use_imu:
-        process(order.flush())
-    counts.update({'stale_stamps': est.skipped, 'imu_gaps': est.imu_gaps, 'imu_late': est.imu_late,
-                   'imu_bridged': est.imu_bridged, 'stale_held': est.stale_held, 'held_for_imu': order.held,
-                   'imu_timed_out': order.timed_out,
-                   **{f'input_{kind}': n for kind, n in gate.counts.items()}})
-    return ReplayTrack(np.asarray(out_t, dtype=float), np.asarray(out_pose, dtype=float).reshape(-1, 7), est,
-                       counts)
+        pipe.flush()
+    counts = pipe.counts()
+    counts['rejected'] += inputs.rejected
+    return ReplayTrack(np.asarray(out_t, dtype=float), np.asarray(out_pose, dtype=float).reshape(-1, 7),
+                       pipe.estimator, counts)
+
 
 IMU_TYPE = 'sensor_msgs/msg/Imu'
 ODOMETRY_TYPE = 'nav_msgs/msg/Odometry'
