@@ -340,6 +340,73 @@ def test_servo_bus_sends_stuffed_packets():
     assert b'\xff\xff\xfd\xfd' in sent[7:]
 
 
+@pytest.fixture(scope='module')
+def raw_pty():
+    """A pty with nobody on the other end: what a port writes is read back from the master side."""
+    import tty
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    os.set_blocking(master, False)
+    yield master, os.ttyname(slave)
+    os.close(master)
+    os.close(slave)
+
+
+def _sent(master) -> bytes:
+    out = b''
+    while select.select([master], [], [], 0.05)[0]:
+        out += os.read(master, 4096)
+    return out
+
+
+@given(ids=st.lists(st.integers(0, P.MAX_ID), min_size=1, max_size=40, unique=True),
+       ticks=st.lists(st.integers(0, 4095), min_size=40, max_size=40), size=st.sampled_from([1, 2, 4]),
+       fast=st.booleans())
+def test_servo_bus_sync_packets_are_the_stock_sdks_bytes(raw_pty, ids, ticks, size, fast):
+    # ServoBus frames its sync write and sync read packets itself (one per control cycle each): the
+    # bytes on the wire are the ones the stock SDK's syncWriteTxOnly and syncReadTx send.
+    master, path = raw_pty
+    data = {sid: P.le(t, 4)[:size] for sid, t in zip(ids, ticks)}
+    param = [b for sid, d in data.items() for b in (sid, *d)]
+    stock_port = sdk.PortHandler(path)
+    assert stock_port.openPort()
+    stock = sdk.PacketHandler(2.0)
+    try:
+        assert stock.syncWriteTxOnly(stock_port, 116, size, param, len(param)) == sdk.COMM_SUCCESS
+        stock_write = _sent(master)
+        stock_port.is_using = False
+        assert stock.syncReadTx(stock_port, 132, 14, list(ids), len(ids), fast) == sdk.COMM_SUCCESS
+        stock_read = _sent(master)
+    finally:
+        stock_port.closePort()
+    bus = ServoBus(path, BAUD, margin_ms=0.1).open()
+    try:
+        bus.sync_write(116, size, data)
+        ours_write = _sent(master)
+        assert bus.sync_read(132, 14, list(ids), fast, drain=False) == {}     # nobody answers
+        ours_read = _sent(master)
+    finally:
+        bus.close()
+    assert ours_write == stock_write
+    assert ours_read == stock_read
+
+
+def test_servo_bus_sync_write_is_stuffed(raw_pty):
+    # Where the stock SDK loses the stuffing that lengthens a packet, ServoBus sends it stuffed.
+    master, path = raw_pty
+    bus = ServoBus(path, BAUD, margin_ms=0.1).open()
+    try:
+        bus.sync_write(224, 4, {1: P.le(0x00FDFFFF, 4), 2: P.le(7, 4)})
+        sent = _sent(master)
+    finally:
+        bus.close()
+    assert sent == P.build_instruction(P.BROADCAST_ID, P.SYNC_WRITE, bytes((224, 0, 4, 0, 1)) + P.le(0x00FDFFFF, 4)
+                                       + bytes((2,)) + P.le(7, 4))
+    assert b'\xff\xff\xfd\xfd' in sent[7:]
+    (pkt,) = P.PacketParser().feed(sent)
+    assert pkt.crc_ok and pkt.params[5:9] == P.le(0x00FDFFFF, 4)
+
+
 def test_error_replies(sim, sdk_port):
     port, ph = sdk_port
     assert ph.write1ByteTxRx(port, 1, 64, 1) == (sdk.COMM_SUCCESS, 0)

@@ -168,6 +168,8 @@ class Driver:
         self.table = ServoTable(len(self.joints))
         self.servos = [ServoState(j.name, j.servo_id, self.table, k) for k, j in enumerate(self.joints)]
         self._ids_array = np.array(self.ids)
+        self._ids_bytes_array = np.array(self.ids, dtype=np.uint8)     # IDs as a sync write lists them
+        self._ids_bytes = self._ids_bytes_array.tobytes()
         self._positions = np.arange(len(self.ids))
         self.by_id = {s.servo_id: s for s in self.servos}
         self.k_by_id = {sid: k for k, sid in enumerate(self.ids)}
@@ -896,29 +898,34 @@ class Driver:
         raw = np.clip(self.joint_to_ticks(goal), lo_t, hi_t).astype('<i4').tobytes()
         t = self.table
         sendable = t.torque & np.isnan(t.rebooting_until)
-        data = {self.ids[k]: raw[4 * k:4 * k + 4]
-                for k in (range(len(self.ids)) if sendable.all() else np.flatnonzero(sendable).tolist())}
-        if not data:
-            return True
+        if np.count_nonzero(sendable) == len(self.ids):
+            ids = self._ids_bytes
+        else:
+            rows = np.flatnonzero(sendable)
+            if not len(rows):
+                return True
+            ids = self._ids_bytes_array[rows].tobytes()
+            raw = np.frombuffer(raw, '<i4')[rows].tobytes()
         try:
             if self._arm_pending:
                 self._arm_watchdogs()
-            self._held_sync_write(GOAL.address, 4, data)
+            self._held_sync_write(GOAL.address, 4, ids, raw)
         except CommError:
             self.counters.write_failures += 1
             return False
         return True
 
-    def _held_sync_write(self, address: int, size: int, data: dict):
-        """Sync write held back to leave with the cycle's read request. On a noisy line one garbled byte
+    def _held_sync_write(self, address: int, size: int, ids: bytes, data: bytes):
+        """Sync write of ``size`` bytes to each servo of ``ids`` (bytes), their blocks one after another
+        in ``data``, held back to leave with the cycle's read request. On a noisy line one garbled byte
         voids a whole sync write: 32 goals in one 174-byte packet reach their servos 17 % of the time at
         1 %, in packets of NOISY_WRITE_GROUP (34 bytes) 71 %, for 14 bytes more per packet."""
-        if not self.read_strategy.noisy or len(data) <= NOISY_WRITE_GROUP:
-            self.bus.sync_write(address, size, data, hold=True)
+        if not self.read_strategy.noisy or len(ids) <= NOISY_WRITE_GROUP:
+            self.bus.sync_write_blocks(address, size, ids, data, hold=True)
             return
-        items = list(data.items())
-        for k in range(0, len(items), NOISY_WRITE_GROUP):
-            self.bus.sync_write(address, size, dict(items[k:k + NOISY_WRITE_GROUP]), hold=True)
+        for k in range(0, len(ids), NOISY_WRITE_GROUP):
+            self.bus.sync_write_blocks(address, size, ids[k:k + NOISY_WRITE_GROUP],
+                                       data[k * size:(k + NOISY_WRITE_GROUP) * size], hold=True)
 
     def _arm_watchdogs(self):
         """Arm the bus watchdog of the servos whose last read showed it off, in the packet before this
@@ -926,7 +933,7 @@ class Driver:
         carries the register, and a servo the write missed is armed again next cycle."""
         value = bytes((watchdog_units(self.watchdog_ms),))
         ids, self._arm_pending = sorted(self._arm_pending), set()
-        self._held_sync_write(CONTROL_TABLE['bus_watchdog'].address, 1, dict.fromkeys(ids, value))
+        self._held_sync_write(CONTROL_TABLE['bus_watchdog'].address, 1, bytes(ids), value * len(ids))
 
     def _read_state(self, now: float) -> bool:
         """Read every servo's state block into the servo table; mark the others stale. False when the
