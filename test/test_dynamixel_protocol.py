@@ -104,6 +104,12 @@ def test_vectorised_fast_reply_check_keeps_exactly_the_blocks_whose_running_crc_
     raw = bytes(raw[:data.draw(st.integers(0, len(raw)))])  # and a reply cut anywhere
     lengths = [size] * data.draw(st.integers(1, n + 1))
     assert P.parse_fast_blocks(raw, lengths) == _parse_fast_bytewise(raw, lengths)
+    # The same blocks by ID, as ServoBus takes a fast sync read's reply (a later block of an ID wins).
+    by_id = {sid: (err, d) for err, sid, d in _parse_fast_bytewise(raw, lengths)}
+    assert P.fast_reply_blocks(raw, size, len(lengths)) == by_id
+    wanted = {sid for _, sid, _ in blocks[::2]}
+    assert P.fast_reply_blocks(raw, size, len(lengths), wanted) == {
+        sid: b for sid, b in by_id.items() if sid in wanted}
 
 
 def _build_fast_bytewise(blocks) -> bytes:

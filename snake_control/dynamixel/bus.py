@@ -18,7 +18,6 @@ import os
 import re
 import select
 import time
-from contextlib import contextmanager
 
 import dynamixel_sdk as sdk
 from dynamixel_sdk.protocol2_packet_handler import TXPACKET_MAX_LEN, Protocol2PacketHandler
@@ -258,6 +257,30 @@ def latency_timer_warning(port: str, sysfs_root: str = '/sys/bus/usb-serial/devi
             f'DRIVER=="ftdi_sio", ATTR{{latency_timer}}="1" (then: sudo udevadm control --reload; replug)')
 
 
+class _Transaction:
+    """ServoBus.transaction: the SDK's port-busy flag released whatever happens inside; a vanished
+    adapter marks the bus closed; on any other error a held packet is dropped, so that it never leaves
+    later, out of its cycle. A class, not a generator: two exchanges in every control cycle use it."""
+
+    __slots__ = ('bus',)
+
+    def __init__(self, bus: 'ServoBus'):
+        self.bus = bus
+
+    def __enter__(self):
+        self.bus.port.is_using = False
+
+    def __exit__(self, kind, exc, tb):
+        bus = self.bus
+        if kind is not None:
+            if issubclass(kind, PortGone):
+                bus.is_open = False
+            else:
+                bus.port._held = b''
+        bus.port.is_using = False
+        return False
+
+
 class ServoBus:
     """One open port and the Protocol 2.0 packet handler; every call names the servo on failure."""
 
@@ -279,6 +302,7 @@ class ServoBus:
         self.is_open = False
         self.late = self.port.late = LateReplies()
         self._requests: dict[tuple, bytes] = {}     # sync read packets by (address, size, fast, ids)
+        self._transaction = _Transaction(self)
 
     @property
     def byte_time_ms(self) -> float:
@@ -314,20 +338,9 @@ class ServoBus:
         self.port.baudrate = baud
         self.port.setBaudRate(baud)
 
-    @contextmanager
-    def transaction(self):
+    def transaction(self) -> '_Transaction':
         """Guard one SDK exchange: the port-busy flag is released whatever happens inside."""
-        self.port.is_using = False
-        try:
-            yield
-        except PortGone:
-            self.is_open = False
-            raise
-        except BaseException:
-            self.port._held = b''       # never let a held packet leave later, out of its cycle
-            raise
-        finally:
-            self.port.is_using = False
+        return self._transaction
 
     def _check(self, result: int, error: int, what: str, servo_id) -> None:
         if result != sdk.COMM_SUCCESS:
@@ -567,9 +580,7 @@ class ServoBus:
                 raw = self._read_raw(reply_bytes)
                 start = raw.find(P.HEADER + bytes((P.BROADCAST_ID,)))
                 if start >= 0:
-                    for err, sid, data in P.parse_fast_blocks(raw[start:], [size] * n):
-                        if sid in wanted:
-                            out[sid] = (err, data)
+                    out = P.fast_reply_blocks(raw[start:] if start else raw, size, n, wanted)
                 self.garbled_in_time = start == 0 and len(raw) == reply_bytes and len(out) < n
                 if len(out) < n:
                     self.late.expect([sid for sid in ids if sid not in out], size, True,

@@ -411,8 +411,10 @@ def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]
     ``raw`` starts with the reply's header (checked by the caller). The running CRC after a good block
     equals that block's CRC field, so each block is checked on its own, continuing from the field
     before it (see crc16): the CRC from 0 of the previous block's two CRC bytes, each XORed with the
-    high and low byte of their value (both give low XOR high), then this block's error, id and data,
-    must equal this block's CRC field. The first block continues from the header's first six bytes.
+    high and low byte of their value (both give m = low XOR high), then this block's error, id and
+    data, must equal this block's CRC field. By linearity that CRC is step[m] XOR the CRC from 0 of
+    the block's own bytes (_fast_status_uniform's step table). The first block continues from the
+    header's first six bytes.
 
     >>> raw = build_fast_status([(0, 1, b'ab'), (0, 2, b'cd')])
     >>> n, rows = fast_block_rows(raw, 2, 2)
@@ -424,15 +426,56 @@ def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]
     rows = np.ndarray((m, width), np.uint8, raw, 8)
     if not m:
         return 0, rows
-    fields = np.ndarray((m,), '<u2', raw, 8 + width - 2, (width,))
-    lanes = np.ndarray((m, width), np.uint8, raw, 6).copy()     # each block with the 2 bytes before it
-    mixed = lanes[:, 0] ^ lanes[:, 1]
-    lanes[:, 0] = mixed
-    lanes[:, 1] = mixed
-    head = crc16(raw[:6])
-    lanes[0, 0], lanes[0, 1] = raw[6] ^ (head >> 8), raw[7] ^ (head & 0xFF)
-    bad = np.flatnonzero(crc16_lanes(lanes) != fields)
-    return (int(bad[0]) if len(bad) else m), rows
+    flat, offsets, step, first, second = _block_tables(width - 2)
+    # Every block's own CRC: one table lookup per byte (``flat``: the table row of each position laid
+    # end to end, so a byte's entry is at its position's offset plus the byte) and one reduce.
+    own = np.bitwise_xor.reduce(flat[rows[:, :width - 2] + offsets], axis=-1)
+    head = _HEAD_CRC.get(raw[:6])
+    if head is None:
+        head = _HEAD_CRC[bytes(raw[:6])] = crc16(raw[:6])
+    before = np.empty(m, np.uint16)
+    before[0] = first[raw[6] ^ (head >> 8)] ^ second[raw[7] ^ (head & 0xFF)]
+    before[1:] = step[rows[:-1, width - 2] ^ rows[:-1, width - 1]]
+    bad = (own ^ before) != np.ndarray((m,), _U16LE, raw, 8 + width - 2, (width,))
+    if not np.count_nonzero(bad):
+        return m, rows
+    return int(bad.nonzero()[0][0]), rows
+
+
+_U16LE = np.dtype('<u2')
+_HEAD_CRC: dict[bytes, int] = {}           # CRC of a fast reply's first six bytes (few: one per length)
+_BLOCK_TABLES: dict[int, tuple] = {}
+
+
+def _block_tables(n: int) -> tuple:
+    """fast_block_rows' tables for blocks of n bytes (error, id, data): the CRC table rows of positions
+    0..n-1 of an n-byte message laid end to end with each position's offset into them, the step table of
+    the two CRC bytes before a block, and (as lists) the table rows of those two bytes' positions."""
+    got = _BLOCK_TABLES.get(n)
+    if got is None:
+        shifted = _crc_shifted(n + 2)
+        flat = np.ascontiguousarray(shifted[_REVERSED[-n:]]).ravel()
+        got = _BLOCK_TABLES[n] = (flat, np.arange(n, dtype=np.intp) * 256, shifted[n + 1] ^ shifted[n],
+                                  shifted[n + 1].tolist(), shifted[n].tolist())
+    return got
+
+
+def fast_reply_blocks(raw: bytes, size: int, count: int, wanted=None) -> dict[int, tuple[int, bytes]]:
+    """{id: (error, data)} of the blocks of a fast sync read reply of ``count`` servos with ``size`` data
+    bytes each, as far as their running CRCs hold (parse_fast_blocks; a later block of an ID wins), of
+    the IDs in ``wanted`` only when given.
+
+    >>> fast_reply_blocks(build_fast_status([(0, 1, b'ab'), (0x80, 2, b'cd')]), 2, 2)
+    {1: (0, b'ab'), 2: (128, b'cd')}
+    """
+    if len(raw) < 8 or raw[:4] != HEADER or raw[4] != BROADCAST_ID or raw[7] != STATUS:
+        return {}
+    good, _ = fast_block_rows(raw, size, count)
+    w = size + 4
+    spans = range(8, 8 + good * w, w)
+    if wanted is None:
+        return {raw[i + 1]: (raw[i], bytes(raw[i + 2:i + w - 2])) for i in spans}
+    return {raw[i + 1]: (raw[i], bytes(raw[i + 2:i + w - 2])) for i in spans if raw[i + 1] in wanted}
 
 
 def sync_read_reply_bytes(n_servos: int, size: int, fast: bool) -> int:
