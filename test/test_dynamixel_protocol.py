@@ -131,6 +131,18 @@ def test_fast_reply_built_in_one_vectorised_pass_equals_the_bytewise_one(n, size
     assert P.build_fast_status(blocks) == _build_fast_bytewise(blocks)
 
 
+@given(st.lists(st.integers(0, P.MAX_ID), max_size=40, unique=True), st.sampled_from([1, 2, 4]), st.data())
+def test_sync_write_frame_reused_equals_a_packet_built_afresh(ids, size, data):
+    # ServoBus keeps one SyncWriteFrame per set of servos and fills in each cycle's data: every packet
+    # must equal the instruction framed afresh (CRC, and stuffing when the data makes FF FF FD).
+    frame = P.SyncWriteFrame(116, size, ids)
+    for _ in range(3):
+        blob = data.draw(st.binary(min_size=size * len(ids), max_size=size * len(ids))
+                         | st.just((b'\xff\xff\xfd\x00' * len(ids))[:size * len(ids)]))
+        params = b''.join(bytes((sid,)) + blob[k * size:(k + 1) * size] for k, sid in enumerate(ids))
+        assert frame.packet(blob) == P.build_instruction(P.BROADCAST_ID, P.SYNC_WRITE, bytes((116, 0, size, 0)) + params)
+
+
 def _read_bytewise(servo: Servo, address: int, length: int) -> bytes:
     """Servo.read's data resolved one byte at a time through the Indirect Address entries (reference)."""
     return bytes(servo.table[a] for a in servo.resolve(address, length))

@@ -302,6 +302,7 @@ class ServoBus:
         self.is_open = False
         self.late = self.port.late = LateReplies()
         self._requests: dict[tuple, bytes] = {}     # sync read packets by (address, size, fast, ids)
+        self._frames: dict[tuple, P.SyncWriteFrame] = {}     # sync write frames by (address, size, ids)
         self._transaction = _Transaction(self)
 
     @property
@@ -530,10 +531,18 @@ class ServoBus:
     def sync_write_blocks(self, address: int, size: int, ids: bytes, data: bytes, hold: bool = False) -> None:
         """sync_write of ``size`` bytes to each servo of ``ids`` (one byte each, in packet order), their
         data one block after another in ``data``. Framed here in a few whole-packet operations rather
-        than through the SDK's per-byte lists (every control cycle sends one); the same bytes."""
+        than through the SDK's per-byte lists (every control cycle sends one), each set of servos' frame
+        once (protocol.SyncWriteFrame); the same bytes."""
         if len(data) != size * len(ids):
             raise ValueError(f'sync write: {len(data)} bytes of data for {len(ids)} servos of {size}')
-        packet = P.build_sync_write(address, size, ids, data)
+        ids = bytes(ids)
+        key = (address, size, ids)
+        frame = self._frames.get(key)
+        if frame is None:
+            if len(self._frames) >= 64:
+                self._frames.clear()
+            frame = self._frames[key] = P.SyncWriteFrame(address, size, ids)
+        packet = frame.packet(data)
         with self.transaction():
             self.port.corked = hold
             try:
