@@ -443,10 +443,12 @@ def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]
     ``raw`` starts with the reply's header (checked by the caller). The running CRC after a good block
     equals that block's CRC field, so each block is checked on its own, continuing from the field
     before it (see crc16): the CRC from 0 of the previous block's two CRC bytes, each XORed with the
-    high and low byte of their value (both give m = low XOR high), then this block's error, id and
-    data, must equal this block's CRC field. By linearity that CRC is step[m] XOR the CRC from 0 of
-    the block's own bytes (_fast_status_uniform's step table). The first block continues from the
-    header's first six bytes.
+    high and low byte of their value (both give lo XOR hi), then this block's error, id and data, must
+    equal this block's CRC field. The CRC is linear, so the two leading bytes' share is S[lo] XOR S[hi]
+    (S: the CRC of a byte followed by the block, twice over): every block's check is then one table
+    lookup per byte of the window from the two bytes before it, all blocks in a few whole-array
+    operations. The first block continues from the header's first six bytes (its two leading
+    bytes' share is put right afterwards).
 
     >>> raw = build_fast_status([(0, 1, b'ab'), (0, 2, b'cd')])
     >>> n, rows = fast_block_rows(raw, 2, 2)
@@ -458,17 +460,17 @@ def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]
     rows = np.ndarray((m, width), np.uint8, raw, 8)
     if not m:
         return 0, rows
-    flat, offsets, step, first, second = _block_tables(width - 2)
-    # Every block's own CRC: one table lookup per byte (``flat``: the table row of each position laid
-    # end to end, so a byte's entry is at its position's offset plus the byte) and one reduce.
-    own = np.bitwise_xor.reduce(flat[rows[:, :width - 2] + offsets], axis=-1)
+    flat, offsets, s_row, first, second = _block_tables(width)
+    # Window j: the two CRC bytes before block j and the block up to its own CRC field (overlapping
+    # views of raw, no copy). flat: each position's table row laid end to end.
+    windows = np.ndarray((m, width), np.uint8, raw, 6, (width, 1))
+    crcs = np.bitwise_xor.reduce(flat[windows + offsets], axis=1)
     head = _HEAD_CRC.get(raw[:6])
     if head is None:
         head = _HEAD_CRC[bytes(raw[:6])] = crc16(raw[:6])
-    before = np.empty(m, np.uint16)
-    before[0] = first[raw[6] ^ (head >> 8)] ^ second[raw[7] ^ (head & 0xFF)]
-    before[1:] = step[rows[:-1, width - 2] ^ rows[:-1, width - 1]]
-    bad = (own ^ before) != np.ndarray((m,), _U16LE, raw, 8 + width - 2, (width,))
+    crcs[0] ^= (s_row[raw[6]] ^ s_row[raw[7]] ^ first[raw[6] ^ (head >> 8)]
+                ^ second[raw[7] ^ (head & 0xFF)])
+    bad = crcs != np.ndarray((m,), _U16LE, raw, 6 + width, (width,))
     if not np.count_nonzero(bad):
         return m, rows
     return int(bad.nonzero()[0][0]), rows
@@ -479,16 +481,20 @@ _HEAD_CRC: dict[bytes, int] = {}           # CRC of a fast reply's first six byt
 _BLOCK_TABLES: dict[int, tuple] = {}
 
 
-def _block_tables(n: int) -> tuple:
-    """fast_block_rows' tables for blocks of n bytes (error, id, data): the CRC table rows of positions
-    0..n-1 of an n-byte message laid end to end with each position's offset into them, the step table of
-    the two CRC bytes before a block, and (as lists) the table rows of those two bytes' positions."""
-    got = _BLOCK_TABLES.get(n)
+def _block_tables(width: int) -> tuple:
+    """fast_block_rows' tables for a window of ``width`` bytes (the two CRC bytes before a block, its
+    error, id and data): the table row of each window position laid end to end (S at the first two,
+    see fast_block_rows) with each position's offset into them; and as lists S and the plain table rows
+    of the first two positions."""
+    got = _BLOCK_TABLES.get(width)
     if got is None:
-        shifted = _crc_shifted(n + 2)
-        flat = np.ascontiguousarray(shifted[_REVERSED[-n:]]).ravel()
-        got = _BLOCK_TABLES[n] = (flat, np.arange(n, dtype=np.intp) * 256, shifted[n + 1] ^ shifted[n],
-                                  shifted[n + 1].tolist(), shifted[n].tolist())
+        shifted = _crc_shifted(width)
+        rows = shifted[_REVERSED[-width:]].copy()       # position p: the row of width - 1 - p zeros
+        s_row = rows[0] ^ rows[1]
+        first, second = rows[0].tolist(), rows[1].tolist()
+        rows[0] = rows[1] = s_row
+        got = _BLOCK_TABLES[width] = (rows.ravel(), np.arange(width, dtype=np.intp) * 256, s_row.tolist(),
+                                      first, second)
     return got
 
 
