@@ -228,7 +228,7 @@ class Driver:
         self._asked_s = math.nan
         self._replied_s = np.full(len(self.ids), np.nan)
         self._stale_ids: set[int] = set()    # servos the first read got only stale replies of
-        self._decoded = None                 # (replies, how many, rows, rows as a list, decoded blocks) of the first read
+        self._decoded = None    # (replies, how many, rows, rows as a list, decoded blocks, when) of the first read
         self._rearm_pending: list[int] = []  # servos whose tripped bus watchdog awaits clearing
         self._arm_pending: set[int] = set()  # servos whose bus watchdog read off: armed with the next goals
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
@@ -1171,7 +1171,7 @@ class Driver:
         stale = stale_replies(ticks, self._asked_s, t.clock_lead_ms[k], t.clock_at_s[k])
         if not np.count_nonzero(stale):
             # _take_states takes these very replies when no follow-up adds any: decoded once.
-            self._decoded = (got, len(got), k, ks, v) if whole else None
+            self._decoded = (got, len(got), k, ks, v, replied_s) if whole else None
             return got, []
         dropped = [sids[i] for i in np.flatnonzero(stale).tolist()]
         self.counters.stale_replies += len(dropped)
@@ -1238,8 +1238,8 @@ class Driver:
             return good
         decoded, self._decoded = self._decoded, None
         if decoded is not None and decoded[0] is got and decoded[1] == len(got):
-            _, _, k, ks, v = decoded        # the first read's replies, whole and without error bytes
-            return self._take_decoded(good, (0,), ks, k, v)
+            _, _, k, ks, v, replied_s = decoded     # the first read's replies, whole, no error bytes
+            return self._take_decoded(good, (0,), ks, k, v, replied_s)
         errs, blocks = zip(*got.values())
         if set(map(len, blocks)) != {size}:
             for sid, (err, data) in got.items():            # rare: a block of the wrong size
@@ -1252,9 +1252,10 @@ class Driver:
         k, ks = self._rows_of(tuple(got))
         return self._take_decoded(good, errs, ks, k, STATE_BLOCK.decode_many(b''.join(blocks)))
 
-    def _take_decoded(self, good: np.ndarray, errs, ks: list, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def _take_decoded(self, good: np.ndarray, errs, ks: list, k: np.ndarray, v: np.ndarray,
+                      replied_s: float | None = None) -> np.ndarray:
         """_take_states for decoded blocks ``v`` of the servos at table rows ``k`` (``ks`` as a list),
-        with their error bytes ``errs``."""
+        with their error bytes ``errs``; ``replied_s``: when all of them came in one read, its time."""
         t = self.table
         hw, cur = v['hardware_error_status'], v['present_current']
         vel, pos, watchdog = v['present_velocity'], v['present_position'], v['bus_watchdog']
@@ -1296,8 +1297,8 @@ class Driver:
         t.watchdog[k] = watchdog
         # What the next replies' ticks are judged against.
         t.tick_ms[k] = tick
-        t.clock_lead_ms[k], t.clock_at_s[k] = clock_leads(tick, self._replied_s[k], t.clock_lead_ms[k],
-                                                           t.clock_at_s[k])
+        replied = self._replied_s[k] if replied_s is None else replied_s
+        t.clock_lead_ms[k], t.clock_at_s[k] = clock_leads(tick, replied, t.clock_lead_ms[k], t.clock_at_s[k])
         armed = watchdog_units(self.watchdog_ms)
         # Nearly always every watchdog reads armed: none tripped, none to arm.
         if self.watchdog_ms and np.count_nonzero(watchdog != armed):
