@@ -171,6 +171,8 @@ class Driver:
         self.velocity_limit = np.array([j.velocity_limit_rad_s for j in self.joints], dtype=float)
         self.acceleration_limit = np.array([j.acceleration_limit_rad_s2 for j in self.joints], dtype=float)
         self._max_goal_step = self.velocity_limit * self.period_s     # rad per cycle
+        self._min_goal_step = -self._max_goal_step
+        self._min_velocity = -self.velocity_limit
         self.model = robot.bus.servo
         self._amps_per_current_unit = (self.model.current_unit_ma or 0.0) / 1000.0
         self._tick_limits = None
@@ -184,6 +186,7 @@ class Driver:
         self.by_id = {s.servo_id: s for s in self.servos}
         self.k_by_id = {sid: k for k, sid in enumerate(self.ids)}
         self._rows_cache: dict[tuple, tuple] = {}      # _rows_of
+        self._rebooting_this_cycle: int | None = None    # set by _cycle for its goal write and read
         self.counters = Counters()
         self.warnings: list[str] = []
         self.events: collections.deque = collections.deque(maxlen=200)
@@ -739,15 +742,19 @@ class Driver:
             reset, self._reset_request = self._reset_request, False
         if reset:
             self._rearm()
-        self._service_reboots(now)
+        # How many servos are rebooting: nothing else changes it until the next cycle's _service_reboots.
+        self._rebooting_this_cycle = self._service_reboots(now)
         if self._rearm_pending:
             # A servo whose tripped watchdog is not yet cleared ignores goals: hold until every one is,
             # so that the resume ramps from where they all stopped.
             self._resume_after = time.monotonic()
         goal = self._decide(now, command, estop)
-        sent = self._write_goals(goal)
-        read_start = time.monotonic()
-        sent = self._read_state(now) and sent
+        try:
+            sent = self._write_goals(goal)
+            read_start = time.monotonic()
+            sent = self._read_state(now) and sent
+        finally:
+            self._rebooting_this_cycle = None
         # The servos sample their state while the read is on the wire: its midpoint is the measurement time.
         stamp = 0.5 * (read_start + time.monotonic())
         if sent:
@@ -819,7 +826,7 @@ class Driver:
             # Lead the goal by the servo's lag (goal = q + v·τ): the profile trails a moving goal, so
             # the joint ends up near q. The velocity is bounded by the joint's limit, so a wild one
             # moves the goal at most velocity_limit·τ; the limits below clip the sum.
-            command_rad = command_rad + lead_s * _clip(command.velocity_rad_s, -self.velocity_limit,
+            command_rad = command_rad + lead_s * _clip(command.velocity_rad_s, self._min_velocity,
                                                        self.velocity_limit)
         command_rad = _clip(command_rad, self.lower, self.upper)
         if d.entered:
@@ -839,8 +846,7 @@ class Driver:
         if self._goal is not None:
             # Last line of defence: no goal moves faster than its joint's velocity limit, whatever the
             # command did (a late or jumping command stream).
-            step = self._max_goal_step
-            goal = self._goal + _clip(goal - self._goal, -step, step)
+            goal = self._goal + _clip(goal - self._goal, self._min_goal_step, self._max_goal_step)
             # Moving goals only: entering a hold steps a goal back to where its servo is, not onwards.
             self.max_goal_step_rad = max(self.max_goal_step_rad,
                                          float(np.maximum.reduce(np.abs(goal - self._goal))))
@@ -869,10 +875,13 @@ class Driver:
         r = self.table.rebooting_until
         return np.count_nonzero(r == r)
 
-    def _service_reboots(self, now):
+    def _service_reboots(self, now) -> int:
+        """Configure servos whose reboot has ended, reboot overloaded ones (auto_reboot). Returns how many
+        servos are rebooting now."""
         t = self.table
-        if not self._rebooting() and not (self.config.auto_reboot and np.count_nonzero(t.alert)):
-            return                          # every cycle but one with a servo in trouble
+        rebooting = self._rebooting()
+        if not rebooting and not (self.config.auto_reboot and np.count_nonzero(t.alert)):
+            return 0                        # every cycle but one with a servo in trouble
         for s in self.servos:
             if s.rebooting_until is not None and now >= s.rebooting_until:
                 s.rebooting_until = None
@@ -886,7 +895,7 @@ class Driver:
                 except (DxlError, StartupError) as exc:
                     self._event(f'{s.name} did not come back after reboot: {exc}')
         if not self.config.auto_reboot:
-            return
+            return self._rebooting()
         for s in self.servos:
             if (s.alert and s.hardware_error & P.HW_OVERLOAD and s.rebooting_until is None
                     and s.reboots < self.config.max_reboots
@@ -902,6 +911,7 @@ class Driver:
                 s.rebooting_until = now + 0.15
                 s.torque = False
                 self._event(f'{s.name} overloaded: rebooting ({s.reboots}/{self.config.max_reboots})')
+        return self._rebooting()
 
     # ---------------------------------------------------------------- bus I/O
     def _write_goals(self, goal: np.ndarray) -> bool:
@@ -916,7 +926,8 @@ class Driver:
         lo_t, hi_t = self.tick_limits()
         raw = _clip(self.joint_to_ticks(goal), lo_t, hi_t).astype('<i4').tobytes()
         t = self.table
-        sendable = t.torque & (t.rebooting_until != t.rebooting_until)     # not rebooting: NaN
+        rebooting = self._rebooting() if self._rebooting_this_cycle is None else self._rebooting_this_cycle
+        sendable = t.torque & (t.rebooting_until != t.rebooting_until) if rebooting else t.torque  # NaN: not
         if np.count_nonzero(sendable) == len(self.ids):
             ids = self._ids_bytes
         else:
@@ -963,7 +974,8 @@ class Driver:
         # that a noisy line put here would never come back.
         quarantine_after = max(self.config.stale_limit, QUARANTINE_AFTER)
         t = self.table
-        if not self._rebooting() and not np.count_nonzero(t.stale_cycles >= quarantine_after):
+        rebooting = self._rebooting() if self._rebooting_this_cycle is None else self._rebooting_this_cycle
+        if not rebooting and not np.count_nonzero(t.stale_cycles >= quarantine_after):
             quarantined, ids = set(), list(self._read_order)     # every cycle but a faulty bus's
         else:
             active = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
