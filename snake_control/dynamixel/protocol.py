@@ -223,25 +223,24 @@ class SyncWriteFrame:
                                    + le(address, 2) + le(size, 2), np.uint8)
         blocks = frame[12:12 + params].reshape(len(ids), 1 + size)
         blocks[:, 0] = np.frombuffer(ids, np.uint8)
-        self._frame, self._blocks = frame, blocks[:, 1:]
-        self._crc_free = crc16(frame[:-2].tobytes())
-        # Where each data byte sits, counted from the last byte before the CRC (its CRC table row).
-        at = np.arange(12, 12 + params).reshape(len(ids), 1 + size)[:, 1:].ravel()
+        self._body, self._blocks = frame[:-2], blocks[:, 1:]
+        self._crc_free = crc16(self._body.tobytes())
+        # Each data byte's CRC table row (by its distance from the CRC), laid out like the data, into
+        # the table flattened (a table is never changed, only replaced by a larger one).
+        at = np.arange(12, 12 + params).reshape(len(ids), 1 + size)[:, 1:]
         self._rows = (len(frame) - 3 - at) * 256
+        self._table = _crc_shifted(len(frame) - 2).reshape(-1)
 
     def packet(self, data: bytes) -> bytes:
         if len(data) != self.n * self.size:
             raise ValueError(f'{len(data)} bytes of data for {self.n} servos of {self.size}')
-        frame = self._frame
-        values = np.frombuffer(data, np.uint8)
-        self._blocks[...] = values.reshape(self.n, self.size)
-        table = _crc_shifted(len(frame) - 2).reshape(-1)
-        crc = self._crc_free ^ int(np.bitwise_xor.reduce(table[self._rows + values]))
-        frame[-2], frame[-1] = crc & 0xFF, crc >> 8
-        packet = frame.tobytes()
-        if _STUFF_MARK in packet[7:-2]:     # never for goal positions: stuffed as any instruction
-            return build_instruction(BROADCAST_ID, SYNC_WRITE, packet[8:-2])
-        return packet
+        values = np.ndarray((self.n, self.size), np.uint8, data)
+        self._blocks[...] = values
+        crc = self._crc_free ^ int(np.bitwise_xor.reduce(self._table[self._rows + values], axis=None))
+        body = self._body.tobytes()
+        if _STUFF_MARK in body[7:]:         # never for goal positions: stuffed as any instruction
+            return build_instruction(BROADCAST_ID, SYNC_WRITE, body[8:])
+        return body + bytes((crc & 0xFF, crc >> 8))
 
 
 def build_status(servo_id: int, error: int, params: bytes = b'') -> bytes:
