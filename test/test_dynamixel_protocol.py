@@ -104,6 +104,12 @@ def test_vectorised_fast_reply_check_keeps_exactly_the_blocks_whose_running_crc_
     raw = bytes(raw[:data.draw(st.integers(0, len(raw)))])  # and a reply cut anywhere
     lengths = [size] * data.draw(st.integers(1, n + 1))
     assert P.parse_fast_blocks(raw, lengths) == _parse_fast_bytewise(raw, lengths)
+    # The same blocks by ID, as ServoBus takes a fast sync read's reply (a later block of an ID wins).
+    by_id = {sid: (err, d) for err, sid, d in _parse_fast_bytewise(raw, lengths)}
+    assert P.fast_reply_blocks(raw, size, len(lengths)) == by_id
+    wanted = {sid for _, sid, _ in blocks[::2]}
+    assert P.fast_reply_blocks(raw, size, len(lengths), wanted) == {
+        sid: b for sid, b in by_id.items() if sid in wanted}
 
 
 def _build_fast_bytewise(blocks) -> bytes:
@@ -123,6 +129,18 @@ def test_fast_reply_built_in_one_vectorised_pass_equals_the_bytewise_one(n, size
     blocks = [(data.draw(st.sampled_from([0, 0x80, 3, 0xFF])), data.draw(st.integers(0, 252)),
                data.draw(st.binary(min_size=size, max_size=size + (3 if uneven else 0)))) for _ in range(n)]
     assert P.build_fast_status(blocks) == _build_fast_bytewise(blocks)
+
+
+@given(st.lists(st.integers(0, P.MAX_ID), max_size=40, unique=True), st.sampled_from([1, 2, 4]), st.data())
+def test_sync_write_frame_reused_equals_a_packet_built_afresh(ids, size, data):
+    # ServoBus keeps one SyncWriteFrame per set of servos and fills in each cycle's data: every packet
+    # must equal the instruction framed afresh (CRC, and stuffing when the data makes FF FF FD).
+    frame = P.SyncWriteFrame(116, size, ids)
+    for _ in range(3):
+        blob = data.draw(st.binary(min_size=size * len(ids), max_size=size * len(ids))
+                         | st.just((b'\xff\xff\xfd\x00' * len(ids))[:size * len(ids)]))
+        params = b''.join(bytes((sid,)) + blob[k * size:(k + 1) * size] for k, sid in enumerate(ids))
+        assert frame.packet(blob) == P.build_instruction(P.BROADCAST_ID, P.SYNC_WRITE, bytes((116, 0, size, 0)) + params)
 
 
 def _read_bytewise(servo: Servo, address: int, length: int) -> bytes:
@@ -338,6 +356,73 @@ def test_servo_bus_sends_stuffed_packets():
         os.close(slave)
     assert sent == P.build_instruction(3, P.WRITE, bytes((20, 0)) + P.le(0x00FDFFFF, 4))
     assert b'\xff\xff\xfd\xfd' in sent[7:]
+
+
+@pytest.fixture(scope='module')
+def raw_pty():
+    """A pty with nobody on the other end: what a port writes is read back from the master side."""
+    import tty
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    os.set_blocking(master, False)
+    yield master, os.ttyname(slave)
+    os.close(master)
+    os.close(slave)
+
+
+def _sent(master) -> bytes:
+    out = b''
+    while select.select([master], [], [], 0.05)[0]:
+        out += os.read(master, 4096)
+    return out
+
+
+@given(ids=st.lists(st.integers(0, P.MAX_ID), min_size=1, max_size=40, unique=True),
+       ticks=st.lists(st.integers(0, 4095), min_size=40, max_size=40), size=st.sampled_from([1, 2, 4]),
+       fast=st.booleans())
+def test_servo_bus_sync_packets_are_the_stock_sdks_bytes(raw_pty, ids, ticks, size, fast):
+    # ServoBus frames its sync write and sync read packets itself (one per control cycle each): the
+    # bytes on the wire are the ones the stock SDK's syncWriteTxOnly and syncReadTx send.
+    master, path = raw_pty
+    data = {sid: P.le(t, 4)[:size] for sid, t in zip(ids, ticks)}
+    param = [b for sid, d in data.items() for b in (sid, *d)]
+    stock_port = sdk.PortHandler(path)
+    assert stock_port.openPort()
+    stock = sdk.PacketHandler(2.0)
+    try:
+        assert stock.syncWriteTxOnly(stock_port, 116, size, param, len(param)) == sdk.COMM_SUCCESS
+        stock_write = _sent(master)
+        stock_port.is_using = False
+        assert stock.syncReadTx(stock_port, 132, 14, list(ids), len(ids), fast) == sdk.COMM_SUCCESS
+        stock_read = _sent(master)
+    finally:
+        stock_port.closePort()
+    bus = ServoBus(path, BAUD, margin_ms=0.1).open()
+    try:
+        bus.sync_write(116, size, data)
+        ours_write = _sent(master)
+        assert bus.sync_read(132, 14, list(ids), fast, drain=False) == {}     # nobody answers
+        ours_read = _sent(master)
+    finally:
+        bus.close()
+    assert ours_write == stock_write
+    assert ours_read == stock_read
+
+
+def test_servo_bus_sync_write_is_stuffed(raw_pty):
+    # Where the stock SDK loses the stuffing that lengthens a packet, ServoBus sends it stuffed.
+    master, path = raw_pty
+    bus = ServoBus(path, BAUD, margin_ms=0.1).open()
+    try:
+        bus.sync_write(224, 4, {1: P.le(0x00FDFFFF, 4), 2: P.le(7, 4)})
+        sent = _sent(master)
+    finally:
+        bus.close()
+    assert sent == P.build_instruction(P.BROADCAST_ID, P.SYNC_WRITE, bytes((224, 0, 4, 0, 1)) + P.le(0x00FDFFFF, 4)
+                                       + bytes((2,)) + P.le(7, 4))
+    assert b'\xff\xff\xfd\xfd' in sent[7:]
+    (pkt,) = P.PacketParser().feed(sent)
+    assert pkt.crc_ok and pkt.params[5:9] == P.le(0x00FDFFFF, 4)
 
 
 def test_error_replies(sim, sdk_port):

@@ -18,10 +18,9 @@ import os
 import re
 import select
 import time
-from contextlib import contextmanager
 
 import dynamixel_sdk as sdk
-from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
+from dynamixel_sdk.protocol2_packet_handler import TXPACKET_MAX_LEN, Protocol2PacketHandler
 
 from snake_control.dynamixel import protocol as P
 from snake_control.dynamixel.late_replies import LateReplies
@@ -258,6 +257,30 @@ def latency_timer_warning(port: str, sysfs_root: str = '/sys/bus/usb-serial/devi
             f'DRIVER=="ftdi_sio", ATTR{{latency_timer}}="1" (then: sudo udevadm control --reload; replug)')
 
 
+class _Transaction:
+    """ServoBus.transaction: the SDK's port-busy flag released whatever happens inside; a vanished
+    adapter marks the bus closed; on any other error a held packet is dropped, so that it never leaves
+    later, out of its cycle. A class, not a generator: two exchanges in every control cycle use it."""
+
+    __slots__ = ('bus',)
+
+    def __init__(self, bus: 'ServoBus'):
+        self.bus = bus
+
+    def __enter__(self):
+        self.bus.port.is_using = False
+
+    def __exit__(self, kind, exc, tb):
+        bus = self.bus
+        if kind is not None:
+            if issubclass(kind, PortGone):
+                bus.is_open = False
+            else:
+                bus.port._held = b''
+        bus.port.is_using = False
+        return False
+
+
 class ServoBus:
     """One open port and the Protocol 2.0 packet handler; every call names the servo on failure."""
 
@@ -278,6 +301,9 @@ class ServoBus:
         self.ph = SnakePacketHandler()
         self.is_open = False
         self.late = self.port.late = LateReplies()
+        self._requests: dict[tuple, bytes] = {}     # sync read packets by (address, size, fast, ids)
+        self._frames: dict[tuple, P.SyncWriteFrame] = {}     # sync write frames by (address, size, ids)
+        self._transaction = _Transaction(self)
 
     @property
     def byte_time_ms(self) -> float:
@@ -313,20 +339,9 @@ class ServoBus:
         self.port.baudrate = baud
         self.port.setBaudRate(baud)
 
-    @contextmanager
-    def transaction(self):
+    def transaction(self) -> '_Transaction':
         """Guard one SDK exchange: the port-busy flag is released whatever happens inside."""
-        self.port.is_using = False
-        try:
-            yield
-        except PortGone:
-            self.is_open = False
-            raise
-        except BaseException:
-            self.port._held = b''       # never let a held packet leave later, out of its cycle
-            raise
-        finally:
-            self.port.is_using = False
+        return self._transaction
 
     def _check(self, result: int, error: int, what: str, servo_id) -> None:
         if result != sdk.COMM_SUCCESS:
@@ -492,25 +507,49 @@ class ServoBus:
         return out
 
     # -------------------------------------------------------------- groups
+    def _send(self, packet: bytes) -> int:
+        """Send one framed instruction packet as the SDK's txPacket does (input buffer cleared first,
+        late replies in it watched; the packet written whole); the SDK's result code."""
+        if len(packet) > TXPACKET_MAX_LEN:
+            return sdk.COMM_TX_ERROR
+        self.port.clearPort()
+        if self.port.writePort(packet) != len(packet):
+            return sdk.COMM_TX_FAIL
+        return sdk.COMM_SUCCESS
+
     def sync_write(self, address: int, size: int, data_by_id: dict[int, bytes], hold: bool = False) -> None:
         """One sync write (no reply). Raises CommError only when the packet could not be sent.
 
         ``hold``: keep the packet back and send it together with the next packet (the read that
         follows in a control cycle): one write to the adapter instead of two.
         """
-        param = []
         for sid, data in data_by_id.items():
             if len(data) != size:
                 raise ValueError(f'sync write: servo {sid} data has {len(data)} bytes, expected {size}')
-            param.append(sid)
-            param.extend(data)
+        self.sync_write_blocks(address, size, bytes(data_by_id), b''.join(data_by_id.values()), hold)
+
+    def sync_write_blocks(self, address: int, size: int, ids: bytes, data: bytes, hold: bool = False) -> None:
+        """sync_write of ``size`` bytes to each servo of ``ids`` (one byte each, in packet order), their
+        data one block after another in ``data``. Framed here in a few whole-packet operations rather
+        than through the SDK's per-byte lists (every control cycle sends one), each set of servos' frame
+        once (protocol.SyncWriteFrame); the same bytes."""
+        if len(data) != size * len(ids):
+            raise ValueError(f'sync write: {len(data)} bytes of data for {len(ids)} servos of {size}')
+        ids = bytes(ids)
+        key = (address, size, ids)
+        frame = self._frames.get(key)
+        if frame is None:
+            if len(self._frames) >= 64:
+                self._frames.clear()
+            frame = self._frames[key] = P.SyncWriteFrame(address, size, ids)
+        packet = frame.packet(data)
         with self.transaction():
             self.port.corked = hold
             try:
-                result = self.ph.syncWriteTxOnly(self.port, address, size, param, len(param))
+                result = self._send(packet)
             finally:
                 self.port.corked = False
-        self.port.backlog_bytes += 14 + len(param)
+        self.port.backlog_bytes += 14 + len(ids) * (1 + size)
         if result != sdk.COMM_SUCCESS:
             raise CommError(f'{self.port_name}: sync write at {address}: {self.ph.getTxRxResult(result)}')
 
@@ -539,7 +578,7 @@ class ServoBus:
         timeout_ms += sent_ms + extra_ms
         out: dict[int, tuple[int, bytes]] = {}
         with self.transaction():
-            result = self.ph.syncReadTx(self.port, address, size, list(ids), n, fast)
+            result = self._send(self._sync_read_request(address, size, ids, fast))
             if result != sdk.COMM_SUCCESS:
                 raise CommError(f'{self.port_name}: sync read: {self.ph.getTxRxResult(result)}')
             self.port.setPacketTimeoutMillis(timeout_ms)
@@ -550,9 +589,7 @@ class ServoBus:
                 raw = self._read_raw(reply_bytes)
                 start = raw.find(P.HEADER + bytes((P.BROADCAST_ID,)))
                 if start >= 0:
-                    for err, sid, data in P.parse_fast_blocks(raw[start:], [size] * n):
-                        if sid in wanted:
-                            out[sid] = (err, data)
+                    out = P.fast_reply_blocks(raw[start:] if start else raw, size, n, wanted)
                 self.garbled_in_time = start == 0 and len(raw) == reply_bytes and len(out) < n
                 if len(out) < n:
                     self.late.expect([sid for sid in ids if sid not in out], size, True,
@@ -604,6 +641,19 @@ class ServoBus:
         if len(out) < n and drain:
             self.drain(self.drain_quiet_ms)
         return out
+
+    def _sync_read_request(self, address: int, size: int, ids, fast: bool) -> bytes:
+        """The (fast) sync read instruction packet; a cycle asks for the same block of the same servos
+        in a few orders (read_order), so each is framed once."""
+        key = (address, size, fast, tuple(ids))
+        packet = self._requests.get(key)
+        if packet is None:
+            if len(self._requests) >= 256:
+                self._requests.clear()
+            params = P.le(address, 2) + P.le(size, 2) + bytes(ids)
+            packet = self._requests[key] = P.build_instruction(
+                P.BROADCAST_ID, P.FAST_SYNC_READ if fast else P.SYNC_READ, params)
+        return packet
 
     def listen(self, size: int, ids: list[int], timeout_ms: float) -> dict[int, tuple[int, bytes]]:
         """{id: (error byte, data)} of ``size``-byte state replies of ``ids`` that arrive within timeout_ms,

@@ -111,6 +111,15 @@ LATE_WINDOW_S = 0.25
 LATE_EXTEND_RATE = 0.02
 
 
+_AS_IS = contextlib.nullcontext()
+
+
+def _clip(a, lo, hi):
+    """np.clip(a, lo, hi) for lo <= hi (NaN stays NaN) without np.clip's dispatch, a few times the cost
+    of the work on a robot's few dozen joints."""
+    return np.minimum(np.maximum(a, lo), hi)
+
+
 def grid_start(epoch: float | None, now: float, period_s: float) -> float:
     """The first cycle time at or after now on the grid epoch + k * period (now itself without one).
 
@@ -152,6 +161,7 @@ class Driver:
         self.bus.drain_quiet_ms = min(margin, QUICK_MARGIN_MS)
         self.joints = list(robot.joints)
         self.names = [j.name for j in self.joints]
+        self._names_tuple = tuple(self.names)
         self.index = {n: k for k, n in enumerate(self.names)}
         self.ids = [j.servo_id for j in self.joints]
         self.lower = robot.lower_rad.copy()
@@ -161,6 +171,8 @@ class Driver:
         self.velocity_limit = np.array([j.velocity_limit_rad_s for j in self.joints], dtype=float)
         self.acceleration_limit = np.array([j.acceleration_limit_rad_s2 for j in self.joints], dtype=float)
         self._max_goal_step = self.velocity_limit * self.period_s     # rad per cycle
+        self._min_goal_step = -self._max_goal_step
+        self._min_velocity = -self.velocity_limit
         self.model = robot.bus.servo
         self._amps_per_current_unit = (self.model.current_unit_ma or 0.0) / 1000.0
         self._tick_limits = None
@@ -168,9 +180,13 @@ class Driver:
         self.table = ServoTable(len(self.joints))
         self.servos = [ServoState(j.name, j.servo_id, self.table, k) for k, j in enumerate(self.joints)]
         self._ids_array = np.array(self.ids)
+        self._ids_bytes_array = np.array(self.ids, dtype=np.uint8)     # IDs as a sync write lists them
+        self._ids_bytes = self._ids_bytes_array.tobytes()
         self._positions = np.arange(len(self.ids))
         self.by_id = {s.servo_id: s for s in self.servos}
         self.k_by_id = {sid: k for k, sid in enumerate(self.ids)}
+        self._rows_cache: dict[tuple, tuple] = {}      # _rows_of
+        self._rebooting_this_cycle: int | None = None    # set by _cycle for its goal write and read
         self.counters = Counters()
         self.warnings: list[str] = []
         self.events: collections.deque = collections.deque(maxlen=200)
@@ -215,7 +231,7 @@ class Driver:
         self._asked_s = math.nan
         self._replied_s = np.full(len(self.ids), np.nan)
         self._stale_ids: set[int] = set()    # servos the first read got only stale replies of
-        self._decoded = None                 # (replies, how many, rows, decoded blocks) of the first read
+        self._decoded = None    # (replies, how many, rows, rows as a list, decoded blocks, when) of the first read
         self._rearm_pending: list[int] = []  # servos whose tripped bus watchdog awaits clearing
         self._arm_pending: set[int] = set()  # servos whose bus watchdog read off: armed with the next goals
         self.torque_off_unconfirmed: list[str] = []   # servo names a finished torque off left on
@@ -369,18 +385,18 @@ class Driver:
                     self._event(f'command rejected: {len(unknown)} unknown joint(s) {unknown[:3]}')
                     return False
                 self._command_names, self._command_idx = names, np.array([self.index[n] for n in names])
-            if not np.all(np.isfinite(positions)):
+            if np.count_nonzero(np.isfinite(positions)) != len(positions):
                 self.counters.rejected_nonfinite += 1
                 self._event('command rejected: NaN or inf position')
                 return False
-            if velocities is not None and not np.all(np.isfinite(velocities)):
+            if velocities is not None and np.count_nonzero(np.isfinite(velocities)) != len(velocities):
                 self.counters.rejected_nonfinite += 1
                 self._event('command rejected: NaN or inf velocity')
                 return False
             idx = self._command_idx
             lo, hi = self.lower[idx], self.upper[idx]
             outside = (positions < lo) | (positions > hi)
-            if np.any(outside):
+            if np.count_nonzero(outside):
                 if not self.config.clamp_out_of_limit:
                     self.counters.rejected_out_of_limit += 1
                     self._event(f'command rejected: {np.array(names)[outside].tolist()} outside limits')
@@ -726,15 +742,19 @@ class Driver:
             reset, self._reset_request = self._reset_request, False
         if reset:
             self._rearm()
-        self._service_reboots(now)
+        # How many servos are rebooting: nothing else changes it until the next cycle's _service_reboots.
+        self._rebooting_this_cycle = self._service_reboots(now)
         if self._rearm_pending:
             # A servo whose tripped watchdog is not yet cleared ignores goals: hold until every one is,
             # so that the resume ramps from where they all stopped.
             self._resume_after = time.monotonic()
         goal = self._decide(now, command, estop)
-        sent = self._write_goals(goal)
-        read_start = time.monotonic()
-        sent = self._read_state(now) and sent
+        try:
+            sent = self._write_goals(goal)
+            read_start = time.monotonic()
+            sent = self._read_state(now) and sent
+        finally:
+            self._rebooting_this_cycle = None
         # The servos sample their state while the read is on the wire: its midpoint is the measurement time.
         stamp = 0.5 * (read_start + time.monotonic())
         if sent:
@@ -749,8 +769,9 @@ class Driver:
                 self._on_disconnect(f'transmit failing for {now - self._transmit_fault_since:.1f} s')
                 self._publish(stamp)
                 return
-        with self._quick_margin(self.read_strategy.noisy):
-            self._read_health()
+        if self._health_is_due():
+            with self._quick_margin(self.read_strategy.noisy):
+                self._read_health()
         self._publish(stamp)
 
     # ---------------------------------------------------------------- decisions
@@ -759,22 +780,23 @@ class Driver:
         resume ramp after any hold."""
         previous = self.mode if self.mode in ('running', 'hold', 'torque_off') else 'hold'
         peer_policy, peer_reasons = self.peer_fault() if self.peer_fault is not None else (None, ())
+        t = self.table
+        # The table's own arrays: decide only reads them, and copies what becomes a goal.
         d = decide(SafetyInputs(
             now_s=now, command_rad=None if command is None else command.position_rad,
             command_received_s=command.received_s if command is not None else -math.inf, estop=estop,
-            names=tuple(self.names), hardware_error=self.table.hardware_error.copy(),
-            alert=self.table.alert.copy(), stale_cycles=self.table.stale_cycles.copy(),
-            present_rad=self.table.position_rad.copy(),
-            hold_goal_rad=self._hold_goal, previous_mode=previous, resume_after_s=self._resume_after,
+            names=self._names_tuple, hardware_error=t.hardware_error, alert=t.alert,
+            stale_cycles=t.stale_cycles, present_rad=t.position_rad, hold_goal_rad=self._hold_goal, previous_mode=previous, resume_after_s=self._resume_after,
             stale_limit=self.config.stale_limit, stale_policy=self.config.stale_policy,
             alert_policy=self.config.alert_policy, estop_policy=self.config.estop_policy,
             command_timeout_s=self.config.command_timeout_s, peer_policy=peer_policy,
             peer_reasons=peer_reasons))
         self.fault_policy = d.fault_policy
-        self.fault_reasons = tuple(r for r in d.reasons if r not in peer_reasons)
+        self.fault_reasons = tuple(r for r in d.reasons if r not in peer_reasons) if peer_reasons else d.reasons
         if d.command_timed_out:
             self.counters.stale_commands += 1
-        if np.any(self.table.stale_cycles >= self.config.stale_limit):
+        # A stale servo is a fault of this bus (decide): without one, no servo can be stale.
+        if d.fault_policy is not None and np.count_nonzero(t.stale_cycles >= self.config.stale_limit):
             self.counters.stale_hold_cycles += 1
         reasons = list(d.reasons)
         if d.mode == 'torque_off':
@@ -804,9 +826,9 @@ class Driver:
             # Lead the goal by the servo's lag (goal = q + v·τ): the profile trails a moving goal, so
             # the joint ends up near q. The velocity is bounded by the joint's limit, so a wild one
             # moves the goal at most velocity_limit·τ; the limits below clip the sum.
-            command_rad = command_rad + lead_s * np.clip(command.velocity_rad_s, -self.velocity_limit,
-                                                         self.velocity_limit)
-        command_rad = np.clip(command_rad, self.lower, self.upper)
+            command_rad = command_rad + lead_s * _clip(command.velocity_rad_s, self._min_velocity,
+                                                       self.velocity_limit)
+        command_rad = _clip(command_rad, self.lower, self.upper)
         if d.entered:
             # Resume from the held pose at rest: the goal ramps to the command within the joint limits.
             start = self._goal if self._goal is not None else command_rad
@@ -824,10 +846,10 @@ class Driver:
         if self._goal is not None:
             # Last line of defence: no goal moves faster than its joint's velocity limit, whatever the
             # command did (a late or jumping command stream).
-            step = self._max_goal_step
-            goal = self._goal + np.clip(goal - self._goal, -step, step)
+            goal = self._goal + _clip(goal - self._goal, self._min_goal_step, self._max_goal_step)
             # Moving goals only: entering a hold steps a goal back to where its servo is, not onwards.
-            self.max_goal_step_rad = max(self.max_goal_step_rad, float(np.max(np.abs(goal - self._goal))))
+            self.max_goal_step_rad = max(self.max_goal_step_rad,
+                                         float(np.maximum.reduce(np.abs(goal - self._goal))))
         return goal
 
     def _rearm(self):
@@ -848,10 +870,18 @@ class Driver:
         self._resume_after = time.monotonic()
         self._event('re-armed; holding until a new command')
 
-    def _service_reboots(self, now):
+    def _rebooting(self) -> int:
+        """How many servos are rebooting (a time in rebooting_until, not NaN)."""
+        r = self.table.rebooting_until
+        return np.count_nonzero(r == r)
+
+    def _service_reboots(self, now) -> int:
+        """Configure servos whose reboot has ended, reboot overloaded ones (auto_reboot). Returns how many
+        servos are rebooting now."""
         t = self.table
-        if np.isnan(t.rebooting_until).all() and not (self.config.auto_reboot and t.alert.any()):
-            return                          # every cycle but one with a servo in trouble
+        rebooting = self._rebooting()
+        if not rebooting and not (self.config.auto_reboot and np.count_nonzero(t.alert)):
+            return 0                        # every cycle but one with a servo in trouble
         for s in self.servos:
             if s.rebooting_until is not None and now >= s.rebooting_until:
                 s.rebooting_until = None
@@ -865,7 +895,7 @@ class Driver:
                 except (DxlError, StartupError) as exc:
                     self._event(f'{s.name} did not come back after reboot: {exc}')
         if not self.config.auto_reboot:
-            return
+            return self._rebooting()
         for s in self.servos:
             if (s.alert and s.hardware_error & P.HW_OVERLOAD and s.rebooting_until is None
                     and s.reboots < self.config.max_reboots
@@ -881,44 +911,51 @@ class Driver:
                 s.rebooting_until = now + 0.15
                 s.torque = False
                 self._event(f'{s.name} overloaded: rebooting ({s.reboots}/{self.config.max_reboots})')
+        return self._rebooting()
 
     # ---------------------------------------------------------------- bus I/O
     def _write_goals(self, goal: np.ndarray) -> bool:
         """Clip, check and queue this cycle's goals (they leave with the read request). False when the
         packet could not be sent."""
-        goal = np.clip(np.asarray(goal, dtype=float), self.lower, self.upper)
-        if not np.all(np.isfinite(goal)):        # cannot happen; never let it reach a register
+        goal = _clip(np.asarray(goal, dtype=float), self.lower, self.upper)
+        if np.count_nonzero(np.isfinite(goal)) != goal.size:    # cannot happen; never let it reach a register
             raise RuntimeError('non-finite goal computed')
         self._goal = goal
         if self.mode == 'torque_off':
             return True
         lo_t, hi_t = self.tick_limits()
-        raw = np.clip(self.joint_to_ticks(goal), lo_t, hi_t).astype('<i4').tobytes()
+        raw = _clip(self.joint_to_ticks(goal), lo_t, hi_t).astype('<i4').tobytes()
         t = self.table
-        sendable = t.torque & np.isnan(t.rebooting_until)
-        data = {self.ids[k]: raw[4 * k:4 * k + 4]
-                for k in (range(len(self.ids)) if sendable.all() else np.flatnonzero(sendable).tolist())}
-        if not data:
-            return True
+        rebooting = self._rebooting() if self._rebooting_this_cycle is None else self._rebooting_this_cycle
+        sendable = t.torque & (t.rebooting_until != t.rebooting_until) if rebooting else t.torque  # NaN: not
+        if np.count_nonzero(sendable) == len(self.ids):
+            ids = self._ids_bytes
+        else:
+            rows = np.flatnonzero(sendable)
+            if not len(rows):
+                return True
+            ids = self._ids_bytes_array[rows].tobytes()
+            raw = np.frombuffer(raw, '<i4')[rows].tobytes()
         try:
             if self._arm_pending:
                 self._arm_watchdogs()
-            self._held_sync_write(GOAL.address, 4, data)
+            self._held_sync_write(GOAL.address, 4, ids, raw)
         except CommError:
             self.counters.write_failures += 1
             return False
         return True
 
-    def _held_sync_write(self, address: int, size: int, data: dict):
-        """Sync write held back to leave with the cycle's read request. On a noisy line one garbled byte
+    def _held_sync_write(self, address: int, size: int, ids: bytes, data: bytes):
+        """Sync write of ``size`` bytes to each servo of ``ids`` (bytes), their blocks one after another
+        in ``data``, held back to leave with the cycle's read request. On a noisy line one garbled byte
         voids a whole sync write: 32 goals in one 174-byte packet reach their servos 17 % of the time at
         1 %, in packets of NOISY_WRITE_GROUP (34 bytes) 71 %, for 14 bytes more per packet."""
-        if not self.read_strategy.noisy or len(data) <= NOISY_WRITE_GROUP:
-            self.bus.sync_write(address, size, data, hold=True)
+        if not self.read_strategy.noisy or len(ids) <= NOISY_WRITE_GROUP:
+            self.bus.sync_write_blocks(address, size, ids, data, hold=True)
             return
-        items = list(data.items())
-        for k in range(0, len(items), NOISY_WRITE_GROUP):
-            self.bus.sync_write(address, size, dict(items[k:k + NOISY_WRITE_GROUP]), hold=True)
+        for k in range(0, len(ids), NOISY_WRITE_GROUP):
+            self.bus.sync_write_blocks(address, size, ids[k:k + NOISY_WRITE_GROUP],
+                                       data[k * size:(k + NOISY_WRITE_GROUP) * size], hold=True)
 
     def _arm_watchdogs(self):
         """Arm the bus watchdog of the servos whose last read showed it off, in the packet before this
@@ -926,7 +963,7 @@ class Driver:
         carries the register, and a servo the write missed is armed again next cycle."""
         value = bytes((watchdog_units(self.watchdog_ms),))
         ids, self._arm_pending = sorted(self._arm_pending), set()
-        self._held_sync_write(CONTROL_TABLE['bus_watchdog'].address, 1, dict.fromkeys(ids, value))
+        self._held_sync_write(CONTROL_TABLE['bus_watchdog'].address, 1, bytes(ids), value * len(ids))
 
     def _read_state(self, now: float) -> bool:
         """Read every servo's state block into the servo table; mark the others stale. False when the
@@ -937,7 +974,8 @@ class Driver:
         # that a noisy line put here would never come back.
         quarantine_after = max(self.config.stale_limit, QUARANTINE_AFTER)
         t = self.table
-        if np.isnan(t.rebooting_until).all() and not (t.stale_cycles >= quarantine_after).any():
+        rebooting = self._rebooting() if self._rebooting_this_cycle is None else self._rebooting_this_cycle
+        if not rebooting and not np.count_nonzero(t.stale_cycles >= quarantine_after):
             quarantined, ids = set(), list(self._read_order)     # every cycle but a faulty bus's
         else:
             active = [sid for sid in self._read_order if self.by_id[sid].rebooting_until is None]
@@ -964,7 +1002,8 @@ class Driver:
             return False
         # The failure rate counts servos expected to answer, not quarantined ones' probes.
         counted = [sid for sid in ids if sid not in quarantined] if quarantined else ids
-        lost = [sid for sid in counted if sid not in got]
+        # (The replies are of servos asked: when all came, none is lost.)
+        lost = [] if len(got) == len(ids) else [sid for sid in counted if sid not in got]
         # A servo whose own reply is still queued behind an earlier one: another request would queue too.
         retry = [sid for sid in lost if sid not in self._stale_ids] if self._stale_ids else lost
         # Replies taken after the deadline the read would have had without the extension.
@@ -979,19 +1018,26 @@ class Driver:
         if ids and not got:
             self.counters.full_read_failures += 1
         good = self._take_states(got)
-        with self._quick_margin(strategy.noisy):
-            self._service_rearms(now)
-        stale = ~good
-        t.fresh[stale] = False
-        t.stale_cycles[stale] += 1
-        t.stale_count[stale] += 1
-        failed = int(np.count_nonzero(stale))
+        if self._rearm_pending:
+            with self._quick_margin(strategy.noisy):
+                self._service_rearms(now)
+        n = len(self.ids)
+        failed = n - int(np.count_nonzero(good))
+        if failed:
+            stale = ~good
+            t.fresh[stale] = False
+            t.stale_cycles[stale] += 1
+            t.stale_count[stale] += 1
         self.counters.read_failures += failed
         self.counters.all_fresh_cycles += failed == 0
         # Servos that failed go last (a silent one then truncates no one else's fast-read block); ties
         # rotate, so two servos behind one silent servo do not keep hiding behind each other.
-        c, n = self.counters.cycles, len(self.ids)
-        self._read_order = self._ids_array[np.lexsort(((self._positions + c) % n, t.stale_cycles))].tolist()
+        c = self.counters.cycles
+        if np.count_nonzero(t.stale_cycles):
+            self._read_order = self._ids_array[np.lexsort(((self._positions + c) % n, t.stale_cycles))].tolist()
+        else:                               # all tied: the lexsort's order is the IDs rotated by c
+            r = -c % n
+            self._read_order = self.ids[r:] + self.ids[:r]
         return True
 
     def _judge_first_read(self):
@@ -1031,6 +1077,8 @@ class Driver:
     def _follow_up(self, now: float, got: dict, missing: list):
         """Read again the servos the first read lost, in rounds of sync read while the cycle has time
         for one more: one garbled byte then costs a few servos, not the whole cycle."""
+        if not missing:
+            return
         budget_ms = FOLLOW_UP_BUDGET * self.period_s * 1000.0
         quick_ms = self._reply_margin_ms(first=False)
         # On a noisy line every round that fits the cycle is worth it: each one leaves a share q of the
@@ -1098,6 +1146,19 @@ class Driver:
             stale = [sid for sid in stale if sid not in got]
         return got
 
+    def _rows_of(self, sids: tuple) -> tuple[np.ndarray, list]:
+        """The table rows of servos ``sids`` (IDs in reply order) as an array and a list. A cycle's
+        replies come in one of a few orders (the read order rotates), so each is looked up once."""
+        rows = self._rows_cache.get(sids)
+        if rows is None:
+            if len(self._rows_cache) >= 256:
+                self._rows_cache.clear()
+            ks = [self.k_by_id[sid] for sid in sids]
+            k = np.array(ks, dtype=np.intp)
+            k.flags.writeable = False       # shared by every cycle of this order
+            rows = self._rows_cache[sids] = (k, ks)
+        return rows
+
     def _drop_stale(self, got: dict, fast: bool, replied_s: float, complete: bool) -> tuple[dict, list]:
         """The replies of a state read less those that answer an earlier request (their Realtime Tick
         dates them before this cycle's request: readings.stale_replies). A late line (a starved host, an
@@ -1109,20 +1170,20 @@ class Driver:
         raw = b''.join(blocks)
         whole = len(raw) == size * len(blocks) and not any(errs)
         if whole:                           # nearly always: every block whole, no error byte
-            sids = list(got)
+            sids = tuple(got)
         else:                               # error bytes and odd sizes are _take_states' to judge
-            sids = [sid for sid, (err, data) in got.items() if len(data) == size and not err & 0x7F]
+            sids = tuple(sid for sid, (err, data) in got.items() if len(data) == size and not err & 0x7F)
             if not sids:
                 return got, []
             raw = b''.join([got[sid][1] for sid in sids])
-        k = np.fromiter(map(self.k_by_id.__getitem__, sids), dtype=np.intp, count=len(sids))
+        k, ks = self._rows_of(sids)
         v = STATE_BLOCK.decode_many(raw)
         ticks = v['realtime_tick']
         self._replied_s[k] = replied_s
         stale = stale_replies(ticks, self._asked_s, t.clock_lead_ms[k], t.clock_at_s[k])
-        if not stale.any():
+        if not np.count_nonzero(stale):
             # _take_states takes these very replies when no follow-up adds any: decoded once.
-            self._decoded = (got, len(got), k, v) if whole else None
+            self._decoded = (got, len(got), k, ks, v, replied_s) if whole else None
             return got, []
         dropped = [sids[i] for i in np.flatnonzero(stale).tolist()]
         self.counters.stale_replies += len(dropped)
@@ -1160,12 +1221,14 @@ class Driver:
         learnt = (self.first_latency if first else self.retry_latency).margin_ms(self.margin_ms, read_ms)
         return fixed if learnt is None else learnt
 
-    @contextlib.contextmanager
     def _margin(self, margin_ms: float):
         """Reply margin ``margin_ms`` for the exchanges inside."""
         if margin_ms == self.margin_ms:
-            yield
-            return
+            return _AS_IS               # nearly always, every cycle: no generator to set up
+        return self._other_margin(margin_ms)
+
+    @contextlib.contextmanager
+    def _other_margin(self, margin_ms: float):
         self.bus.port.margin_ms = margin_ms
         try:
             yield
@@ -1187,9 +1250,8 @@ class Driver:
             return good
         decoded, self._decoded = self._decoded, None
         if decoded is not None and decoded[0] is got and decoded[1] == len(got):
-            _, _, k, v = decoded            # the first read's replies, whole and without error bytes
-            errs, ks = (0,), k.tolist()
-            return self._take_decoded(good, errs, ks, k, v)
+            _, _, k, ks, v, replied_s = decoded     # the first read's replies, whole, no error bytes
+            return self._take_decoded(good, (0,), ks, k, v, replied_s)
         errs, blocks = zip(*got.values())
         if set(map(len, blocks)) != {size}:
             for sid, (err, data) in got.items():            # rare: a block of the wrong size
@@ -1199,29 +1261,31 @@ class Driver:
             if not got:
                 return good
             errs, blocks = zip(*got.values())
-        ks = list(map(self.k_by_id.__getitem__, got))
-        k = np.array(ks)
+        k, ks = self._rows_of(tuple(got))
         return self._take_decoded(good, errs, ks, k, STATE_BLOCK.decode_many(b''.join(blocks)))
 
-    def _take_decoded(self, good: np.ndarray, errs, ks: list, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def _take_decoded(self, good: np.ndarray, errs, ks: list, k: np.ndarray, v: np.ndarray,
+                      replied_s: float | None = None) -> np.ndarray:
         """_take_states for decoded blocks ``v`` of the servos at table rows ``k`` (``ks`` as a list),
-        with their error bytes ``errs``."""
+        with their error bytes ``errs``; ``replied_s``: when all of them came in one read, its time."""
         t = self.table
         hw, cur = v['hardware_error_status'], v['present_current']
         vel, pos, watchdog = v['present_velocity'], v['present_position'], v['bus_watchdog']
         tick = v['realtime_tick']
         current_a = cur * self._amps_per_current_unit
         ok = plausible_states(hw, pos, vel, current_a)
+        all_ok = np.count_nonzero(ok) == len(ok)
         errs = np.array(errs) if any(errs) else None        # nearly always: no error byte
         if errs is not None:
             no_error = (errs & 0x7F) == 0
             for i in np.flatnonzero(no_error & ~ok).tolist():
                 self._reject(self.servos[ks[i]], int(hw[i]), int(pos[i]), int(vel[i]), int(cur[i]))
             ok &= no_error
-        elif not ok.all():
+            all_ok = np.count_nonzero(ok) == len(ok)
+        elif not all_ok:
             for i in np.flatnonzero(~ok).tolist():
                 self._reject(self.servos[ks[i]], int(hw[i]), int(pos[i]), int(vel[i]), int(cur[i]))
-        if not ok.all():
+        if not all_ok:
             k, hw, vel, pos, watchdog, current_a = k[ok], hw[ok], vel[ok], pos[ok], watchdog[ok], current_a[ok]
             tick = tick[ok]
             errs = errs[ok] if errs is not None else None
@@ -1232,7 +1296,7 @@ class Driver:
         alert = hw != 0
         if errs is not None:
             alert |= (errs & P.ERR_ALERT) != 0
-        if alert.any():
+        if np.count_nonzero(alert):
             for i in np.flatnonzero(alert & ~t.alert[k]).tolist():
                 self._event(f'{self.names[k[i]]} alert: '
                             f'{", ".join(P.decode_hardware_error(int(hw[i]))) or "error byte alert"}')
@@ -1245,14 +1309,16 @@ class Driver:
         t.watchdog[k] = watchdog
         # What the next replies' ticks are judged against.
         t.tick_ms[k] = tick
-        t.clock_lead_ms[k], t.clock_at_s[k] = clock_leads(tick, self._replied_s[k], t.clock_lead_ms[k],
-                                                           t.clock_at_s[k])
-        if self.watchdog_ms:
+        replied = self._replied_s[k] if replied_s is None else replied_s
+        t.clock_lead_ms[k], t.clock_at_s[k] = clock_leads(tick, replied, t.clock_lead_ms[k], t.clock_at_s[k])
+        armed = watchdog_units(self.watchdog_ms)
+        # Nearly always every watchdog reads armed: none tripped, none to arm.
+        if self.watchdog_ms and np.count_nonzero(watchdog != armed):
             on = t.torque[k]
             for j in k[(watchdog == WATCHDOG_TRIPPED) & on].tolist():
                 self._rearm_watchdog(self.servos[j])
-            unarmed = (watchdog != watchdog_units(self.watchdog_ms)) & (watchdog != WATCHDOG_TRIPPED) & on
-            if unarmed.any():
+            unarmed = (watchdog != armed) & (watchdog != WATCHDOG_TRIPPED) & on
+            if np.count_nonzero(unarmed):
                 self._arm_pending.update(self._ids_array[k[unarmed]].tolist())
         return good
 
@@ -1287,6 +1353,9 @@ class Driver:
                 self._event(f'{s.name}: bus watchdog cleared')
             except DxlError as exc:         # the next read still shows it tripped: queued again
                 self._event(f'{s.name}: clearing the bus watchdog failed: {exc}')
+
+    def _health_is_due(self) -> bool:
+        return self.config.health_period_s > 0 and time.monotonic() >= self._health_due
 
     def _read_health(self):
         # Time-based, not every N cycles: a health read costs a round trip, which at 400 Hz is a large

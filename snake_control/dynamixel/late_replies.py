@@ -81,9 +81,10 @@ class LateReplies:
 
     def watch_only(self, ids: set[int]) -> None:
         """Stop watching for the replies of servos outside ``ids`` (their reads were judged)."""
-        self.missing &= ids
-        if not self.missing:
-            self._parser = P.PacketParser()
+        if self.missing:                # (once none is left, nothing feeds the parser until expect)
+            self.missing &= ids
+            if not self.missing:
+                self._parser = P.PacketParser()
 
 
 class LateWindow:
@@ -103,7 +104,8 @@ class LateWindow:
 
     def add(self, asked: int, lost: set[int], caught_late: int = 0) -> None:
         self._open.append([asked, lost, set(), caught_late])
-        self._uncredited.update(lost)
+        if lost:
+            self._uncredited.update(lost)
 
     def credit(self, late: collections.Counter) -> None:
         for sid, count in late.items():
@@ -121,7 +123,8 @@ class LateWindow:
         out = []
         while len(self._open) > self.cycles:
             asked, lost, late, caught = self._open.popleft()
-            self._uncredited.subtract(lost - late)
+            if lost:
+                self._uncredited.subtract(lost - late)
             out.append((asked, len(lost), len(late), caught))
         return out
 

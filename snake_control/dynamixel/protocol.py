@@ -197,6 +197,52 @@ def build_instruction(servo_id: int, instruction: int, params: bytes = b'') -> b
     return _frame(servo_id, bytes((instruction,)) + bytes(params))
 
 
+def build_sync_write(address: int, size: int, ids, data: bytes) -> bytes:
+    """A sync write instruction: ``size`` bytes at ``address`` to each servo of ``ids`` (a sequence of
+    IDs, packet order), their data one block after another in ``data``.
+
+    >>> build_sync_write(116, 4, [1, 2], bytes((0, 8, 0, 0, 255, 7, 0, 0))).hex(' ')
+    'ff ff fd 00 fe 11 00 83 74 00 04 00 01 00 08 00 00 02 ff 07 00 00 8c 40'
+    """
+    return SyncWriteFrame(address, size, ids).packet(data)
+
+
+class SyncWriteFrame:
+    """The sync write packet of ``size`` bytes at ``address`` to the servos ``ids``, less their data:
+    ``packet(data)`` fills in the data blocks and the CRC. A control cycle writes the same servos'
+    goals every time, so everything but the data is laid out once; the CRC is linear, so it is the
+    data-free packet's CRC XOR the data bytes' own contributions (one table lookup each, one reduce)."""
+
+    def __init__(self, address: int, size: int, ids):
+        ids = bytes(ids)
+        self.n, self.size = len(ids), size
+        params = len(ids) * (1 + size)
+        length = 7 + params                 # instruction, address, size, params, CRC
+        frame = np.zeros(7 + length, np.uint8)
+        frame[:12] = np.frombuffer(HEADER + bytes((BROADCAST_ID, length & 0xFF, length >> 8, SYNC_WRITE))
+                                   + le(address, 2) + le(size, 2), np.uint8)
+        blocks = frame[12:12 + params].reshape(len(ids), 1 + size)
+        blocks[:, 0] = np.frombuffer(ids, np.uint8)
+        self._body, self._blocks = frame[:-2], blocks[:, 1:]
+        self._crc_free = crc16(self._body.tobytes())
+        # Each data byte's CRC table row (by its distance from the CRC), laid out like the data, into
+        # the table flattened (a table is never changed, only replaced by a larger one).
+        at = np.arange(12, 12 + params).reshape(len(ids), 1 + size)[:, 1:]
+        self._rows = (len(frame) - 3 - at) * 256
+        self._table = _crc_shifted(len(frame) - 2).reshape(-1)
+
+    def packet(self, data: bytes) -> bytes:
+        if len(data) != self.n * self.size:
+            raise ValueError(f'{len(data)} bytes of data for {self.n} servos of {self.size}')
+        values = np.ndarray((self.n, self.size), np.uint8, data)
+        self._blocks[...] = values
+        crc = self._crc_free ^ int(np.bitwise_xor.reduce(self._table[self._rows + values], axis=None))
+        body = self._body.tobytes()
+        if _STUFF_MARK in body[7:]:         # never for goal positions: stuffed as any instruction
+            return build_instruction(BROADCAST_ID, SYNC_WRITE, body[8:])
+        return body + bytes((crc & 0xFF, crc >> 8))
+
+
 def build_status(servo_id: int, error: int, params: bytes = b'') -> bytes:
     """A complete, stuffed status packet.
 
@@ -396,8 +442,12 @@ def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]
     ``raw`` starts with the reply's header (checked by the caller). The running CRC after a good block
     equals that block's CRC field, so each block is checked on its own, continuing from the field
     before it (see crc16): the CRC from 0 of the previous block's two CRC bytes, each XORed with the
-    high and low byte of their value (both give low XOR high), then this block's error, id and data,
-    must equal this block's CRC field. The first block continues from the header's first six bytes.
+    high and low byte of their value (both give lo XOR hi), then this block's error, id and data, must
+    equal this block's CRC field. The CRC is linear, so the two leading bytes' share is S[lo] XOR S[hi]
+    (S: the CRC of a byte followed by the block, twice over): every block's check is then one table
+    lookup per byte of the window from the two bytes before it, all blocks in a few whole-array
+    operations. The first block continues from the header's first six bytes (its two leading
+    bytes' share is put right afterwards).
 
     >>> raw = build_fast_status([(0, 1, b'ab'), (0, 2, b'cd')])
     >>> n, rows = fast_block_rows(raw, 2, 2)
@@ -409,15 +459,60 @@ def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]
     rows = np.ndarray((m, width), np.uint8, raw, 8)
     if not m:
         return 0, rows
-    fields = np.ndarray((m,), '<u2', raw, 8 + width - 2, (width,))
-    lanes = np.ndarray((m, width), np.uint8, raw, 6).copy()     # each block with the 2 bytes before it
-    mixed = lanes[:, 0] ^ lanes[:, 1]
-    lanes[:, 0] = mixed
-    lanes[:, 1] = mixed
-    head = crc16(raw[:6])
-    lanes[0, 0], lanes[0, 1] = raw[6] ^ (head >> 8), raw[7] ^ (head & 0xFF)
-    bad = np.flatnonzero(crc16_lanes(lanes) != fields)
-    return (int(bad[0]) if len(bad) else m), rows
+    flat, offsets, s_row, first, second = _block_tables(width)
+    # Window j: the two CRC bytes before block j and the block up to its own CRC field (overlapping
+    # views of raw, no copy). flat: each position's table row laid end to end.
+    windows = np.ndarray((m, width), np.uint8, raw, 6, (width, 1))
+    crcs = np.bitwise_xor.reduce(flat[windows + offsets], axis=1)
+    head = _HEAD_CRC.get(raw[:6])
+    if head is None:
+        head = _HEAD_CRC[bytes(raw[:6])] = crc16(raw[:6])
+    crcs[0] ^= (s_row[raw[6]] ^ s_row[raw[7]] ^ first[raw[6] ^ (head >> 8)]
+                ^ second[raw[7] ^ (head & 0xFF)])
+    bad = crcs != np.ndarray((m,), _U16LE, raw, 6 + width, (width,))
+    if not np.count_nonzero(bad):
+        return m, rows
+    return int(bad.nonzero()[0][0]), rows
+
+
+_U16LE = np.dtype('<u2')
+_HEAD_CRC: dict[bytes, int] = {}           # CRC of a fast reply's first six bytes (few: one per length)
+_BLOCK_TABLES: dict[int, tuple] = {}
+
+
+def _block_tables(width: int) -> tuple:
+    """fast_block_rows' tables for a window of ``width`` bytes (the two CRC bytes before a block, its
+    error, id and data): the table row of each window position laid end to end (S at the first two,
+    see fast_block_rows) with each position's offset into them; and as lists S and the plain table rows
+    of the first two positions."""
+    got = _BLOCK_TABLES.get(width)
+    if got is None:
+        shifted = _crc_shifted(width)
+        rows = shifted[_REVERSED[-width:]].copy()       # position p: the row of width - 1 - p zeros
+        s_row = rows[0] ^ rows[1]
+        first, second = rows[0].tolist(), rows[1].tolist()
+        rows[0] = rows[1] = s_row
+        got = _BLOCK_TABLES[width] = (rows.ravel(), np.arange(width, dtype=np.intp) * 256, s_row.tolist(),
+                                      first, second)
+    return got
+
+
+def fast_reply_blocks(raw: bytes, size: int, count: int, wanted=None) -> dict[int, tuple[int, bytes]]:
+    """{id: (error, data)} of the blocks of a fast sync read reply of ``count`` servos with ``size`` data
+    bytes each, as far as their running CRCs hold (parse_fast_blocks; a later block of an ID wins), of
+    the IDs in ``wanted`` only when given.
+
+    >>> fast_reply_blocks(build_fast_status([(0, 1, b'ab'), (0x80, 2, b'cd')]), 2, 2)
+    {1: (0, b'ab'), 2: (128, b'cd')}
+    """
+    if len(raw) < 8 or raw[:4] != HEADER or raw[4] != BROADCAST_ID or raw[7] != STATUS:
+        return {}
+    good, _ = fast_block_rows(raw, size, count)
+    w = size + 4
+    spans = range(8, 8 + good * w, w)
+    if wanted is None:
+        return {raw[i + 1]: (raw[i], bytes(raw[i + 2:i + w - 2])) for i in spans}
+    return {raw[i + 1]: (raw[i], bytes(raw[i + 2:i + w - 2])) for i in spans if raw[i + 1] in wanted}
 
 
 def sync_read_reply_bytes(n_servos: int, size: int, fast: bool) -> int:
