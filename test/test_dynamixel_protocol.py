@@ -634,3 +634,36 @@ def test_a_request_finding_a_mechanics_step_due_is_answered_before_the_step(monk
     finally:
         bus.close()
         emu.close()
+
+
+def test_sync_read_replies_are_made_as_they_go_out_and_never_before_their_wire_time(monkeypatch):
+    """The second servo's reply is made after the first one was written (the first does not wait for
+    the rest), and each leaves exactly when the wire model says: end of the request + return delay +
+    its own bytes after the previous one, never earlier."""
+    from snake_control.dynamixel import emulator
+    clock = _FakeClock(1000.0)
+    monkeypatch.setattr(emulator, 'time', clock)
+    emu = BusEmulator([1, 2], SERVO_MODELS['XM430-W350'], BAUD, return_delay=3)     # 6 us
+    bus = ServoBus(emu.path, BAUD, margin_ms=30).open()
+    fd = bus.port.ser.fd
+    written, made = [], []
+    write = emu._write
+    monkeypatch.setattr(emu, '_write', lambda raw: (written.append((clock.t, len(raw))), write(raw)))
+    read = emu.servos[2].read
+    monkeypatch.setattr(emu.servos[2], 'read', lambda *a: (made.append(len(written)), read(*a))[1])
+    try:
+        request = P.build_instruction(P.BROADCAST_ID, P.SYNC_READ, bytes((132, 0, 4, 0, 1, 2)))
+        os.write(fd, request)
+        t0 = clock.t
+        emu.poll(1.0)
+        byte_s = 10 / BAUD
+        first = t0 + (len(request) + 15) * byte_s + 6e-6
+        assert [n for _, n in written] == [15, 15]
+        assert written[0][0] == pytest.approx(first, abs=1e-9)
+        assert written[1][0] == pytest.approx(first + 15 * byte_s + 6e-6, abs=1e-9)
+        assert made == [1]
+        got = P.PacketParser().feed(os.read(fd, 4096))
+        assert [p.servo_id for p in got] == [1, 2] and all(p.crc_ok for p in got)
+    finally:
+        bus.close()
+        emu.close()

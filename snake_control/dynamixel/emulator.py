@@ -12,6 +12,10 @@ the end of its request plus the servo's return delay plus its own bytes, and the
 last reply has left. The baud the driver set on its port is read from the tty: servos whose Baud
 Rate register disagrees do not hear it (as on a real bus, `snake dxl scan` must find the right one).
 
+The emulator's own work stays off that timeline as far as it can: a packet's replies are made one at
+a time as they go out, and a mechanics step that comes due is run between requests, not in front of one
+(BusEmulator.poll), so a reply leaves within the scheduler's wake-up of its modelled time.
+
 Timing also counts what is not a packet: junk bytes occupy the wire like any others, and a packet
 whose bytes arrive more than BYTE_TIMEOUT_S apart is discarded, as the servo firmware drops a packet
 that stops arriving.
@@ -66,7 +70,9 @@ from snake_control.dynamixel.servo import ADDR_GOAL, ADDR_HW_ERROR, Servo
 # The Dynamixel rates Linux names with a termios constant; others (4.5 Mbit/s) are read via termios2.
 _TERMIOS_BAUD = {getattr(termios, f'B{b}'): b for b in SUPPORTED_BAUDS if hasattr(termios, f'B{b}')}
 _TCGETS2 = 0x802C542A           # Linux ioctl: read struct termios2 (custom baud rates)
-MECHANICS_STEP_S = 0.002     # present values are at most this old, as on a servo's own sampling
+# Present values come from the last mechanics step, as from a servo's own sampling: less than this old
+# as a rule, less than twice this when a request found a step due (see BusEmulator.poll).
+MECHANICS_STEP_S = 0.002
 # A packet whose next byte comes later than this after the previous one is dropped. The e-Manual gives
 # no figure; servos drop a stalled packet well within the time of the next instruction, and a host
 # writes a packet in one go, so any gap this long means the packet was cut.
