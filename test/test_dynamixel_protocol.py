@@ -631,6 +631,14 @@ def test_a_request_finding_a_mechanics_step_due_is_answered_before_the_step(monk
         raw = exchange(P.build_instruction(1, P.READ, bytes((132, 0, 4, 0))))
         assert plant.steps == 2 and plant.replies_at_step == [1, 1]  # the step went first
         assert position_rad(raw) == pytest.approx(0.2, abs=1e-3)
+
+        # A step that the request's own wire time covers (14 bytes, 35 us; the step costs 10 us here)
+        # goes first too: it delays no reply.
+        emu._step_cost_s = 1e-5
+        clock.t += 1.5 * MECHANICS_STEP_S
+        raw = exchange(P.build_instruction(1, P.READ, bytes((132, 0, 4, 0))))
+        assert plant.steps == 3 and plant.replies_at_step == [1, 1, 2]
+        assert position_rad(raw) == pytest.approx(0.3, abs=1e-3)
     finally:
         bus.close()
         emu.close()

@@ -216,6 +216,7 @@ class BusEmulator:
         self._corrupt_countdown = self._next_corrupt()
         self.stop_requested = False
         self._last_rx = 0.0
+        self._step_cost_s = 0.001       # running mean of a mechanics step's duration (starts cautious)
         self.stalled_until = 0.0        # monotonic time until which the wire is not read (`stall`)
         self._by_id: dict[int, Servo] = {}     # ID -> servo at _by_id_baud (see _servo_finder)
         self._by_id_baud = None
@@ -350,6 +351,13 @@ class BusEmulator:
         if dt < MECHANICS_STEP_S:
             return                  # the mechanics advance in steps of at least 2 ms (cheap enough per cycle)
         self.last_tick = now
+        t0 = time.monotonic()
+        try:
+            self._advance_mechanics(now, dt, watch)
+        finally:
+            self._step_cost_s += 0.1 * (time.monotonic() - t0 - self._step_cost_s)
+
+    def _advance_mechanics(self, now: float, dt: float, watch: bool) -> None:
         if self.mechanics is not None:
             self._mech_seen, state = self.mechanics.take(self._mech_seen)
             if state:
@@ -652,10 +660,12 @@ class BusEmulator:
         Order: bytes waiting are served before a mechanics step that can wait. A step costs a sizeable
         fraction of a millisecond (every servo's plant and checks): run in front of a request, it would
         delay the reply beyond the wire time, which a real servo (return delay 0: microseconds) never
-        does. So while a driver talks, the loop wakes when a step comes due, to run it between requests;
-        a request that finds one due anyway is answered from the last step's state (less than two steps
-        old), and the step follows as of the moment those bytes were read. Scheduled faults (trips,
-        unplugs) are applied before any byte is served, at their time."""
+        does. So while a driver talks, the loop wakes when a step comes due, to run it between requests.
+        A request that finds one due anyway: when the wire time of the bytes just read covers the step
+        (twice its running mean), the step goes first, hidden in that wire time; otherwise the request
+        is answered from the last step's state (less than two steps old) and the step follows as of the
+        moment those bytes were read. Scheduled faults (trips, unplugs) are applied before any byte is
+        served, at their time."""
         now = time.monotonic()
         stalled = now < self.stalled_until
         if now - self._last_rx < DRIVER_ACTIVE_S:
@@ -671,9 +681,9 @@ class BusEmulator:
         waiting = waiting and self.master >= 0          # an unplug just now: nothing to read
         # A step more than one step overdue (the emulator itself was kept from running) goes first, so
         # no reply reports state older than two steps.
-        defer = waiting and now - self.last_tick < 2 * MECHANICS_STEP_S
+        step_after = waiting and now - self.last_tick < 2 * MECHANICS_STEP_S
         due = now - self.last_tick >= MECHANICS_STEP_S      # the servos' checks run at the mechanics' pace
-        if not defer:
+        if not step_after:
             # Bytes already waiting reached the servos before now: an emulator that was itself kept
             # from running must serve them before a watchdog judges the silence (a real servo is never
             # late).
@@ -691,8 +701,14 @@ class BusEmulator:
                 cut = bool(self.parser.buffer) and (data.startswith(P.HEADER)
                                                     or now - self._last_rx > BYTE_TIMEOUT_S)
                 self._last_rx = now
-                self._serve(data, now, cut)
-            if defer:
+                baud = self.port_baud() or 0
+                if step_after and due and baud and len(data) * 10.0 / baud >= 2.0 * self._step_cost_s:
+                    # These requests' own wire time hides the step (say, a cycle's goal writes and its
+                    # read): it goes first, as before any reply is due, and the state is fresher.
+                    self._step(now, watch=False)
+                    step_after = False
+                self._serve(data, now, cut, baud)
+            if step_after:
                 # As of `now`: every byte that had arrived by then has been served, so the watchdog
                 # judges only real silence.
                 self._step(now, watch=True)
@@ -701,8 +717,8 @@ class BusEmulator:
                     s.watch_bus(now)
         return [fd for fd in ready if fd in extra_fds]
 
-    def _serve(self, data: bytes, now: float, cut: bool = False):
-        baud = self.port_baud() or 0
+    def _serve(self, data: bytes, now: float, cut: bool = False, baud: int | None = None):
+        baud = (self.port_baud() or 0) if baud is None else baud
         discarded = self.parser.discarded
         if cut:
             self.parser.discard_partial()
