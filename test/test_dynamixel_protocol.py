@@ -648,3 +648,115 @@ def test_a_garbled_length_does_not_hold_back_the_replies_behind_it():
     packets = P.PacketParser(expected_length=12 + 4).feed(stream)
     assert [(p.servo_id, p.crc_ok, p.params[1:]) for p in packets] == \
         [(2, True, bytes(range(2, 14))), (3, True, bytes(range(3, 15)))]
+
+
+class _StepCountingPlant(Plant):
+    """Each step puts every servo at 0.1 rad x the steps so far and notes how many replies the bus had
+    written by then."""
+
+    def __init__(self):
+        self.steps, self.replies_at_step, self.bus = 0, [], None
+
+    def step(self, dt_s, goals_rad_by_id, torque_on_by_id):
+        self.steps += 1
+        self.replies_at_step.append(self.bus.counters['replies'])
+        return {i: (0.1 * self.steps, 0.0, 0.0) for i in goals_rad_by_id}
+
+
+class _FakeClock:
+    """The emulator's clock, moved by the test (a sleep moves it too)."""
+
+    def __init__(self, t: float):
+        self.t = t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += max(0.0, s)
+
+
+def test_a_request_finding_a_mechanics_step_due_is_answered_before_the_step(monkeypatch):
+    """A reply never waits behind the mechanics: a request that arrives when a step is due (less than one
+    step overdue) is answered from the last step's state, and the step follows, judging the watchdog
+    only after the request was served. A step more than one step overdue goes first, so no reply
+    reports state older than two steps."""
+    from snake_control.dynamixel import emulator
+    from snake_control.dynamixel.emulator import MECHANICS_STEP_S
+    clock = _FakeClock(1000.0)
+    monkeypatch.setattr(emulator, 'time', clock)
+    plant = _StepCountingPlant()
+    emu = BusEmulator([1, 2], SERVO_MODELS['XM430-W350'], BAUD, plant=plant, return_delay=0)
+    plant.bus = emu
+    for s in emu.servos.values():       # watchdog 20 ms, torque on, silent for a second
+        s.table[98], s.table[64], s.last_instruction_t = 1, 1, clock.t - 1.0
+    bus = ServoBus(emu.path, BAUD, margin_ms=30).open()
+    fd = bus.port.ser.fd
+
+    def exchange(packet: bytes) -> bytes:
+        os.write(fd, packet)
+        emu.poll(1.0)
+        return os.read(fd, 4096) if select.select([fd], [], [], 0.5)[0] else b''
+
+    def position_rad(raw: bytes) -> float:
+        _, err, prm = P.parse_status(raw)
+        assert err == 0
+        return (P.from_le(prm, True) - 2048) * 2 * math.pi / 4096
+
+    try:
+        clock.t += 1.5 * MECHANICS_STEP_S
+        raw = exchange(P.build_instruction(1, P.READ, bytes((132, 0, 4, 0))))
+        assert position_rad(raw) == pytest.approx(0.0, abs=1e-3)    # the state before the step
+        assert plant.steps == 1 and plant.replies_at_step == [1]     # the step came after the reply
+        # The step judged the watchdog after the request was served: servo 1 had just been addressed,
+        # servo 2 had been silent for a second.
+        assert emu.servos[1].watchdog_trips == 0 and emu.servos[2].watchdog_trips == 1
+
+        clock.t += 3 * MECHANICS_STEP_S                              # the emulator was held off
+        raw = exchange(P.build_instruction(1, P.READ, bytes((132, 0, 4, 0))))
+        assert plant.steps == 2 and plant.replies_at_step == [1, 1]  # the step went first
+        assert position_rad(raw) == pytest.approx(0.2, abs=1e-3)
+
+        # A step that the request's own wire time covers (14 bytes, 35 us; the step costs 10 us here)
+        # goes first too: it delays no reply.
+        emu._step_cost_s = 1e-5
+        clock.t += 1.5 * MECHANICS_STEP_S
+        raw = exchange(P.build_instruction(1, P.READ, bytes((132, 0, 4, 0))))
+        assert plant.steps == 3 and plant.replies_at_step == [1, 1, 2]
+        assert position_rad(raw) == pytest.approx(0.3, abs=1e-3)
+    finally:
+        bus.close()
+        emu.close()
+
+
+def test_sync_read_replies_are_made_as_they_go_out_and_never_before_their_wire_time(monkeypatch):
+    """The second servo's reply is made after the first one was written (the first does not wait for
+    the rest), and each leaves exactly when the wire model says: end of the request + return delay +
+    its own bytes after the previous one, never earlier."""
+    from snake_control.dynamixel import emulator
+    clock = _FakeClock(1000.0)
+    monkeypatch.setattr(emulator, 'time', clock)
+    emu = BusEmulator([1, 2], SERVO_MODELS['XM430-W350'], BAUD, return_delay=3)     # 6 us
+    bus = ServoBus(emu.path, BAUD, margin_ms=30).open()
+    fd = bus.port.ser.fd
+    written, made = [], []
+    write = emu._write
+    monkeypatch.setattr(emu, '_write', lambda raw: (written.append((clock.t, len(raw))), write(raw)))
+    read = emu.servos[2].read
+    monkeypatch.setattr(emu.servos[2], 'read', lambda *a: (made.append(len(written)), read(*a))[1])
+    try:
+        request = P.build_instruction(P.BROADCAST_ID, P.SYNC_READ, bytes((132, 0, 4, 0, 1, 2)))
+        os.write(fd, request)
+        t0 = clock.t
+        emu.poll(1.0)
+        byte_s = 10 / BAUD
+        first = t0 + (len(request) + 15) * byte_s + 6e-6
+        assert [n for _, n in written] == [15, 15]
+        assert written[0][0] == pytest.approx(first, abs=1e-9)
+        assert written[1][0] == pytest.approx(first + 15 * byte_s + 6e-6, abs=1e-9)
+        assert made == [1]
+        got = P.PacketParser().feed(os.read(fd, 4096))
+        assert [p.servo_id for p in got] == [1, 2] and all(p.crc_ok for p in got)
+    finally:
+        bus.close()
+        emu.close()
