@@ -97,18 +97,6 @@ def precise_sleeps() -> None:
         pass
 
 
-def exact_sleeps() -> None:
-    """Let this thread's sleeps end when asked: Linux lets a sleep overrun by the thread's timer slack
-    (50 us by default) to batch wake-ups, and every reply sleeps until its wire time has passed, so the
-    slack would delay each reply (and the driver's whole cycle) beyond the modelled wire time. Slack
-    1 ns (prctl PR_SET_TIMERSLACK); elsewhere nothing changes."""
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(29, 1, 0, 0, 0)         # 29 = PR_SET_TIMERSLACK
-    except (OSError, AttributeError):
-        pass
-
-
 # -------------------------------------------------------------------------------------------- bus
 class SharedMechanics:
     """One plant behind the servos of several BusEmulators, stepped every MECHANICS_STEP_S in a thread
@@ -754,7 +742,6 @@ class BusEmulator:
 
     def serve_forever(self, control_in=None, control_out=None):
         """Run until stop_requested; read control commands from the control_in text stream if given."""
-        exact_sleeps()
         cfd = control_in.fileno() if control_in is not None else None
         buf = b''
         precise_sleeps()
