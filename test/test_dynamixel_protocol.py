@@ -409,6 +409,33 @@ def test_servo_bus_sync_packets_are_the_stock_sdks_bytes(raw_pty, ids, ticks, si
     assert ours_read == stock_read
 
 
+def test_a_fast_reply_whose_chain_stopped_is_taken_without_waiting_out_the_deadline(raw_pty):
+    # Servo 4 does not answer, so the chain of blocks stops after servo 3 and the reply's LEN says so. The
+    # reply is whole: the read returns the three servos at once instead of waiting its 20 s margin for
+    # blocks that cannot come (a cycle then has time to read servos 4 and 5 again).
+    master, path = raw_pty
+    _sent(master)
+    blocks = [(0, sid, bytes([sid] * 14)) for sid in (1, 2, 3)]
+
+    def answer():
+        select.select([master], [], [], 5.0)
+        _sent(master)                               # the request
+        os.write(master, P.build_fast_status(blocks))
+
+    servos = threading.Thread(target=answer)
+    servos.start()
+    bus = ServoBus(path, BAUD, margin_ms=20000.0).open()
+    try:
+        start = time.monotonic()
+        got = bus.sync_read(132, 14, [1, 2, 3, 4, 5], True, drain=False)
+        waited_s = time.monotonic() - start
+    finally:
+        bus.close()
+        servos.join()
+    assert got == {sid: (0, bytes([sid] * 14)) for sid in (1, 2, 3)}
+    assert waited_s < 10.0, f'waited {waited_s:.1f} s of the 20 s deadline for servos that cannot answer'
+
+
 def test_servo_bus_sync_write_is_stuffed(raw_pty):
     # Where the stock SDK loses the stuffing that lengthens a packet, ServoBus sends it stuffed.
     master, path = raw_pty

@@ -506,6 +506,24 @@ class ServoBus:
             out += chunk
         return out
 
+    def _read_fast_reply(self, reply_bytes: int, size: int) -> bytes:
+        """A fast sync read's reply: up to ``reply_bytes`` (every servo's block), waiting no longer than the
+        deadline already set on the port. The chain of blocks stops at a servo that does not answer; a
+        reply whose own LEN declares fewer blocks and whose running CRC holds to its last one is whole:
+        nothing more of it can come, so waiting out the deadline for the missing servos would only cost
+        the cycle the follow-up read that fetches them."""
+        head = self._read_raw(7)
+        width = size + 4
+        if len(head) == 7 and head[:5] == P.HEADER + bytes((P.BROADCAST_ID,)):
+            total = 7 + (head[5] | head[6] << 8)
+            blocks, extra = divmod(total - 8, width)
+            if not extra and 1 <= blocks and total < reply_bytes:
+                raw = head + self._read_raw(total - 7)
+                if len(raw) == total and P.fast_block_rows(raw, size, blocks)[0] == blocks:
+                    return raw
+                return raw + self._read_raw(reply_bytes - len(raw))
+        return head + self._read_raw(reply_bytes - len(head))
+
     # -------------------------------------------------------------- groups
     def _send(self, packet: bytes) -> int:
         """Send one framed instruction packet as the SDK's txPacket does (input buffer cleared first,
@@ -586,7 +604,7 @@ class ServoBus:
             # swallows the replies behind it; ours re-hunts for headers past a bad CRC.
             wanted = set(ids)
             if fast:
-                raw = self._read_raw(reply_bytes)
+                raw = self._read_fast_reply(reply_bytes, size)
                 start = raw.find(P.HEADER + bytes((P.BROADCAST_ID,)))
                 if start >= 0:
                     out = P.fast_reply_blocks(raw[start:] if start else raw, size, n, wanted)
