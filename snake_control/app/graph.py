@@ -202,7 +202,7 @@ GRAPH_IMU_WAIT_S = 10.0
 
 TELEOP_GAIT_CYCLES = {
     # aeh_sidewinding before the serpenoid one: its contacts hold still (a real tread) in MuJoCo, where
-    # serpenoid sidewinding slips at about a third of the body speed.
+    # serpenoid sidewinding slips at about 0.28 of the body speed.
     'pitch_yaw': ('serpentine', 'lateral_undulation', 'aeh_sidewinding', 'sidewinding', 'rolling',
                   'turn_in_place'),
     'planar': ('wheeled_undulation', 'lateral_undulation', 'kinematic_snake_preset'),

@@ -499,7 +499,7 @@ CASES = (
     Case('kinematic_snake_3', 'lateral_undulation', (0.2, 0.0, 0.0), {'w_s': math.pi / 2},
          note='w_s = pi/2: a quarter wave per joint'),
     Case('pitch_yaw_32', 'serpentine', (0.25, 0.0, 0.0)),
-    # Serpenoid sidewinding: its contacts slip at about 0.35 of the body's speed in MuJoCo, so the no-slip
+    # Serpenoid sidewinding: its contacts slip at about 0.28 of the body's speed in MuJoCo (contact_slip), so the no-slip
     # contact model cannot meet the aim (even told the true contacts and orientation it misses by ~35 %);
     # it stays in the table to show that.
     Case('pitch_yaw_32', 'sidewinding', (0.0, 0.2, 0.0)),
