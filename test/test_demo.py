@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from snake_control.app.demo import bus_cycle_wire_time_s, path_length_m, se2_relative
+from snake_control.app.demo import bus_cycle_wire_time_s, path_length_m
+from snake_control.kinematics.lie import se2_relative
 from snake_control.app.graph import GraphArgs, build_graph
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from snake_control.kinematics.lie import se2_relative, yaw_from_quaternion
+
 DEMO_ROBOTS = ('pitch_yaw_32', 'wheeled_8')
 QUICK_ROBOT, QUICK_DURATION_S = 'wheeled_8', 10.0
 DEMO_BAUD = 4_000_000
@@ -66,18 +68,6 @@ def bus_cycle_wire_time_s(n_servos: int, baud: int, state_bytes: int, fast: bool
     else:
         reply, delays = n * (11 + length), n
     return (write + request + reply) * 10.0 / baud + delays * return_delay_s
-
-
-def se2_relative(poses_xyyaw: np.ndarray, origin_xyyaw) -> np.ndarray:
-    """Poses (k, 3) (x m, y m, yaw rad in a world frame) expressed in the frame of origin (3,)."""
-    p = np.asarray(poses_xyyaw, dtype=float)
-    if p.ndim != 2 or p.shape[1] != 3:
-        raise ValueError(f'poses_xyyaw: expected shape (k, 3), got {p.shape}')
-    x0, y0, th0 = (float(v) for v in origin_xyyaw)
-    c, s = math.cos(th0), math.sin(th0)
-    dx, dy = p[:, 0] - x0, p[:, 1] - y0
-    yaw = np.arctan2(np.sin(p[:, 2] - th0), np.cos(p[:, 2] - th0))
-    return np.column_stack((c * dx + s * dy, -s * dx + c * dy, yaw))
 
 
 def path_length_m(t_s: np.ndarray, xy_m: np.ndarray, sample_s: float = PATH_SAMPLE_S) -> float:
@@ -264,11 +254,6 @@ def segment_errors(est_t_s, est_xyyaw, true_t_s, true_xyyaw, segments) -> list[S
         out.append(SegmentError(label, a, b, float(np.hypot(*tr[:2])), float(np.hypot(*(e[:2] - tr[:2]))),
                                 math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))))
     return out
-
-
-def yaw_from_quaternion(qx, qy, qz, qw):
-    """Yaw (rad) about the world z axis of a unit quaternion (arrays or floats)."""
-    return np.arctan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
 
 
 # ---------------------------------------------------------------------------------------------- results

@@ -248,7 +248,7 @@ def plot_replay(report: ReplayReport, path) -> Path:
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
-    from snake_control.app.demo import se2_relative
+    from snake_control.kinematics.lie import se2_relative
 
     t_start, t_end = float(report.track.t_s[0]), float(report.track.t_s[-1])
     tracks = [('true (truth tree)', report.truth, 'k', 2.0), ('recorded odom (graph)', report.recorded,

@@ -20,6 +20,7 @@ import numpy as np
 
 from snake_control.estimation.estimator import Estimator
 from snake_control.estimation.pipeline import ESTIMATE_PARAMETERS, EstimatorParams, EstimatorPipeline
+from snake_control.kinematics.lie import se2_relative, yaw_from_quaternion
 
 # estimator_node's parameters that shape the estimate, at their defaults (EstimatorParams), body_frame and
 # axial_weight None for the robot's own.
@@ -75,9 +76,7 @@ class ReplayTrack:
 def xyyaw_from_xyz_quat(poses) -> np.ndarray:
     """(k, 3) x m, y m, yaw rad of poses (k, 7) x, y, z, qx, qy, qz, qw."""
     p = np.asarray(poses, dtype=float).reshape(-1, 7)
-    qx, qy, qz, qw = p[:, 3], p[:, 4], p[:, 5], p[:, 6]
-    yaw = np.arctan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
-    return np.column_stack((p[:, 0], p[:, 1], yaw))
+    return np.column_stack((p[:, 0], p[:, 1], yaw_from_quaternion(*p[:, 3:7].T)))
 
 
 def replay_estimator(robot, inputs: EstimatorInputs, *, use_imu: bool | None = None,
@@ -247,14 +246,7 @@ def compare_tracks(replay_t_s, replay_xyyaw, recorded_t_s, recorded_xyyaw) -> Tr
     common, ia, ib = np.intersect1d(a_key, b_key, return_indices=True)
     if len(common) == 0:
         return TrackDifference(0, len(np.unique(b_key)), len(np.unique(a_key)), math.nan, math.nan, math.nan)
-
-    def relative(p):
-        x0, y0, th0 = p[0]
-        c, s = math.cos(th0), math.sin(th0)
-        dx, dy = p[:, 0] - x0, p[:, 1] - y0
-        return np.column_stack((c * dx + s * dy, -s * dx + c * dy, np.unwrap(p[:, 2]) - np.unwrap(p[:, 2])[0]))
-
-    ra, rb = relative(a_p[ia]), relative(b_p[ib])
+    ra, rb = se2_relative(a_p[ia], a_p[ia][0]), se2_relative(b_p[ib], b_p[ib][0])
     gap = np.hypot(ra[:, 0] - rb[:, 0], ra[:, 1] - rb[:, 1])
     dyaw = np.degrees(np.abs(np.angle(np.exp(1j * (ra[:, 2] - rb[:, 2])))))
     return TrackDifference(len(common), len(np.setdiff1d(b_key, a_key)), len(np.setdiff1d(a_key, b_key)),

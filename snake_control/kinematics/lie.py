@@ -35,6 +35,23 @@ def wrap_angle(theta):
 
 # --- SE(2) --------------------------------------------------------------------------------------
 
+def se2_relative(poses_xyyaw, origin_xyyaw) -> np.ndarray:
+    """Poses (k, 3) (x m, y m, yaw rad in a world frame) expressed in the frame of origin (3,)."""
+    p = np.asarray(poses_xyyaw, dtype=float)
+    if p.ndim != 2 or p.shape[1] != 3:
+        raise ValueError(f'poses_xyyaw: expected shape (k, 3), got {p.shape}')
+    x0, y0, th0 = (float(v) for v in origin_xyyaw)
+    c, s = math.cos(th0), math.sin(th0)
+    dx, dy = p[:, 0] - x0, p[:, 1] - y0
+    yaw = np.arctan2(np.sin(p[:, 2] - th0), np.cos(p[:, 2] - th0))
+    return np.column_stack((c * dx + s * dy, -s * dx + c * dy, yaw))
+
+
+def yaw_from_quaternion(qx, qy, qz, qw):
+    """Yaw (rad) about the world z axis of a unit quaternion (arrays or floats)."""
+    return np.arctan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
+
+
 def rot2(theta: float) -> np.ndarray:
     """2x2 rotation matrix."""
     c, s = np.cos(theta), np.sin(theta)
