@@ -643,11 +643,11 @@ def test_bus_watchdog_trip_after_a_stall_is_rearmed(robot):
             original = d._read_state
             stalled = []
 
-            def stall_once(now):
+            def stall_once(now, *rest):
                 if not stalled:
                     stalled.append(True)
                     time.sleep(0.3)            # the loop stalls: every servo's watchdog trips
-                return original(now)
+                return original(now, *rest)
             d._read_state = stall_once
             # Every servo trips in the stall; the driver sees each trip the emulated servos record
             # (a loaded host's late cycle may trip one more), clears and arms it again (60 ms: 3 units),

@@ -186,7 +186,6 @@ class Driver:
         self.by_id = {s.servo_id: s for s in self.servos}
         self.k_by_id = {sid: k for k, sid in enumerate(self.ids)}
         self._rows_cache: dict[tuple, tuple] = {}      # _rows_of
-        self._rebooting_this_cycle: int | None = None    # set by _cycle for its goal write and read
         self.counters = Counters()
         self.warnings: list[str] = []
         self.events: collections.deque = collections.deque(maxlen=200)
@@ -743,18 +742,15 @@ class Driver:
         if reset:
             self._rearm()
         # How many servos are rebooting: nothing else changes it until the next cycle's _service_reboots.
-        self._rebooting_this_cycle = self._service_reboots(now)
+        rebooting = self._service_reboots(now)
         if self._rearm_pending:
             # A servo whose tripped watchdog is not yet cleared ignores goals: hold until every one is,
             # so that the resume ramps from where they all stopped.
             self._resume_after = time.monotonic()
         goal = self._decide(now, command, estop)
-        try:
-            sent = self._write_goals(goal)
-            read_start = time.monotonic()
-            sent = self._read_state(now) and sent
-        finally:
-            self._rebooting_this_cycle = None
+        sent = self._write_goals(goal, rebooting)
+        read_start = time.monotonic()
+        sent = self._read_state(now, rebooting) and sent
         # The servos sample their state while the read is on the wire: its midpoint is the measurement time.
         stamp = 0.5 * (read_start + time.monotonic())
         if sent:
@@ -786,7 +782,8 @@ class Driver:
             now_s=now, command_rad=None if command is None else command.position_rad,
             command_received_s=command.received_s if command is not None else -math.inf, estop=estop,
             names=self._names_tuple, hardware_error=t.hardware_error, alert=t.alert,
-            stale_cycles=t.stale_cycles, present_rad=t.position_rad, hold_goal_rad=self._hold_goal, previous_mode=previous, resume_after_s=self._resume_after,
+            stale_cycles=t.stale_cycles, present_rad=t.position_rad, hold_goal_rad=self._hold_goal,
+            previous_mode=previous, resume_after_s=self._resume_after,
             stale_limit=self.config.stale_limit, stale_policy=self.config.stale_policy,
             alert_policy=self.config.alert_policy, estop_policy=self.config.estop_policy,
             command_timeout_s=self.config.command_timeout_s, peer_policy=peer_policy,
@@ -914,9 +911,9 @@ class Driver:
         return self._rebooting()
 
     # ---------------------------------------------------------------- bus I/O
-    def _write_goals(self, goal: np.ndarray) -> bool:
-        """Clip, check and queue this cycle's goals (they leave with the read request). False when the
-        packet could not be sent."""
+    def _write_goals(self, goal: np.ndarray, rebooting: int) -> bool:
+        """Clip, check and queue this cycle's goals (they leave with the read request); ``rebooting``: how
+        many servos are rebooting (their goals wait). False when the packet could not be sent."""
         goal = _clip(np.asarray(goal, dtype=float), self.lower, self.upper)
         if np.count_nonzero(np.isfinite(goal)) != goal.size:    # cannot happen; never let it reach a register
             raise RuntimeError('non-finite goal computed')
@@ -926,7 +923,6 @@ class Driver:
         lo_t, hi_t = self.tick_limits()
         raw = _clip(self.joint_to_ticks(goal), lo_t, hi_t).astype('<i4').tobytes()
         t = self.table
-        rebooting = self._rebooting() if self._rebooting_this_cycle is None else self._rebooting_this_cycle
         sendable = t.torque & (t.rebooting_until != t.rebooting_until) if rebooting else t.torque  # NaN: not
         if np.count_nonzero(sendable) == len(self.ids):
             ids = self._ids_bytes
@@ -965,16 +961,16 @@ class Driver:
         ids, self._arm_pending = sorted(self._arm_pending), set()
         self._held_sync_write(CONTROL_TABLE['bus_watchdog'].address, 1, bytes(ids), value * len(ids))
 
-    def _read_state(self, now: float) -> bool:
-        """Read every servo's state block into the servo table; mark the others stale. False when the
-        read request could not be sent (transmit failure)."""
+    def _read_state(self, now: float, rebooting: int) -> bool:
+        """Read every servo's state block into the servo table; mark the others stale. ``rebooting``: how
+        many servos are rebooting (they are not asked). False when the read request could not be sent
+        (transmit failure)."""
         # A servo silent for QUARANTINE_AFTER cycles leaves the main read (where it would cost a timeout
         # every cycle) and is read with the others every PROBE_EVERY cycles, until it answers again.
         # Probes go in the main read, never in a follow-up that a late cycle skips: otherwise a servo
         # that a noisy line put here would never come back.
         quarantine_after = max(self.config.stale_limit, QUARANTINE_AFTER)
         t = self.table
-        rebooting = self._rebooting() if self._rebooting_this_cycle is None else self._rebooting_this_cycle
         if not rebooting and not np.count_nonzero(t.stale_cycles >= quarantine_after):
             quarantined, ids = set(), list(self._read_order)     # every cycle but a faulty bus's
         else:
