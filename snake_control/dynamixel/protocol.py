@@ -197,21 +197,15 @@ def build_instruction(servo_id: int, instruction: int, params: bytes = b'') -> b
     return _frame(servo_id, bytes((instruction,)) + bytes(params))
 
 
-def build_sync_write(address: int, size: int, ids, data: bytes) -> bytes:
-    """A sync write instruction: ``size`` bytes at ``address`` to each servo of ``ids`` (a sequence of
-    IDs, packet order), their data one block after another in ``data``.
-
-    >>> build_sync_write(116, 4, [1, 2], bytes((0, 8, 0, 0, 255, 7, 0, 0))).hex(' ')
-    'ff ff fd 00 fe 11 00 83 74 00 04 00 01 00 08 00 00 02 ff 07 00 00 8c 40'
-    """
-    return SyncWriteFrame(address, size, ids).packet(data)
-
-
 class SyncWriteFrame:
     """The sync write packet of ``size`` bytes at ``address`` to the servos ``ids``, less their data:
     ``packet(data)`` fills in the data blocks and the CRC. A control cycle writes the same servos'
     goals every time, so everything but the data is laid out once; the CRC is linear, so it is the
-    data-free packet's CRC XOR the data bytes' own contributions (one table lookup each, one reduce)."""
+    data-free packet's CRC XOR the data bytes' own contributions (one table lookup each, one reduce).
+
+    >>> SyncWriteFrame(116, 4, [1, 2]).packet(bytes((0, 8, 0, 0, 255, 7, 0, 0))).hex(' ')
+    'ff ff fd 00 fe 11 00 83 74 00 04 00 01 00 08 00 00 02 ff 07 00 00 8c 40'
+    """
 
     def __init__(self, address: int, size: int, ids):
         ids = bytes(ids)
@@ -412,12 +406,10 @@ def parse_fast_blocks(raw: bytes, lengths: list[int]) -> list[tuple[int, int, by
     running CRC checks is returned, in order, and parsing stops at the first that does not.
     ``lengths`` gives each expected block's data length in reply order.
     """
-    if len(raw) < 8 or raw[:4] != HEADER or raw[4] != BROADCAST_ID or raw[7] != STATUS:
+    if not _is_fast_reply(raw):
         return []
     if lengths and len(set(lengths)) == 1:
-        count, _ = fast_block_rows(raw, lengths[0], len(lengths))
-        width = lengths[0] + 4
-        return [(raw[i], raw[i + 1], bytes(raw[i + 2:i + width - 2])) for i in range(8, 8 + count * width, width)]
+        return list(_uniform_blocks(raw, lengths[0], len(lengths)))
     out = []
     crc = crc16(raw[:8])
     idx = 8
@@ -505,14 +497,25 @@ def fast_reply_blocks(raw: bytes, size: int, count: int, wanted=None) -> dict[in
     >>> fast_reply_blocks(build_fast_status([(0, 1, b'ab'), (0x80, 2, b'cd')]), 2, 2)
     {1: (0, b'ab'), 2: (128, b'cd')}
     """
-    if len(raw) < 8 or raw[:4] != HEADER or raw[4] != BROADCAST_ID or raw[7] != STATUS:
+    if not _is_fast_reply(raw):
         return {}
+    blocks = _uniform_blocks(raw, size, count)
+    if wanted is None:
+        return {sid: (error, data) for error, sid, data in blocks}
+    return {sid: (error, data) for error, sid, data in blocks if sid in wanted}
+
+
+def _is_fast_reply(raw: bytes) -> bool:
+    """Whether raw starts like a fast sync/bulk read reply: header, broadcast ID, a LEN, Status."""
+    return len(raw) >= 8 and raw[:4] == HEADER and raw[4] == BROADCAST_ID and raw[7] == STATUS
+
+
+def _uniform_blocks(raw: bytes, size: int, count: int):
+    """(error, id, data) of the leading blocks of a fast reply (``_is_fast_reply``) of ``count`` blocks of
+    ``size`` data bytes each whose running CRC holds (fast_block_rows)."""
     good, _ = fast_block_rows(raw, size, count)
     w = size + 4
-    spans = range(8, 8 + good * w, w)
-    if wanted is None:
-        return {raw[i + 1]: (raw[i], bytes(raw[i + 2:i + w - 2])) for i in spans}
-    return {raw[i + 1]: (raw[i], bytes(raw[i + 2:i + w - 2])) for i in spans if raw[i + 1] in wanted}
+    return ((raw[i], raw[i + 1], bytes(raw[i + 2:i + w - 2])) for i in range(8, 8 + good * w, w))
 
 
 def sync_read_reply_bytes(n_servos: int, size: int, fast: bool) -> int:
