@@ -58,8 +58,15 @@ def test_fast_reply_blocks_survive_truncation():
     assert [b[1] for b in P.parse_fast_blocks(raw, [2, 2, 2])] == [1, 2, 3]
     assert [b[1] for b in P.parse_fast_blocks(raw[:-3], [2, 2, 2])] == [1, 2]
     damaged = bytearray(raw)
-    damaged[8 + 6 + 3] ^= 0x55         # data of block 2
+    damaged[8 + 6 + 3] ^= 0x55         # data of block 2: that block is lost, not the one after it
+    assert [b[1] for b in P.parse_fast_blocks(bytes(damaged), [2, 2, 2])] == [1, 3]
+    damaged[8 + 6 + 3] ^= 0x55
+    damaged[8 + 6 + 4] ^= 0x01         # block 2's CRC field: block 3 continues from it, so both go
     assert [b[1] for b in P.parse_fast_blocks(bytes(damaged), [2, 2, 2])] == [1]
+    # Blocks of different lengths (a fast bulk read) are judged the same way.
+    raw = bytearray(P.build_fast_status([(0, 1, b'\x01'), (0, 2, b'\x03\x04\x05'), (0, 3, b'\x06\x07')]))
+    raw[8 + 5 + 2] ^= 0x10             # data of block 2
+    assert [b[1] for b in P.parse_fast_blocks(bytes(raw), [1, 3, 2])] == [1, 3]
 
 
 def _crc_bytewise(data: bytes, crc: int = 0) -> int:
@@ -76,7 +83,8 @@ def test_crc_of_long_inputs_equals_the_bytewise_crc(data, start):
 
 
 def _parse_fast_bytewise(raw: bytes, lengths: list[int]) -> list:
-    """parse_fast_blocks as a running CRC carried block by block (the reference)."""
+    """parse_fast_blocks as the running CRC carried byte by byte (the reference): a block is good when
+    the CRC carried from the CRC field its servo sent before it, over its own bytes, equals its field."""
     out = []
     if len(raw) < 8 or raw[:4] != P.HEADER or raw[4] != P.BROADCAST_ID or raw[7] != P.STATUS:
         return out
@@ -85,11 +93,10 @@ def _parse_fast_bytewise(raw: bytes, lengths: list[int]) -> list:
         end = idx + 2 + n
         if end + 2 > len(raw):
             break
-        crc = _crc_bytewise(raw[idx:end], crc)
-        if crc != (raw[end] | (raw[end + 1] << 8)):
-            break
-        crc = _crc_bytewise(raw[end:end + 2], crc)
-        out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        field = raw[end] | (raw[end + 1] << 8)
+        if _crc_bytewise(raw[idx:end], crc) == field:
+            out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        crc = _crc_bytewise(raw[end:end + 2], field)
         idx = end + 2
     return out
 
@@ -434,6 +441,37 @@ def test_a_fast_reply_whose_chain_stopped_is_taken_without_waiting_out_the_deadl
         servos.join()
     assert got == {sid: (0, bytes([sid] * 14)) for sid in (1, 2, 3)}
     assert waited_s < 10.0, f'waited {waited_s:.1f} s of the 20 s deadline for servos that cannot answer'
+
+
+@pytest.mark.parametrize('garbled, lost', [(8 + 18 + 5, {2}),       # a data byte of servo 2's block
+                                            (8 + 2 * 18 - 1, {2, 3}),  # its CRC field: servo 3 continues from it
+                                            (1, set()),                # the header: the blocks are in place
+                                            (5, {1})])                 # LEN: the first block's CRC covers it
+def test_a_garbled_byte_in_a_fast_reply_costs_only_the_blocks_it_touches(raw_pty, garbled, lost):
+    # Each block is checked from the CRC field its servo sent before it, so the servos after a garbled
+    # block are still read this cycle (before, one bad byte cost every block after it).
+    master, path = raw_pty
+    _sent(master)
+    ids = [1, 2, 3, 4, 5]
+    blocks = [(0, sid, bytes([sid] * 14)) for sid in ids]
+    reply = bytearray(P.build_fast_status(blocks))
+    reply[garbled] ^= 0x24
+
+    def answer():
+        select.select([master], [], [], 5.0)
+        _sent(master)                               # the request
+        os.write(master, bytes(reply))
+
+    servos = threading.Thread(target=answer)
+    servos.start()
+    bus = ServoBus(path, BAUD, margin_ms=200.0).open()
+    try:
+        got = bus.sync_read(132, 14, ids, True, drain=False)
+    finally:
+        bus.close()
+        servos.join()
+    assert got == {sid: (0, bytes([sid] * 14)) for sid in ids if sid not in lost}
+    assert bus.garbled_in_time == bool(lost)        # judged as line noise at once, not as late replies
 
 
 def test_servo_bus_sync_write_is_stuffed(raw_pty):

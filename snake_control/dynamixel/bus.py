@@ -288,8 +288,8 @@ class ServoBus:
     # clears what is left in the input buffer before it leaves, so a short drain only has to cover a
     # reply in flight at that moment.
     drain_quiet_ms: float | None = None
-    # Whether the last fast sync read's reply came whole in length and in time, yet missed servos: a
-    # running CRC broke, so the line garbled it (a late or truncated reply is short, never this).
+    # Whether a block of the last fast sync read's reply came in time, whole in length, and broke (its
+    # CRC, or the header's): the line garbles (a late or truncated reply is only short, never this).
     garbled_in_time = False
 
     def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
@@ -509,7 +509,7 @@ class ServoBus:
     def _read_fast_reply(self, reply_bytes: int, size: int) -> bytes:
         """A fast sync read's reply: up to ``reply_bytes`` (every servo's block), waiting no longer than the
         deadline already set on the port. The chain of blocks stops at a servo that does not answer; a
-        reply whose own LEN declares fewer blocks and whose running CRC holds to its last one is whole:
+        reply whose own LEN declares fewer blocks, each of which checks, is whole:
         nothing more of it can come, so waiting out the deadline for the missing servos would only cost
         the cycle the follow-up read that fetches them."""
         head = self._read_raw(7)
@@ -519,7 +519,7 @@ class ServoBus:
             blocks, extra = divmod(total - 8, width)
             if not extra and 1 <= blocks and total < reply_bytes:
                 raw = head + self._read_raw(total - 7)
-                if len(raw) == total and P.fast_block_rows(raw, size, blocks)[0] == blocks:
+                if len(raw) == total and P.fast_block_rows(raw, size, blocks)[0].all():
                     return raw
                 return raw + self._read_raw(reply_bytes - len(raw))
         return head + self._read_raw(reply_bytes - len(head))
@@ -607,8 +607,16 @@ class ServoBus:
                 raw = self._read_fast_reply(reply_bytes, size)
                 start = raw.find(P.HEADER + bytes((P.BROADCAST_ID,)))
                 if start >= 0:
-                    out = P.fast_reply_blocks(raw[start:] if start else raw, size, n, wanted)
-                self.garbled_in_time = start == 0 and len(raw) == reply_bytes and len(out) < n
+                    body = raw[start:] if start else raw
+                else:
+                    # A garbled header: the blocks behind it are still where the whole reply puts them,
+                    # and each is checked on its own (the first against the header the servos sent).
+                    body = P.fast_reply_head(reply_bytes) + raw[8:] if len(raw) > 8 else b''
+                out = P.fast_reply_blocks(body, size, n, wanted)
+                # Garbled: blocks that came whole broke, beside good ones when the header was not found
+                # (else the bytes may be another reply's tail, not this one's blocks out of place).
+                self.garbled_in_time = (start >= 0 or len(out) > 0) \
+                    and len(out) < min(n, (len(body) - 8) // (size + 4))
                 if len(out) < n:
                     self.late.expect([sid for sid in ids if sid not in out], size, True,
                                      raw[start:] if start >= 0 else raw)

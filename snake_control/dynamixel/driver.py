@@ -1005,7 +1005,7 @@ class Driver:
         # Replies taken after the deadline the read would have had without the extension.
         caught = len(counted) - len(lost) if extra_ms and self._last_read_ms > self._last_read_ms_due else 0
         if strategy.fast and lost and self.bus.garbled_in_time:
-            # The whole reply came in time and broke: garbled, not late, so judged now rather than
+            # Blocks of the reply came in time and broke: garbled, not late, so judged now rather than
             # after LATE_WINDOW_S (a noisy line then costs a few cycles of fast reads, not 25).
             self._record_first_read(len(counted), len(lost), 0, caught)
         else:

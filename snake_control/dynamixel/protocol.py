@@ -403,7 +403,8 @@ def parse_fast_blocks(raw: bytes, lengths: list[int]) -> list[tuple[int, int, by
     """Blocks (error, id, data) of a fast sync/bulk read reply, as far as their running CRCs hold.
 
     ``raw`` may be truncated (a servo missing from the chain) or corrupted partway: every block whose
-    running CRC checks is returned, in order, and parsing stops at the first that does not.
+    running CRC checks is returned, in order, each checked on its own from the CRC field before it (a
+    garbled block costs itself, see fast_block_rows); parsing stops where ``raw`` ends.
     ``lengths`` gives each expected block's data length in reply order.
     """
     if not _is_fast_reply(raw):
@@ -417,18 +418,18 @@ def parse_fast_blocks(raw: bytes, lengths: list[int]) -> list[tuple[int, int, by
         end = idx + 2 + n
         if end + 2 > len(raw):
             break
-        crc = crc16(raw[idx:end], crc)
-        if crc != (raw[end] | (raw[end + 1] << 8)):
-            break
-        crc = crc16(raw[end:end + 2], crc)
-        out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        field = raw[end] | (raw[end + 1] << 8)
+        if crc16(raw[idx:end], crc) == field:
+            out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        # The next block continues from this field as its servo sent it, good block or not.
+        crc = crc16(raw[end:end + 2], field)
         idx = end + 2
     return out
 
 
-def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]:
+def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     """The blocks of a fast sync read reply whose blocks all carry ``size`` data bytes, checked in one
-    vectorised pass: (how many blocks from the first on have a good running CRC, their rows).
+    vectorised pass: (which blocks are good, as a bool array; their rows).
 
     Each row is one block's bytes, a view into ``raw``: error, id, data, CRC low, CRC high (uint8).
     ``raw`` starts with the reply's header (checked by the caller). The running CRC after a good block
@@ -441,16 +442,22 @@ def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]
     operations. The first block continues from the header's first six bytes (its two leading
     bytes' share is put right afterwards).
 
-    >>> raw = build_fast_status([(0, 1, b'ab'), (0, 2, b'cd')])
-    >>> n, rows = fast_block_rows(raw, 2, 2)
-    >>> n, rows[:, 1].tolist()
-    (2, [1, 2])
+    A block is good when its own check holds, whatever happened before it: a byte garbled in one
+    block fails that block (and the next, when it hit the CRC field the next continues from), not the
+    rest of the chain. Each good block has passed a 16-bit CRC over its own bytes, as strong a check
+    as a servo's own status packet gets.
+
+    >>> raw = build_fast_status([(0, 1, b'ab'), (0, 2, b'cd'), (0, 3, b'ef')])
+    >>> bad = bytearray(raw); bad[8 + 2] ^= 1                     # a data byte of the first block
+    >>> good, rows = fast_block_rows(bytes(bad), 2, 3)
+    >>> good.tolist(), rows[good, 1].tolist()
+    ([False, True, True], [2, 3])
     """
     width = size + 4
     m = max(0, min(count, (len(raw) - 8) // width))
     rows = np.ndarray((m, width), np.uint8, raw, 8)
     if not m:
-        return 0, rows
+        return np.zeros(0, bool), rows
     flat, offsets, s_row, first, second = _block_tables(width)
     # Window j: the two CRC bytes before block j and the block up to its own CRC field (overlapping
     # views of raw, no copy). flat: each position's table row laid end to end.
@@ -461,10 +468,7 @@ def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]
         head = _HEAD_CRC[bytes(raw[:6])] = crc16(raw[:6])
     crcs[0] ^= (s_row[raw[6]] ^ s_row[raw[7]] ^ first[raw[6] ^ (head >> 8)]
                 ^ second[raw[7] ^ (head & 0xFF)])
-    bad = crcs != np.ndarray((m,), _U16LE, raw, 6 + width, (width,))
-    if not np.count_nonzero(bad):
-        return m, rows
-    return int(bad.nonzero()[0][0]), rows
+    return crcs == np.ndarray((m,), _U16LE, raw, 6 + width, (width,)), rows
 
 
 _U16LE = np.dtype('<u2')
@@ -511,11 +515,23 @@ def _is_fast_reply(raw: bytes) -> bool:
 
 
 def _uniform_blocks(raw: bytes, size: int, count: int):
-    """(error, id, data) of the leading blocks of a fast reply (``_is_fast_reply``) of ``count`` blocks of
+    """(error, id, data) of the blocks of a fast reply (``_is_fast_reply``) of ``count`` blocks of
     ``size`` data bytes each whose running CRC holds (fast_block_rows)."""
     good, _ = fast_block_rows(raw, size, count)
     w = size + 4
-    return ((raw[i], raw[i + 1], bytes(raw[i + 2:i + w - 2])) for i in range(8, 8 + good * w, w))
+    return ((raw[i], raw[i + 1], bytes(raw[i + 2:i + w - 2])) for i in range(8, 8 + len(good) * w, w)
+            if good[(i - 8) // w])
+
+
+def fast_reply_head(reply_bytes: int) -> bytes:
+    """The first eight bytes of a whole fast sync/bulk read reply of ``reply_bytes`` bytes on the wire:
+    header, broadcast ID, LEN, Status (build_fast_status).
+
+    >>> fast_reply_head(20) == build_fast_status([(0, 1, b'ab'), (0, 2, b'cd')])[:8]
+    True
+    """
+    length = reply_bytes - 7
+    return HEADER + bytes((BROADCAST_ID, length & 0xFF, length >> 8, STATUS))
 
 
 def sync_read_reply_bytes(n_servos: int, size: int, fast: bool) -> int:

@@ -1,12 +1,13 @@
 """How a control cycle reads the servos' state, chosen from the recent reply-failure rate.
 
-A fast sync read answers for every servo in one packet (8 + N(L + 4) bytes), and a corrupted byte breaks
-the running CRC of every block after it: at a byte error rate p the k-th servo's block survives
-(1 - p)^(22 + N + 18k) (request and reply, L = 14), so at p = 1 % the 584-byte reply for 32 servos is
-whole about 0.3 % of the time and every servo pays for one bad byte. A sync read answers with one status
-packet per servo: a bad byte in a reply costs that servo only ((1 - p)^25 each), one in the request
-(14 + N bytes) costs the read. The servos still missing are then read again, as one sync read, while the
-cycle has time: after r reads a servo is missing with probability about q^r, q the loss of one read.
+A fast sync read answers for every servo in one packet (8 + N(L + 4) bytes). Each block is checked on
+its own (a garbled byte costs the block it hit), but a servo that does not answer ends the chain of
+blocks, and a garbled request (14 + N bytes) gets no reply at all: at 1 % of bytes garbled and 1 % of
+replies lost, about half the servos of a 32-servo read are lost. A sync read answers with one status
+packet per servo: a bad byte in a reply, or a lost reply, costs that servo only ((1 - p)^25 each), one
+in the request costs the read. The servos still missing are then read again, as one sync read, while
+the cycle has time: after r reads a servo is missing with probability about q^r, q the loss of one
+read.
 
 Modes (``ReadStrategy.mode``, reported as read_mode in /diagnostics):
 
@@ -25,13 +26,14 @@ then retries of the missing keeps the most servos fresh (docs/dynamixel.md, "A n
 The failure rate is an exponential average (SMOOTHING) of the share of servo replies lost in a cycle's
 first read, before any retry, less those that arrived whole after the read's deadline (late_replies):
 a late reply is a slow host or emulator, not a noisy line, and per-servo packets would only add round
-trips to wait for (the late rate is kept apart, ``late_rate``). ``fast``/``slow`` go ``noisy`` above ENTER_NOISY (a clean line loses
-none; a servo that stopped answering alone costs 1/N and is soon quarantined); ``noisy`` goes back after
-at least MIN_NOISY_CYCLES once the rate is under LEAVE_NOISY: a sync read of 32 servos losing 1 % of
-them means p ~ 1.4e-4 per byte (71 bytes each, its own reply and the shared request), at which the fast
-read's 630 bytes are whole 92 % of the time and it loses about 5 % of the servos. If the fast read then
-loses as much again within MIN_NOISY_CYCLES (the firmware or the adapter, not the line), the next return
-waits twice as long, up to MAX_BACKOFF_CYCLES.
+trips to wait for (the late rate is kept apart, ``late_rate``). ``fast``/``slow`` go ``noisy`` above
+ENTER_NOISY (a clean line loses none; a servo that stopped answering alone costs 1/N and is soon
+quarantined); ``noisy`` goes back after at least MIN_NOISY_CYCLES once the rate is under LEAVE_NOISY: a
+sync read of 32 servos losing 1 % of them means p ~ 1.4e-4 per byte (71 bytes each, its own reply and
+the shared request), at which the fast read's 46-byte request is lost 0.6 % of the time and each
+20-byte block 0.3 %: about 1 % of the servos. If the fast read then loses as much again within
+MIN_NOISY_CYCLES (the firmware or the adapter, not the line), the next return waits twice as long, up
+to MAX_BACKOFF_CYCLES.
 """
 from __future__ import annotations
 
