@@ -490,6 +490,43 @@ def test_servo_bus_sync_write_is_stuffed(raw_pty):
     assert pkt.crc_ok and pkt.params[5:9] == P.le(0x00FDFFFF, 4)
 
 
+def _sent_bytes(master, n: int) -> bytes:
+    """The next n bytes a port wrote (waiting up to 2 s for them)."""
+    out = b''
+    while len(out) < n and select.select([master], [], [], 2.0)[0]:
+        out += os.read(master, n - len(out))
+    return out
+
+
+def test_servo_bus_packet_caches_stay_bounded_and_frame_every_set_of_servos_right(raw_pty):
+    # Each set of servos' sync write frame and sync read packet is built once and kept, but a caller that
+    # keeps changing the set (here one more each time than the caches hold) neither grows them without
+    # bound nor gets another set's packet after they start over.
+    master, path = raw_pty
+    _sent(master)
+    bus = ServoBus(path, BAUD, margin_ms=0.1).open()
+    try:
+        id_sets = [bytes((1 + k % 200, 201 + k // 200)) for k in range(260)]
+        for ids in id_sets[:70] + id_sets[:2]:
+            bus.sync_write(116, 2, {sid: bytes((sid, 7)) for sid in ids})
+            want = P.build_instruction(P.BROADCAST_ID, P.SYNC_WRITE,
+                                       bytes((116, 0, 2, 0)) + b''.join(bytes((sid, sid, 7)) for sid in ids))
+            assert _sent_bytes(master, len(want)) == want
+            assert len(bus._frames) <= 64
+        for ids in id_sets + id_sets[:2]:
+            assert bus.sync_read(132, 4, list(ids), True, drain=False) == {}
+            want = P.build_instruction(P.BROADCAST_ID, P.FAST_SYNC_READ, bytes((132, 0, 4, 0)) + ids)
+            assert _sent_bytes(master, len(want)) == want
+            assert len(bus._requests) <= 256
+        # The set just sent is kept: sending it again finds the same frame.
+        frame = bus._frames[116, 2, id_sets[1]]
+        bus.sync_write(116, 2, {sid: bytes((sid, 7)) for sid in id_sets[1]})
+        assert bus._frames[116, 2, id_sets[1]] is frame
+    finally:
+        bus.close()
+    assert _sent(master) == frame.packet(bytes((2, 7, 201, 7)))
+
+
 def test_error_replies(sim, sdk_port):
     port, ph = sdk_port
     assert ph.write1ByteTxRx(port, 1, 64, 1) == (sdk.COMM_SUCCESS, 0)

@@ -162,11 +162,46 @@ def test_the_receivers_clock_stepped_back_rebases_at_once(robot):
         pipe.joint_states(tk, tk + 0.001, names, qk)
     c = pipe.counts()
     assert c['input_time_rebase'] == 1 and c['input_old_stamp'] == 0 and c['received'] == 40
-    # publish_rate_hz 20 of 100 Hz stamps, from the first of each time base: every sixth (a stamp 0.05 s on
-    # is 0.04999... s on in floating point, under the period).
-    np.testing.assert_allclose(out, np.concatenate([t[0:20:6], t[20:40:6]]))
+    # publish_rate_hz 20 of 100 Hz stamps, from the first of each time base: every fifth (a stamp 0.05 s on
+    # is 0.04999... s on in floating point, and still due).
+    np.testing.assert_allclose(out, np.concatenate([t[0:20:5], t[20:40:5]]))
     assert events == [('input', pipe.last_input_event)] and 'stamps went back' in pipe.last_input_event
     assert pipe.last_input_event_s == pytest.approx(90.101)
+
+
+def _published(robot, t, **params):
+    """The stamps the pipeline publishes of joint_states at stamps t (received 1 ms after each)."""
+    pipe, out, _ = _pipeline(robot, update_rate_hz=0.0, **params)
+    names = list(robot.joint_names)
+    for tk, qk in zip(t, _shape(robot, t)):
+        pipe.joint_states(tk, tk + 0.001, names, qk)
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize('rate_hz', [20.0, 30.0, 100.0])
+@pytest.mark.parametrize('jitter_s', [0.0, 0.001])
+def test_the_publish_rate_is_the_asked_one(robot, rate_hz, jitter_s):
+    """publish_rate_hz of 100 Hz joint_states for 10 s, with and without 1 ms of jitter in the stamps: never
+    more than the rate asked, and not fewer either (no drift below it over the run)."""
+    k = np.arange(1001)
+    t = 100.0 + 0.01 * k + jitter_s * np.sin(1.7 * k)
+    out = _published(robot, t, publish_rate_hz=rate_hz)
+    # Published by each stamp: at most one more than rate * elapsed, at least one fewer. A stamp up to a
+    # quarter of the input interval early counts as due, so that jitter does not skip it.
+    n = np.searchsorted(out, t, side='right')
+    elapsed = 0.01 * k      # the sender's time, without the jitter
+    assert np.all(n <= np.floor(rate_hz * (elapsed + 0.0025 + jitter_s) + 1e-6) + 1)
+    assert np.all(n >= rate_hz * elapsed - 1)
+    assert len(out) == round(10 * rate_hz) + 1
+    if rate_hz == 20.0:
+        np.testing.assert_array_equal(out, t[::5])
+
+
+def test_the_publish_rate_starts_over_after_a_gap(robot):
+    """joint_states pause 0.523 s: the first after the gap is published and the rate counts from it."""
+    t = np.concatenate([100.0 + 0.01 * np.arange(20), 100.713 + 0.01 * np.arange(20)])
+    out = _published(robot, t, publish_rate_hz=20.0)
+    np.testing.assert_allclose(out, np.concatenate([t[0:20:5], t[20:40:5]]))
 
 
 def test_joint_names_in_any_order_and_messages_without_them(robot):

@@ -151,6 +151,8 @@ def test_replay_refuses_a_recording_without_joint_states(tmp_path, capsys):
     assert 'no sensor_msgs/Imu' in capsys.readouterr().err
     assert main(['odometry', '--robot', 'wheeled_8', '--input', str(run), '--replay', '--set', 'band=1']) == 2
     assert 'unknown estimator parameter' in capsys.readouterr().err
+    assert main(['odometry', '--robot', 'wheeled_8', '--input', str(run), '--replay', '--set', 'use_imu']) == 2
+    assert "argument --set: expected NAME=VALUE, got 'use_imu'" in capsys.readouterr().err
     # Replay options belong to --replay, and --replay to recordings.
     assert main(['odometry', '--robot', 'wheeled_8', '--input', str(run), '--no-imu']) == 2
     csv = tmp_path / 'q.csv'

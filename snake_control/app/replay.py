@@ -186,6 +186,7 @@ def replay_recording(path, robot_arg: str, *, topic: str | None = None, world: s
     from snake_control.estimation.estimator import BodyFrameTracker
     from snake_control.estimation.replay import (compare_tracks, read_estimator_inputs, replay_estimator,
                                                  xyyaw_from_xyz_quat)
+    from snake_control.kinematics.lie import xyyaw_from_se3
     from snake_control.robot import load_robot
 
     unknown = set(overrides) - set(NODE_PARAMETERS) - set(estimator_keywords())
@@ -226,7 +227,7 @@ def replay_recording(path, robot_arg: str, *, topic: str | None = None, world: s
     true_t, centres = read_truth_tree(path, robot, truth_topic)
     tracker = BodyFrameTracker(robot, params.get('body_frame'))
     body = np.array([tracker(c) for c in centres])
-    true_xyyaw = np.column_stack((body[:, 0, 3], body[:, 1, 3], np.arctan2(body[:, 1, 0], body[:, 0, 0])))
+    true_xyyaw = xyyaw_from_se3(body)
     centroid = centres[:, :, :2, 3].mean(axis=1)
     report.truth = (true_t, true_xyyaw)
     # One window for the replay and the recorded odom: where every track has samples.

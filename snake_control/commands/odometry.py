@@ -57,7 +57,7 @@ def add_arguments(parser):
     replay.add_argument('--imu-attitude-s', type=float, default=None,
                         help='the node\'s imu_attitude_s: 0 takes the IMU attitude as it is, above 0 it pulls '
                              'the contacts\' with this time constant (s)')
-    replay.add_argument('--set', action='append', default=[], metavar='NAME=VALUE',
+    replay.add_argument('--set', action='append', default=[], metavar='NAME=VALUE', type=options.name_value,
                         help='any other estimator parameter (an Estimator keyword or an estimator_node '
                              'parameter, e.g. contact_loads=false, update_rate_hz=0); repeatable')
     replay.add_argument('--json', action='store_true', help='print the replay\'s figures as one JSON object')
@@ -89,12 +89,7 @@ def replay_overrides(args) -> dict:
     """The estimator settings the command line changes for a replay."""
     from snake_control.commands import CommandError
 
-    out = {}
-    for item in args.set:
-        name, sep, value = item.partition('=')
-        if not sep or not name.strip():
-            raise CommandError(f'--set: expected NAME=VALUE, got {item!r}')
-        out[name.strip()] = _value(value)
+    out = {name: _value(value) for name, value in args.set}
     if args.no_imu:
         out['use_imu'] = False
     if args.axial_weight is not None:

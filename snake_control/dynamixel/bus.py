@@ -257,6 +257,30 @@ def latency_timer_warning(port: str, sysfs_root: str = '/sys/bus/usb-serial/devi
             f'DRIVER=="ftdi_sio", ATTR{{latency_timer}}="1" (then: sudo udevadm control --reload; replug)')
 
 
+class _BoundedCache(dict):
+    """A dict that builds a missing value as build(*key) and, holding limit entries, starts over: the
+    packets a bus sends again and again are framed once, a hit costs one dict lookup, and a caller that
+    keeps changing its keys cannot grow it without bound."""
+
+    __slots__ = ('limit', 'build')
+
+    def __init__(self, limit: int, build):
+        super().__init__()
+        self.limit, self.build = limit, build
+
+    def __missing__(self, key):
+        if len(self) >= self.limit:
+            self.clear()
+        value = self[key] = self.build(*key)
+        return value
+
+
+def _sync_read_packet(address: int, size: int, fast: bool, ids: tuple) -> bytes:
+    """The (fast) sync read instruction packet for ``size`` bytes at ``address`` of ``ids``."""
+    params = P.le(address, 2) + P.le(size, 2) + bytes(ids)
+    return P.build_instruction(P.BROADCAST_ID, P.FAST_SYNC_READ if fast else P.SYNC_READ, params)
+
+
 class _Transaction:
     """ServoBus.transaction: the SDK's port-busy flag released whatever happens inside; a vanished
     adapter marks the bus closed; on any other error a held packet is dropped, so that it never leaves
@@ -301,8 +325,10 @@ class ServoBus:
         self.ph = SnakePacketHandler()
         self.is_open = False
         self.late = self.port.late = LateReplies()
-        self._requests: dict[tuple, bytes] = {}     # sync read packets by (address, size, fast, ids)
-        self._frames: dict[tuple, P.SyncWriteFrame] = {}     # sync write frames by (address, size, ids)
+        # Sync read packets by (address, size, fast, ids): a cycle asks for the same block of the same
+        # servos in a few orders (read_order). Sync write frames by (address, size, ids).
+        self._requests = _BoundedCache(256, _sync_read_packet)
+        self._frames = _BoundedCache(64, P.SyncWriteFrame)
         self._transaction = _Transaction(self)
 
     @property
@@ -553,14 +579,7 @@ class ServoBus:
         once (protocol.SyncWriteFrame); the same bytes."""
         if len(data) != size * len(ids):
             raise ValueError(f'sync write: {len(data)} bytes of data for {len(ids)} servos of {size}')
-        ids = bytes(ids)
-        key = (address, size, ids)
-        frame = self._frames.get(key)
-        if frame is None:
-            if len(self._frames) >= 64:
-                self._frames.clear()
-            frame = self._frames[key] = P.SyncWriteFrame(address, size, ids)
-        packet = frame.packet(data)
+        packet = self._frames[address, size, bytes(ids)].packet(data)
         with self.transaction():
             self.port.corked = hold
             try:
@@ -596,7 +615,7 @@ class ServoBus:
         timeout_ms += sent_ms + extra_ms
         out: dict[int, tuple[int, bytes]] = {}
         with self.transaction():
-            result = self._send(self._sync_read_request(address, size, ids, fast))
+            result = self._send(self._requests[address, size, fast, tuple(ids)])
             if result != sdk.COMM_SUCCESS:
                 raise CommError(f'{self.port_name}: sync read: {self.ph.getTxRxResult(result)}')
             self.port.setPacketTimeoutMillis(timeout_ms)
@@ -667,19 +686,6 @@ class ServoBus:
         if len(out) < n and drain:
             self.drain(self.drain_quiet_ms)
         return out
-
-    def _sync_read_request(self, address: int, size: int, ids, fast: bool) -> bytes:
-        """The (fast) sync read instruction packet; a cycle asks for the same block of the same servos
-        in a few orders (read_order), so each is framed once."""
-        key = (address, size, fast, tuple(ids))
-        packet = self._requests.get(key)
-        if packet is None:
-            if len(self._requests) >= 256:
-                self._requests.clear()
-            params = P.le(address, 2) + P.le(size, 2) + bytes(ids)
-            packet = self._requests[key] = P.build_instruction(
-                P.BROADCAST_ID, P.FAST_SYNC_READ if fast else P.SYNC_READ, params)
-        return packet
 
     def listen(self, size: int, ids: list[int], timeout_ms: float) -> dict[int, tuple[int, bytes]]:
         """{id: (error byte, data)} of ``size``-byte state replies of ``ids`` that arrive within timeout_ms,

@@ -117,7 +117,7 @@ from snake_control.estimation.contact import (LOAD_FLOOR, ContactSelector, _cros
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
                                           se2_adjoint, se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse,
                                           se3_exp_fast, se3_log, se3_matrix, so3_exp, so3_log,
-                                          wrap_angle)
+                                          wrap_angle, xyyaw_from_se3)
 
 _UP = np.array([0.0, 0.0, 1.0])
 
@@ -158,7 +158,7 @@ class EstimatorState:
 
     @property
     def pose_se2(self) -> np.ndarray:
-        return np.array([self.pose[0, 3], self.pose[1, 3], np.arctan2(self.pose[1, 0], self.pose[0, 0])])
+        return xyyaw_from_se3(self.pose)
 
 
 def _rot_z(angle_rad: float) -> np.ndarray:
@@ -684,8 +684,7 @@ class Estimator:
         if self._t is None:
             self._g2 = np.zeros(3)
             if self.initial_pose is not None:
-                g = self.initial_pose
-                self._g2 = np.array([g[0, 3], g[1, 3], np.arctan2(g[1, 0], g[0, 0])])
+                self._g2 = xyyaw_from_se3(self.initial_pose)
             if self.body_link is None:
                 # The pose given (or the origin) is the chassis pose: start the integrated link frame there.
                 h, _, _ = self._chassis_offset(q)
@@ -1066,8 +1065,8 @@ def body_pose_from_links(robot, link_poses, body_frame=None, previous=None) -> n
         body_frame = 'middle' if planar else 'chassis'
     link = body_frame_index(body_frame, n_links)
     if planar:
-        headings = np.arctan2(poses[:, 1, 0], poses[:, 0, 0])
-        centres = poses[:, :2, 3]
+        planar_poses = xyyaw_from_se3(poses)
+        centres, headings = planar_poses[:, :2], planar_poses[:, 2]
         if link is not None:
             return _pose_matrix(np.array([centres[link, 0], centres[link, 1], headings[link]]))
         c = centres.mean(axis=0)

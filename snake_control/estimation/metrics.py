@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from snake_control.kinematics.lie import se2_relative, wrap_angle
+from snake_control.kinematics.lie import se2_relative, wrap_angle, xyyaw_from_se3
 
 
 def _planar(track, name) -> np.ndarray:
     a = np.asarray(track, dtype=float)
     if a.ndim == 3 and a.shape[1:] == (4, 4):
-        return np.stack([a[:, 0, 3], a[:, 1, 3], np.arctan2(a[:, 1, 0], a[:, 0, 0])], axis=1)
+        return xyyaw_from_se3(a)
     if a.ndim == 2 and a.shape[1] == 3:
         return a
     raise ValueError(f'{name} must be (T, 4, 4) poses or (T, 3) planar poses (x, y, theta), got {a.shape}')

@@ -95,6 +95,46 @@ def period_s(rate_hz: float) -> float:
     return 0.0 if rate_hz <= 0 else 1.0 / rate_hz
 
 
+class RateLimit:
+    """Which stamps of a stream to let through to keep to period_s (s; 0: every stamp not older than the last
+    let through).
+
+    A stamp goes through once it reaches the next due time, which then moves on by one period from the due
+    time, not from the stamp: over a long run the stream gives the asked rate, never more and never fewer,
+    whatever the input rate (20 Hz of 100 Hz stamps: every fifth; 30 Hz: three of every ten). A stamp early
+    by up to JITTER of the input's own interval still counts as due, so rounding and jitter in the stamps do
+    not skip a message. A stamp a whole period past its due time (the first one, or one after a gap)
+    anchors the due times anew from itself.
+
+    >>> limit = RateLimit(1 / 20)
+    >>> [k for k in range(12) if limit(100.0 + 0.01 * k)]
+    [0, 5, 10]
+    """
+
+    JITTER = 0.25      # of the input interval (and at most of the period)
+
+    def __init__(self, period_s: float = 0.0):
+        self.period_s = period_s
+        self.reset()
+
+    def reset(self) -> None:
+        """Start over: the next stamp goes through and anchors the due times."""
+        self._due_s = -math.inf
+        self._seen_s = -math.inf
+
+    def __call__(self, stamp_s: float) -> bool:
+        """Whether stamp_s (s) goes through."""
+        period = self.period_s
+        early = self.JITTER * min(max(stamp_s - self._seen_s, 0.0), period)
+        self._seen_s = stamp_s
+        if stamp_s < self._due_s - early:
+            return False
+        self._due_s += period
+        if self._due_s <= stamp_s:
+            self._due_s = stamp_s + period
+        return True
+
+
 def _ignore(*_):
     pass
 
@@ -134,9 +174,8 @@ class EstimatorPipeline:
         # The sample period assumed across a re-anchored stamp: the robot's control period.
         self._nominal_dt = 1.0 / robot.bus.control_rate_hz
         self.update_period_s = period_s(params.update_rate_hz)
-        self.publish_period_s = period_s(params.publish_rate_hz)
+        self._publish = RateLimit(period_s(params.publish_rate_hz))
         self._next_update = -math.inf
-        self.last_publish_s = -math.inf
         self.last_order_s = -math.inf      # wall time of the last reading given to the StampOrder
         self._imu = (None, None)           # an orientation-carrying IMU's (orientation, rate)
         self.received = 0
@@ -152,8 +191,14 @@ class EstimatorPipeline:
     def set_update_rate_hz(self, rate_hz: float) -> None:
         self.update_period_s = period_s(rate_hz)
 
+    @property
+    def publish_period_s(self) -> float:
+        """The publish rate limit's period (s; 0: none)."""
+        return self._publish.period_s
+
     def set_publish_rate_hz(self, rate_hz: float) -> None:
-        self.publish_period_s = period_s(rate_hz)
+        self._publish.period_s = period_s(rate_hz)
+        self._publish.reset()
 
     def joint_states(self, stamp_s: float, now_s: float, names, positions_rad, velocities_rad_s=None,
                      wall_s: float | None = None) -> None:
@@ -181,7 +226,7 @@ class EstimatorPipeline:
                 self.order.reset()
                 if verdict.kind == 'time_rebase':
                     self.estimator.rebase_time(stamp_s - self._nominal_dt)
-                    self.last_publish_s = -math.inf     # the rate limit restarts in the new time base too
+                    self._publish.reset()     # the rate limit restarts in the new time base too
                 else:
                     self.estimator.reanchor()
             elif self._decimated(stamp_s):
@@ -267,7 +312,5 @@ class EstimatorPipeline:
         except ValueError as exc:
             self._reject(exc)
             return
-        if stamp - self.last_publish_s < self.publish_period_s:
-            return
-        self.last_publish_s = stamp
-        self.publish(stamp, state, q)
+        if self._publish(stamp):
+            self.publish(stamp, state, q)

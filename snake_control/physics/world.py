@@ -22,7 +22,7 @@ import mujoco
 import numpy as np
 
 from snake_control.kinematics.chain import chain_frames
-from snake_control.kinematics.lie import so3_log
+from snake_control.kinematics.lie import so3_log, xyyaw_from_se3
 from snake_control.physics.mjcf import (IMU_ACCEL, IMU_GYRO, PhysicsOptions, actuator_name, build_mjcf,
                                         imu_link_index, link_name, resting_height_m)
 from snake_control.robot import Robot, load_robot
@@ -288,8 +288,7 @@ class SnakeWorld:
 
     def planar_pose(self, link: int | str = 'middle') -> np.ndarray:
         """(x m, y m, heading rad) of one link's frame projected on the floor."""
-        pose = self.link_pose(link)
-        return np.array([pose[0, 3], pose[1, 3], math.atan2(pose[1, 0], pose[0, 0])])
+        return xyyaw_from_se3(self.link_pose(link))
 
 
 def _rot_z(angle: float) -> np.ndarray:

@@ -46,7 +46,7 @@ from snake_control.gaits.calibration import arc_factor, cycle_motion
 from snake_control.gaits.controller import GaitController
 from snake_control.gaits.reach import cmd_vel_meaning
 from snake_control.gaits.trim import TrimSettings, TrimState, heading_from_quaternion
-from snake_control.kinematics.lie import quaternion_from_matrix
+from snake_control.kinematics.lie import quaternion_from_matrix, xyyaw_from_se3
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
 from snake_control.teleop.command_filter import CommandLimits
@@ -287,8 +287,7 @@ def _odometry_fn(robot: Robot, world: SnakeWorld, source: str):
             pose = truth
         else:
             if 'est' not in state:
-                initial = truth if robot.kind == 'pitch_yaw' else np.array(
-                    [truth[0, 3], truth[1, 3], math.atan2(truth[1, 0], truth[0, 0])])
+                initial = truth if robot.kind == 'pitch_yaw' else xyyaw_from_se3(truth)
                 state['est'] = Estimator(robot, initial_pose=initial, **options)
             pose = state['est'].update(t_s, world.joint_positions_rad()).pose
         return pose[0, 3], pose[1, 3], heading_from_quaternion(*quaternion_from_matrix(pose[:3, :3]))
