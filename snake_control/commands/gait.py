@@ -255,6 +255,8 @@ def run(args) -> int:
     spec = catalog.gait_spec(args.gait)
     catalog.check_gait_fits(spec, robot)
     catalog.resolve_params(spec, robot, params)       # fail on bad --set before running
+    if round(args.duration * args.rate) < 1:
+        raise CommandError(f'--duration {args.duration:g} s is shorter than one tick at --rate {args.rate:g} Hz')
     res = run_gait(robot, args.gait, params, args.duration, args.rate, args.speed, args.turn)
     t, q, ticks = res.t_s, res.positions_rad, res.ticks
     st = res.scheduler.state()
