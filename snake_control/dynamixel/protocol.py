@@ -519,8 +519,8 @@ def _uniform_blocks(raw: bytes, size: int, count: int):
     ``size`` data bytes each whose running CRC holds (fast_block_rows)."""
     good, _ = fast_block_rows(raw, size, count)
     w = size + 4
-    return ((raw[i], raw[i + 1], bytes(raw[i + 2:i + w - 2])) for i in range(8, 8 + len(good) * w, w)
-            if good[(i - 8) // w])
+    starts = range(8, 8 + len(good) * w, w) if good.all() else [8 + k * w for k in np.flatnonzero(good).tolist()]
+    return ((raw[i], raw[i + 1], bytes(raw[i + 2:i + w - 2])) for i in starts)
 
 
 def fast_reply_head(reply_bytes: int) -> bytes:
