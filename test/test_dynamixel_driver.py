@@ -413,6 +413,21 @@ def test_no_late_extension_on_a_noisy_line(robot):
     assert d._first_read_extra_ms(time.monotonic(), 4, False) == 0.0
 
 
+def test_just_gone_noisy_the_first_read_waits_the_margin_the_follow_ups_learnt(robot):
+    """A garbled request gets no reply and costs its read the whole margin: until the first reads have
+    timed the line, a first read waits what the follow-ups learnt (they ran during the fast reads
+    before), not the configured margin (a lost cycle per garbled request)."""
+    d = Driver(robot, os.devnull, config=config(rate_hz=100, margin_ms=8.0))
+    d.read_strategy.mode = 'noisy'
+    assert d._reply_margin_ms(first=True) == 8.0            # nothing learnt yet: the configured one
+    for _ in range(30):
+        d.retry_latency.observe(0.15)
+    assert d._reply_margin_ms(first=True) < 1.0             # replies within 0.15 ms: a short margin
+    for _ in range(30):
+        d.first_latency.observe(2.0)                        # the first reads' own, once they have it
+    assert d._reply_margin_ms(first=True) > 2.0
+
+
 def test_late_replies_are_a_slow_line_not_a_noisy_one(robot):
     """Whole replies that come after the read's deadline (the servos' host busy elsewhere, as the
     emulator on a loaded machine) are counted as late_replies and keep the fast sync read: per-servo

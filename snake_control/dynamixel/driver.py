@@ -1232,6 +1232,11 @@ class Driver:
         n = len(self.ids) if first else min(len(self.ids), 4)
         read_ms = (14 + n + n * (11 + STATE_BLOCK.size)) * self.bus.byte_time_ms
         learnt = (self.first_latency if first else self.retry_latency).margin_ms(self.margin_ms, read_ms)
+        if learnt is None and first:
+            # Just gone noisy: until the first reads have timed this line, the follow-ups already have
+            # (those of the fast reads before), and the configured margin would cost a whole cycle
+            # for every garbled request. A first reply that comes later teaches first_latency all the same.
+            learnt = self.retry_latency.margin_ms(self.margin_ms, read_ms)
         return fixed if learnt is None else learnt
 
     def _margin(self, margin_ms: float):
