@@ -525,3 +525,47 @@ def test_a_joint_update_after_a_clock_step_before_any_imu_reading_bridges(robot_
     after = est.imu_bridged
     est.update(90.03, q + 0.003)
     assert after <= bridged + 2 and est.imu_bridged == after and est.updates == updates + 3
+
+
+def _rolled_links(roll_deg):
+    """pitch_yaw_32 in a 3D shape with its tail rolled roll_deg about its axis: (robot, q, link poses)."""
+    from snake_control.estimation.contact import chain_poses
+    from snake_control.kinematics.lie import se3_matrix
+    from snake_control.robot import load_robot
+
+    robot = load_robot('pitch_yaw_32')
+    k = np.arange(robot.n_joints)
+    q = np.where(k % 2 == 0, 0.15 * np.sin(0.4 * k), 0.7 * np.sin(0.5 * k))
+    rot_t, cen_t = chain_poses(q, np.asarray(robot.axis_vectors, float), np.asarray(robot.link_lengths_m, float))
+    tail = se3_matrix(so3_exp(np.array([math.radians(roll_deg), 0.2, 0.3])), np.array([1.0, -2.0, 0.05]))
+    return robot, q, np.array([tail @ se3_matrix(r, c) for r, c in zip(rot_t, cen_t)])
+
+
+@pytest.mark.parametrize('roll_deg', [0.0, 150.0, -120.0])
+def test_a_given_chassis_pose_is_taken_in_the_convention_it_was_made_in(roll_deg):
+    """A virtual chassis's y and z have no sign of their own: body_pose_from_links takes the tail's z for
+    up. A pose it made, given with an IMU (whose gravity would pick the other sign when the tail is rolled
+    over), must still put every link where it is, not the body upside down in odom (the IMU's filter then
+    spent seconds pulling the wrong tilt: AEH-sidewinding 127 deg off)."""
+    from snake_control.estimation.estimator import body_pose_from_links
+    from snake_control.kinematics.lie import quaternion_from_matrix
+
+    robot, q, links = _rolled_links(roll_deg)
+    est = Estimator(robot, initial_pose=body_pose_from_links(robot, links))
+    est.update(0.0, q, imu_orientation_xyzw=quaternion_from_matrix(links[est.imu_link, :3, :3]))
+    np.testing.assert_allclose(est.root_pose(), links[0], atol=1e-6)
+
+
+def test_a_reanchored_shape_continues_the_estimators_own_chassis_signs():
+    """reanchor() keeps the estimator's own pose, in its own chassis frame: the next shape's axes continue
+    that frame's signs (here gravity's, the tail rolled over), so the links stay where they were."""
+    from snake_control.kinematics.lie import quaternion_from_matrix
+
+    robot, q, links = _rolled_links(150.0)
+    quat = quaternion_from_matrix(links[0, :3, :3])
+    est = Estimator(robot, imu_link=0)
+    est.update(0.0, q, imu_orientation_xyzw=quat)
+    before = est.root_pose().copy()
+    est.reanchor()
+    est.update(0.01, q, imu_orientation_xyzw=quat)
+    np.testing.assert_allclose(est.root_pose(), before, atol=1e-6)

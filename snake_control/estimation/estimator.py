@@ -262,6 +262,7 @@ class Estimator:
         self._t = None
         self._q = None
         self._v = None
+        self._anchor_rot = None     # reanchor(): the chassis rotation (tail frame) the next shape continues
         self.skipped = 0
         self.stale_held = 0
         self.updates = 0
@@ -327,6 +328,8 @@ class Estimator:
         if self._t is None:
             return
         p2, p3 = self._p2.copy(), self._p3.copy()
+        # Its own pose is in its own chassis frame: the next shape's axes continue that frame's signs.
+        anchor_rot = self._geom['r_tc'].copy() if pose is None and self._geom is not None else None
         pose = self.pose.copy() if pose is None else pose
         skipped, updates, held = self.skipped, self.updates, self.stale_held
         imu, imu_t, imu_used, imu_rate = self.imu, self._imu_t, self._imu_used, self._imu_rate
@@ -335,6 +338,7 @@ class Estimator:
         self._p2, self._p3, self.skipped, self.updates, self.stale_held = p2, p3, skipped, updates, held
         self.imu, self._imu_t, self._imu_used, self._imu_rate = imu, imu_t, imu_used, imu_rate
         self.imu_gaps, self.imu_late, self.imu_bridged = counts
+        self._anchor_rot = anchor_rot
 
     @property
     def state(self) -> EstimatorState:
@@ -750,11 +754,18 @@ class Estimator:
             r_imu = matrix_from_quaternion(quat)
         if self._t is None:
             up_tail = None
-            if r_imu is not None:
+            if r_imu is not None and self.initial_pose is None:
                 # The IMU link's frame in odom; the tail's up follows from the chain.
                 rot_t, _ = chain_poses(q, self.axes, self.lengths)
                 up_tail = rot_t[self.imu_link] @ (r_imu.T @ _UP)
-            geom = self._geometry(q, None, up_tail)
+            # A virtual chassis's y and z have no sign of their own, so a given pose is only meaningful
+            # in the convention it was made in: body_pose_from_links's (the tail's z for up) for a pose
+            # from outside, or this estimator's own continued frame after reanchor() (_anchor_rot). Signs
+            # taken from gravity instead put a body started with its tail rolled over upside down in odom
+            # (and the IMU's filter, started there, spent seconds pulling the wrong tilt: AEH-sidewinding
+            # 127 deg off); the filter is not consulted for the pose either, as it may not have seen how
+            # the body moved since its last reading.
+            geom = self._geometry(q, self._anchor_rot if self.initial_pose is not None else None, up_tail)
             if r_imu is not None:
                 r_wc = r_imu @ geom['rot'][self.imu_link].T
             else:
