@@ -260,8 +260,7 @@ def build_fast_status(blocks: list[tuple[int, int, bytes]]) -> bytes:
     >>> build_fast_status([(0, 1, b'ab'), (0, 2, b'cd')]).hex(' ')
     'ff ff fd 00 fe 0d 00 55 00 01 61 62 17 fa 00 02 63 64 cc 3c'
     """
-    length = 1 + sum(len(d) + 4 for _, _, d in blocks)
-    head = HEADER + bytes((BROADCAST_ID, length & 0xFF, length >> 8, STATUS))
+    head = fast_reply_head(8 + sum(len(d) + 4 for _, _, d in blocks))
     if len(blocks) >= _FAST_STATUS_NUMPY_FROM:
         size = len(blocks[0][2])
         if all(len(d) == size for _, _, d in blocks):
@@ -519,8 +518,7 @@ def _uniform_blocks(raw: bytes, size: int, count: int):
     ``size`` data bytes each whose running CRC holds (fast_block_rows)."""
     good, _ = fast_block_rows(raw, size, count)
     w = size + 4
-    starts = range(8, 8 + len(good) * w, w) if good.all() else [8 + k * w for k in np.flatnonzero(good).tolist()]
-    return ((raw[i], raw[i + 1], bytes(raw[i + 2:i + w - 2])) for i in starts)
+    return ((raw[i], raw[i + 1], bytes(raw[i + 2:i + w - 2])) for i in (8 + w * np.flatnonzero(good)).tolist())
 
 
 def fast_reply_head(reply_bytes: int) -> bytes:
