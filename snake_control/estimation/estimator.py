@@ -765,7 +765,7 @@ class Estimator:
             # (and the IMU's filter, started there, spent seconds pulling the wrong tilt: AEH-sidewinding
             # 127 deg off); the filter is not consulted for the pose either, as it may not have seen how
             # the body moved since its last reading.
-            geom = self._geometry(q, self._anchor_rot if self.initial_pose is not None else None, up_tail)
+            geom = self._geometry(q, self._anchor_rot, up_tail)
             if r_imu is not None:
                 r_wc = r_imu @ geom['rot'][self.imu_link].T
             else:
