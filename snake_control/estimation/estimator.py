@@ -285,6 +285,9 @@ class Estimator:
         self._contacts_weak = False  # the last step's contacts could not be trusted to turn the chassis
         self._plane_down = None     # ground-plane down in the last chassis frame (support_plane)
         self._body_turn = None      # how the body turned in chassis axes since the IMU's chassis was last level
+        # imu_attitude_s > 0: how far (rad, averaged over IMU_FLOOR_AVERAGE_S) the IMU's down lay from the floor
+        # the body lay flat on, at its last steps with strong contacts; None before any (see _update_3d).
+        self._imu_floor_rad = None
         # IMU (update_imu): the attitude filter of the IMU link; it outlives reset() of the pose
         # only through reanchor(), which keeps it (its bias was learnt while still).
         self.imu = AttitudeFilter()
@@ -318,6 +321,7 @@ class Estimator:
         # anchor the filter's attitude then, as after a gap.
         self._imu_t = None
         self._imu_anchor = True
+        self._imu_floor_rad = None
         self._q_rest = None         # the rest starts again in the new time base
 
     def reanchor(self, pose=None) -> None:
@@ -398,6 +402,12 @@ class Estimator:
     # a body rolling over (the blend into rolling) is left to its contacts, which carry its turn and travel
     # together.
     GYRO_TURN_MAX_TILT_RAD = math.radians(45.0)
+    # ... unless the IMU's down has been seen to lie within IMU_FLOOR_AGREE_RAD of the floor the body lay flat on
+    # (the hull face under strong contacts, averaged over IMU_FLOOR_AVERAGE_S): then, while the contacts are
+    # weak, the IMU's down is the floor (heights, contacts, the height the chassis rests at) and its turn the
+    # chassis's, whether or not the body rolls over (see _update_3d).
+    IMU_FLOOR_AGREE_RAD = math.radians(2.0)
+    IMU_FLOOR_AVERAGE_S = 0.5
     IMU_CLOCK_STEP_S = 1.0      # an IMU stamp this far behind the last is a clock that stepped back: a gap
 
     def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
@@ -434,6 +444,7 @@ class Estimator:
             if self._imu_t is not None:
                 self.imu_gaps += 1
                 self._imu_anchor = True
+                self._imu_floor_rad = None      # re-anchored from the joints: its down is to be seen again
             self._imu_t = t_s
             if accel_m_s2 is not None:
                 # Only sets the level at the first reading; it never integrates across a gap.
@@ -813,7 +824,22 @@ class Estimator:
         # IMU's down: the face nearest the contacts' own down flips as the shape changes. Not while the body
         # rolls over: the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
         # (the demo's blend into rolling, 0.55-0.75 m off its 0.40 m, against 0.04-0.06 m left to the contacts).
-        rolling = pull_wc is not None and self._rolling_over(pull_wc, g0['q'], geom['q'])
+        #
+        # An IMU whose down has been seen to agree with the floor (imu_floor) holds the blend alone: its down is
+        # the floor and its turn the chassis's, rolling over or not. The hull's faces are no floor there: the
+        # body is not lying on one (it tips about an edge or a corner, its capsules on their ends), the face
+        # nearest the IMU's down changes as the shape morphs, 3-15 deg from it and from the face before, and
+        # every change handed the contacts a tilt and the rest on the plane a jump (up to 4 cm in one step);
+        # while it rolls over, the contacts' own turn fell 50 deg behind the IMU's and sent the travel
+        # sideways. Five demo recordings: the blend into AEH-sidewinding 0.11-0.20 m -> 0.08-0.14 m off,
+        # heading up to -6.8 deg -> within 1.2 deg; the blend into rolling 0.16-0.25 m -> 0.09-0.20 m.
+        imu_floor = (pull_wc is not None and self._imu_floor_rad is not None
+                     and self._imu_floor_rad < self.IMU_FLOOR_AGREE_RAD)
+        if imu_floor:
+            rolling = False
+            self._body_turn = None
+        else:
+            rolling = pull_wc is not None and self._rolling_over(pull_wc, g0['q'], geom['q'])
         if pull_wc is None:
             self._body_turn = None       # no IMU attitude this step: the body's turn starts again with it
         gyro_turn = (pull_wc is not None and self._pull_attitude is not None and self._contacts_weak
@@ -821,12 +847,20 @@ class Estimator:
         if gyro_turn:
             down = -pull_wc[2]
         plane = None
-        if self.flat_ground and self.ground_plane and r_imu is None:
+        if self.flat_ground and self.ground_plane and r_imu is None and not (gyro_turn and imu_floor):
             # The ground is the face of the hull of module centres nearest to the predicted down: it fixes
             # the attitude's tilt each step, so contact selection does not drift with it.
             plane = support_plane(geom['q'], down)
             if plane is not None:
                 down = plane[0]
+                if pull_wc is not None and not gyro_turn and not self._contacts_weak:
+                    # Strong contacts on a face: the floor. How far the IMU's down lies from it says whether the
+                    # IMU may stand for the floor when the contacts are weak (its tilt is a few degrees off for
+                    # seconds after it starts or is re-anchored: a long flat body then takes only part of its
+                    # modules for contacts, which keeps them weak).
+                    off = math.acos(min(1.0, max(-1.0, -float(plane[0] @ pull_wc[2]))))
+                    self._imu_floor_rad = off if self._imu_floor_rad is None else \
+                        self._imu_floor_rad + (off - self._imu_floor_rad) * min(1.0, dt / self.IMU_FLOOR_AVERAGE_S)
         tilt = None
         if plane is not None and self._plane_down is not None:
             # The chassis turned so that gravity, seen as d0 before and d1 now, is one vector: the
