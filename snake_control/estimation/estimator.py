@@ -822,7 +822,7 @@ class Estimator:
         # the attitude itself: the chassis keeps the attitude the contacts and the pull gave it, so passing
         # from one way to the other turns it by nothing. The ground plane is the hull's face nearest the
         # IMU's down: the face nearest the contacts' own down flips as the shape changes. Not while the body
-        # rolls over: the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
+        # rolls over (unless imu_floor, below): the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
         # (the demo's blend into rolling, 0.55-0.75 m off its 0.40 m, against 0.04-0.06 m left to the contacts).
         #
         # An IMU whose down has been seen to agree with the floor (imu_floor) holds the blend alone: its down is
