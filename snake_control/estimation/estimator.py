@@ -56,7 +56,9 @@ coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0, 
 - imu_gap_s (pitch-yaw, with update_imu): raw IMU readings further apart are a gap, bridged with the
   contacts; imu_attitude_s: 0 (default) gives each update the IMU's attitude as it is and leaves the
   contacts only the translation; above 0 the contacts turn the chassis and the IMU's attitude pulls it with
-  that time constant (s), for joint vectors read inconsistently in time (see docs/estimation.md).
+  that time constant (s), for joint vectors read inconsistently in time (see docs/estimation.md); while the
+  contacts are weak (a gait blend) the IMU's turn turns the chassis, and once its down has been seen to agree
+  with the floor the body lay flat on, its down is the floor there (docs/estimation.md, "The two blends").
 - coulomb_iterations, static_slip_m_s (pitch-yaw): contacts weighted by their slip, so the estimate
   follows the ones that stick (contact.contact_step: reweighted least squares toward the least power
   dissipated by dry friction, the quasi-static motion of a body on a Coulomb floor; slips under
@@ -831,8 +833,9 @@ class Estimator:
         # nearest the IMU's down changes as the shape morphs, 3-15 deg from it and from the face before, and
         # every change handed the contacts a tilt and the rest on the plane a jump (up to 4 cm in one step);
         # while it rolls over, the contacts' own turn fell 50 deg behind the IMU's and sent the travel
-        # sideways. Five demo recordings: the blend into AEH-sidewinding 0.11-0.20 m -> 0.08-0.14 m off,
-        # heading up to -6.8 deg -> within 1.2 deg; the blend into rolling 0.16-0.25 m -> 0.09-0.20 m.
+        # sideways. Five demo recordings: the blend into AEH-sidewinding 0.11-0.20 m -> 0.08-0.14 m off (its
+        # heading error up to 6.8 deg -> within 1.8), the blend into rolling 0.16-0.25 m -> 0.09-0.20 m
+        # (docs/estimation.md, "The two blends").
         imu_floor = (pull_wc is not None and self._imu_floor_rad is not None
                      and self._imu_floor_rad < self.IMU_FLOOR_AGREE_RAD)
         if imu_floor:
