@@ -11,6 +11,7 @@ A bad file raises ConfigError naming the file, the key path (``joints[3].id``) a
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,9 @@ class Robot:
     # The chain over one or more adapters, read in parallel; one line with every joint unless the YAML
     # has `buses:`.
     buses: tuple[BusLine, ...] = ()
+    # The YAML's `calibration:`: the stem of the calibration files beside it that this robot uses (a robot
+    # that differs from another only in its wiring drives the same body on the same floor); '' = its own.
+    calibration_stem: str = ''
 
     @property
     def n_joints(self) -> int:
@@ -316,7 +320,7 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
     """Validate a parsed robot YAML mapping and build the Robot. Raises ConfigError."""
     c = _Checker(source)
     top = c.mapping(data, '', {'schema', 'name', 'kind', 'link', 'bus', 'joints'},
-                    {'description', 'wheels', 'joint_defaults', 'buses'})
+                    {'description', 'wheels', 'joint_defaults', 'buses', 'calibration'})
     if top['schema'] != SCHEMA_VERSION or isinstance(top['schema'], bool):
         c.fail('schema',
                f'unsupported schema version {top["schema"]!r} (this release reads {SCHEMA_VERSION})')
@@ -411,8 +415,12 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
         joints.append(joint)
 
     lines = _bus_lines(c, top.get('buses'), bus, [j.name for j in joints])
+    calibration = top.get('calibration', '')
+    if not isinstance(calibration, str) or (calibration and not re.fullmatch(r'[A-Za-z0-9_.-]+', calibration)):
+        c.fail('calibration', f'expected the name of a robot YAML beside this one whose calibration files it '
+                              f'shares (like pitch_yaw_32), got {calibration!r}'[:200])
     return Robot(name, kind, description, source, length, radius, mass, wheels, bus, tuple(joints),
-                 axial_weight, lines)
+                 axial_weight, lines, calibration)
 
 
 def _bus_lines(c: _Checker, raw: Any, bus: Bus, names: list[str]) -> tuple[BusLine, ...]:
