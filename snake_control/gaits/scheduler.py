@@ -229,6 +229,7 @@ class GaitScheduler:
         self._lower = robot.lower_rad.astype(float)
         self._upper = robot.upper_rad.astype(float)
         self._vmax = robot.velocity_limit_rad_s.astype(float)
+        self._pitch = np.array([axis == 'pitch' for axis in robot.axes], dtype=bool)
         self._nvmax = -self._vmax
         self._dt_cache = None
         self._amax = robot.acceleration_limit_rad_s2.astype(float)
@@ -317,8 +318,18 @@ class GaitScheduler:
             base = self._layers[-1].phase if layer.spec.name == self._layers[-1].spec.name else 0.0
             layer.turn = self._layers[-1].turn if layer.spec.name == self._layers[-1].spec.name else 0.0
             cands = [base + p for p in phases]
-            errs = [float(np.sum((layer.angles_at(c, layer.turn) - current) ** 2)) for c in cands]
-            layer.phase = cands[int(np.argmin(errs))]
+            shapes = [layer.angles_at(c, layer.turn) for c in cands]
+            errs = np.array([float(np.sum((q - current) ** 2)) for q in shapes])
+            # Phases that are equally close (a straight body is as close to every phase of a uniform arc):
+            # the one that bends the pitch joints least, which lifts the body least. From straight, rolling's
+            # arc then forms lying on the floor; at the first phase it stood up and fell over, moving the
+            # body 78 mm in MuJoCo against 3-18 mm at the flat phases.
+            best = int(np.argmin(errs))
+            ties = np.flatnonzero(errs <= errs[best] * (1.0 + 1e-6) + 1e-12)
+            lift = np.array([float(np.sum(shapes[k][self._pitch] ** 2)) for k in ties])
+            if lift.max() - lift.min() > 1e-9:
+                best = int(ties[int(np.argmin(lift))])
+            layer.phase = cands[best]
         target = layer.angles()
         gap = np.abs(target - current)
         need = np.max(1.875 * gap / (_BLEND_VEL_SHARE * self._vmax))
