@@ -722,3 +722,30 @@ def test_rejected_commands_are_not_kept_whole_in_the_event_log(robot):
     assert d.counters.rejected_unknown_name == 9
     assert max(len(e) for e in d.events) < 400
     assert '100000 unknown joint(s)' in d.events[0]
+
+
+def test_a_cycle_behind_hands_its_state_over_while_the_next_read_is_on_the_wire(robot):
+    """publish_behind: a subscriber slower than the control period (here 30 ms at 50 Hz) makes every cycle
+    end when the next is due; its snapshot then goes to on_state only once the next cycle's read request
+    has left. Every cycle's snapshot still arrives, once, in order, stamped when its servos were read."""
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(rate_hz=50, stale_limit=1000))
+        d.publish_behind = True
+        got = []            # (stamp, when the cycle on the bus had asked its servos)
+
+        def on_state(snap):
+            got.append((snap.stamp_s, d._asked_s))
+            time.sleep(0.03)
+        d.on_state = on_state
+        d.start()
+        try:
+            d.set_command(robot.joint_names, np.zeros(4))
+            assert wait_for(lambda: len(got) >= 20, 10.0), d.diagnostics()
+        finally:
+            d.stop()
+        stamps = [stamp for stamp, _ in got]
+        assert len(got) == d.counters.cycles and stamps == sorted(set(stamps))
+        # Handed over after the next cycle's request: that request is newer than the snapshot's read.
+        behind = [asked > stamp for stamp, asked in got]
+        assert sum(behind[10:]) >= len(behind[10:]) - 1, behind
+        assert_goals_safe(sim, d)

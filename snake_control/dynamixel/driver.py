@@ -257,6 +257,15 @@ class Driver:
         # Called by the bus thread with each cycle's JointStateSnapshot, right after the read: publishing
         # here (not from a timer) neither delays nor aliases the measurement.
         self.on_state = None
+        # With publish_behind, a cycle that ends when the next one is due (or would be, after on_state
+        # has run) hands its snapshot to on_state only once the next cycle's fast read request has left,
+        # while the replies are on the wire: a loop that cannot keep its rate then loses no time to it.
+        # Snapshots still go out one by one in order, each stamped when its servos were read; on_state
+        # must not rely on the loop's own bookkeeping (cycle starts, counters) being this cycle's.
+        self.publish_behind = False
+        self._unpublished: JointStateSnapshot | None = None
+        self._next_due_s = math.inf         # when the cycle after the one running is due (monotonic s)
+        self._on_state_s = 0.0              # running mean of how long on_state takes (s)
         # Called first thing by the bus thread (real-time priority, CPU pinning); returns problems to log.
         self.thread_setup = None
         # A robot on several buses (snake_control.dynamixel.multibus): the other buses' worst fault as
@@ -660,6 +669,7 @@ class Driver:
             with self._lock:
                 self._jitter.append(now - next_t)
                 self._cycle_starts.append(now)
+            self._next_due_s = next_t + self.period_s
             try:
                 self._cycle(now)
             except PortGone as exc:
@@ -672,12 +682,14 @@ class Driver:
                 self._shutdown_torque_off()
                 if self.torque_off_unconfirmed:
                     self.reasons.append(f'torque off not confirmed on {", ".join(self.torque_off_unconfirmed)}')
+                self._hand_over_unpublished()
                 return
             next_t += self.period_s
             after = time.monotonic()
             if after > next_t + self.period_s:     # overran by a whole period: do not try to catch up
                 self.counters.overruns += 1
                 next_t = after
+        self._hand_over_unpublished()
 
     def _on_disconnect(self, why: str):
         if self.mode != 'disconnected':
@@ -1001,6 +1013,10 @@ class Driver:
         self._settle()
         self._judge_first_read()
         extra_ms = self._first_read_extra_ms(now, len(ids), strategy.fast)
+        if self._unpublished is not None and strategy.fast:
+            # The last cycle's snapshot goes to on_state while this read's replies are on the wire (a fast
+            # read's wait learns no margins that the delay could skew).
+            self.bus.after_send = self._hand_over_unpublished
         try:
             if ids:
                 self._asked_s = time.monotonic()
@@ -1412,14 +1428,30 @@ class Driver:
         return None
 
     def _publish(self, stamp_s: float):
+        self.bus.after_send = None
+        self._hand_over_unpublished()       # the last cycle's first: in order, whatever this cycle did
         t = self.table
         current_a = t.current_a.copy()
         snap = JointStateSnapshot(stamp_s, list(self.names), t.position_rad.copy(), t.velocity_rad_s.copy(),
                                   current_a_to_torque_nm(current_a, self.model), t.fresh.copy(), current_a)
         with self._lock:
             self._snapshot = snap
-        if self.on_state is not None:
-            try:
-                self.on_state(snap)
-            except Exception:       # a subscriber's error must never stop the servo loop
-                log.exception('on_state callback failed')
+        if self.on_state is None:
+            return
+        if self.publish_behind and time.monotonic() + self._on_state_s >= self._next_due_s:
+            self._unpublished = snap        # handed over while the next cycle's read is on the wire
+            return
+        self._hand_over(snap)
+
+    def _hand_over_unpublished(self):
+        snap, self._unpublished = self._unpublished, None
+        if snap is not None:
+            self._hand_over(snap)
+
+    def _hand_over(self, snap: JointStateSnapshot):
+        start = time.monotonic()
+        try:
+            self.on_state(snap)
+        except Exception:       # a subscriber's error must never stop the servo loop
+            log.exception('on_state callback failed')
+        self._on_state_s += 0.1 * (time.monotonic() - start - self._on_state_s)
