@@ -68,6 +68,7 @@ from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, R
                                             RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
 from snake_control.dynamixel.late_replies import LateWindow
 from snake_control.dynamixel.read_strategy import ReadStrategy, ReplyLatency
+from snake_control.dynamixel.realtime import precise_sleeps
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
                                               JointStateSnapshot, ServoDiagnostics, ServoState, ServoTable,
@@ -656,6 +657,7 @@ class Driver:
 
     # ================================================================ loop
     def _run(self):
+        precise_sleeps()        # each cycle starts when due, not up to the default timer slack later
         if self.thread_setup is not None:
             for problem in self.thread_setup():
                 self._event(problem)
