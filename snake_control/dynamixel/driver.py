@@ -261,6 +261,8 @@ class Driver:
         # With publish_behind, a cycle that ends when the next one is due (or would be, after on_state
         # has run) hands its snapshot to on_state only once the next cycle's fast read request has left,
         # while the replies are on the wire: a loop that cannot keep its rate then loses no time to it.
+        # A next cycle that reads otherwise (sync read, a drain first) or talks to single servos first
+        # (reconnect, re-arm, reboots, torque off) hands it over before that, not after.
         # Snapshots still go out one by one in order, each stamped when its servos were read; on_state
         # must not rely on the loop's own bookkeeping (cycle starts, counters) being this cycle's.
         self.publish_behind = False
@@ -764,6 +766,7 @@ class Driver:
     def _cycle(self, now: float):
         self.counters.cycles += 1
         if not self.bus.is_open:
+            self._hand_over_unpublished()   # the last cycle's snapshot does not wait for a reconnect
             self._try_reconnect(now)
             self._publish(now)
             return
@@ -771,6 +774,7 @@ class Driver:
             command, estop = self._command, self._estop
             reset, self._reset_request = self._reset_request, False
         if reset:
+            self._hand_over_unpublished()
             self._rearm()
         # How many servos are rebooting: nothing else changes it until the next cycle's _service_reboots.
         rebooting = self._service_reboots(now)
@@ -828,6 +832,7 @@ class Driver:
             self.counters.stale_hold_cycles += 1
         reasons = list(d.reasons)
         if d.mode == 'torque_off':
+            self._hand_over_unpublished()   # torque off writes each servo in turn
             if d.entered:
                 self.counters.policy_actions += 1
                 self._event(f'torque off: {"; ".join(reasons)}')
@@ -910,6 +915,7 @@ class Driver:
         rebooting = self._rebooting()
         if not rebooting and not (self.config.auto_reboot and np.count_nonzero(t.alert)):
             return 0                        # every cycle but one with a servo in trouble
+        self._hand_over_unpublished()       # exchanges with single servos follow
         for s in self.servos:
             if s.rebooting_until is not None and now >= s.rebooting_until:
                 s.rebooting_until = None
@@ -1012,13 +1018,18 @@ class Driver:
             ids = [sid for sid in active if sid not in quarantined or sid in probes]
         strategy = self.read_strategy
         got: dict = {}
+        if self._unsettled_since is not None:
+            self._hand_over_unpublished()   # the line may be drained first
         self._settle()
         self._judge_first_read()
         extra_ms = self._first_read_extra_ms(now, len(ids), strategy.fast)
-        if self._unpublished is not None and strategy.fast:
-            # The last cycle's snapshot goes to on_state while this read's replies are on the wire (a fast
-            # read's wait learns no margins that the delay could skew).
-            self.bus.after_send = self._hand_over_unpublished
+        if self._unpublished is not None:
+            if strategy.fast and ids:
+                # The last cycle's snapshot goes to on_state while this read's replies are on the wire
+                # (a fast read's wait learns no margins that the delay could skew).
+                self.bus.after_send = self._hand_over_unpublished
+            else:
+                self._hand_over_unpublished()
         try:
             if ids:
                 self._asked_s = time.monotonic()
