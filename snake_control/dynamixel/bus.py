@@ -315,6 +315,10 @@ class ServoBus:
     # Whether a block of the last fast sync read's reply came in time, whole in length, and broke (its
     # CRC, or the header's): the line garbles (a late or truncated reply is only short, never this).
     garbled_in_time = False
+    # Called once, right after the next sync read's request has left and before its wait for the replies
+    # starts (the wait's deadline counts from its return): work that can overlap the replies' wire time.
+    # Dropped unrun when the request does not leave.
+    after_send = None
 
     def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
         if baud not in SUPPORTED_BAUDS:
@@ -614,10 +618,13 @@ class ServoBus:
         sent_ms = self.port.take_backlog_ms(14 + n)     # wire time of the request and what it follows
         timeout_ms += sent_ms + extra_ms
         out: dict[int, tuple[int, bytes]] = {}
+        after_send, self.after_send = self.after_send, None
         with self.transaction():
             result = self._send(self._requests[address, size, fast, tuple(ids)])
             if result != sdk.COMM_SUCCESS:
                 raise CommError(f'{self.port_name}: sync read: {self.ph.getTxRxResult(result)}')
+            if after_send is not None:
+                after_send()
             self.port.setPacketTimeoutMillis(timeout_ms)
             # Read the raw replies ourselves: the SDK's receiver trusts a garbled LEN field and then
             # swallows the replies behind it; ours re-hunts for headers past a bad CRC.

@@ -68,6 +68,7 @@ from snake_control.dynamixel.models import (CONTROL_TABLE, INDIRECT_ADDRESS_0, R
                                             RAD_S2_PER_ACCELERATION_UNIT, RAD_S_PER_VELOCITY_UNIT)
 from snake_control.dynamixel.late_replies import LateWindow
 from snake_control.dynamixel.read_strategy import ReadStrategy, ReplyLatency
+from snake_control.dynamixel.realtime import precise_sleeps
 from snake_control.dynamixel.readings import (HEALTH_BLOCK, INDIRECT_SOURCES, STATE_BLOCK,  # noqa: F401
                                               WATCHDOG_TRIPPED, Counters, DriverDiagnostics,
                                               JointStateSnapshot, ServoDiagnostics, ServoState, ServoTable,
@@ -257,6 +258,17 @@ class Driver:
         # Called by the bus thread with each cycle's JointStateSnapshot, right after the read: publishing
         # here (not from a timer) neither delays nor aliases the measurement.
         self.on_state = None
+        # With publish_behind, a cycle that ends when the next one is due (or would be, after on_state
+        # has run) hands its snapshot to on_state only once the next cycle's fast read request has left,
+        # while the replies are on the wire: a loop that cannot keep its rate then loses no time to it.
+        # A next cycle that reads otherwise (sync read, a drain first) or talks to single servos first
+        # (reconnect, re-arm, reboots, torque off) hands it over before that, not after.
+        # Snapshots still go out one by one in order, each stamped when its servos were read; on_state
+        # must not rely on the loop's own bookkeeping (cycle starts, counters) being this cycle's.
+        self.publish_behind = False
+        self._unpublished: JointStateSnapshot | None = None
+        self._next_due_s = math.inf         # when the cycle after the one running is due (monotonic s)
+        self._on_state_s = 0.0              # running mean of how long on_state takes (s)
         # Called first thing by the bus thread (real-time priority, CPU pinning); returns problems to log.
         self.thread_setup = None
         # A robot on several buses (snake_control.dynamixel.multibus): the other buses' worst fault as
@@ -647,6 +659,7 @@ class Driver:
 
     # ================================================================ loop
     def _run(self):
+        precise_sleeps()        # each cycle starts when due, not up to the default timer slack later
         if self.thread_setup is not None:
             for problem in self.thread_setup():
                 self._event(problem)
@@ -660,6 +673,7 @@ class Driver:
             with self._lock:
                 self._jitter.append(now - next_t)
                 self._cycle_starts.append(now)
+            self._next_due_s = next_t + self.period_s
             try:
                 self._cycle(now)
             except PortGone as exc:
@@ -672,12 +686,14 @@ class Driver:
                 self._shutdown_torque_off()
                 if self.torque_off_unconfirmed:
                     self.reasons.append(f'torque off not confirmed on {", ".join(self.torque_off_unconfirmed)}')
+                self._hand_over_unpublished()
                 return
             next_t += self.period_s
             after = time.monotonic()
             if after > next_t + self.period_s:     # overran by a whole period: do not try to catch up
                 self.counters.overruns += 1
                 next_t = after
+        self._hand_over_unpublished()
 
     def _on_disconnect(self, why: str):
         if self.mode != 'disconnected':
@@ -750,6 +766,7 @@ class Driver:
     def _cycle(self, now: float):
         self.counters.cycles += 1
         if not self.bus.is_open:
+            self._hand_over_unpublished()   # the last cycle's snapshot does not wait for a reconnect
             self._try_reconnect(now)
             self._publish(now)
             return
@@ -757,6 +774,7 @@ class Driver:
             command, estop = self._command, self._estop
             reset, self._reset_request = self._reset_request, False
         if reset:
+            self._hand_over_unpublished()
             self._rearm()
         # How many servos are rebooting: nothing else changes it until the next cycle's _service_reboots.
         rebooting = self._service_reboots(now)
@@ -814,6 +832,7 @@ class Driver:
             self.counters.stale_hold_cycles += 1
         reasons = list(d.reasons)
         if d.mode == 'torque_off':
+            self._hand_over_unpublished()   # torque off writes each servo in turn
             if d.entered:
                 self.counters.policy_actions += 1
                 self._event(f'torque off: {"; ".join(reasons)}')
@@ -896,6 +915,7 @@ class Driver:
         rebooting = self._rebooting()
         if not rebooting and not (self.config.auto_reboot and np.count_nonzero(t.alert)):
             return 0                        # every cycle but one with a servo in trouble
+        self._hand_over_unpublished()       # exchanges with single servos follow
         for s in self.servos:
             if s.rebooting_until is not None and now >= s.rebooting_until:
                 s.rebooting_until = None
@@ -998,9 +1018,18 @@ class Driver:
             ids = [sid for sid in active if sid not in quarantined or sid in probes]
         strategy = self.read_strategy
         got: dict = {}
+        if self._unsettled_since is not None:
+            self._hand_over_unpublished()   # the line may be drained first
         self._settle()
         self._judge_first_read()
         extra_ms = self._first_read_extra_ms(now, len(ids), strategy.fast)
+        if self._unpublished is not None:
+            if strategy.fast and ids:
+                # The last cycle's snapshot goes to on_state while this read's replies are on the wire
+                # (a fast read's wait learns no margins that the delay could skew).
+                self.bus.after_send = self._hand_over_unpublished
+            else:
+                self._hand_over_unpublished()
         try:
             if ids:
                 self._asked_s = time.monotonic()
@@ -1412,14 +1441,30 @@ class Driver:
         return None
 
     def _publish(self, stamp_s: float):
+        self.bus.after_send = None
+        self._hand_over_unpublished()       # the last cycle's first: in order, whatever this cycle did
         t = self.table
         current_a = t.current_a.copy()
         snap = JointStateSnapshot(stamp_s, list(self.names), t.position_rad.copy(), t.velocity_rad_s.copy(),
                                   current_a_to_torque_nm(current_a, self.model), t.fresh.copy(), current_a)
         with self._lock:
             self._snapshot = snap
-        if self.on_state is not None:
-            try:
-                self.on_state(snap)
-            except Exception:       # a subscriber's error must never stop the servo loop
-                log.exception('on_state callback failed')
+        if self.on_state is None:
+            return
+        if self.publish_behind and time.monotonic() + self._on_state_s >= self._next_due_s:
+            self._unpublished = snap        # handed over while the next cycle's read is on the wire
+            return
+        self._hand_over(snap)
+
+    def _hand_over_unpublished(self):
+        snap, self._unpublished = self._unpublished, None
+        if snap is not None:
+            self._hand_over(snap)
+
+    def _hand_over(self, snap: JointStateSnapshot):
+        start = time.monotonic()
+        try:
+            self.on_state(snap)
+        except Exception:       # a subscriber's error must never stop the servo loop
+            log.exception('on_state callback failed')
+        self._on_state_s += 0.1 * (time.monotonic() - start - self._on_state_s)

@@ -65,6 +65,7 @@ from snake_control.dynamixel.faults import FaultSpec
 from snake_control.dynamixel.models import (
     BAUD_BY_REGISTER, REGISTER_BY_BAUD, RETURN_DELAY_UNIT_S, SUPPORTED_BAUDS, ServoModel)
 from snake_control.dynamixel.plant import MotorModel, Plant
+from snake_control.dynamixel.realtime import precise_sleeps
 from snake_control.dynamixel.servo import ADDR_GOAL, ADDR_HW_ERROR, Servo
 
 # The Dynamixel rates Linux names with a termios constant; others (4.5 Mbit/s) are read via termios2.
@@ -84,17 +85,6 @@ DRIVER_ACTIVE_S = 0.1
 FACTORY_RESET_ALL_BROADCAST_IGNORED_FROM = 42
 _GROUP_INSTRUCTIONS = frozenset((P.SYNC_READ, P.SYNC_WRITE, P.FAST_SYNC_READ, P.BULK_READ, P.BULK_WRITE,
                                  P.FAST_BULK_READ))
-
-
-def precise_sleeps() -> None:
-    """Let the calling thread's sleeps end on time: Linux timer slack 1 us instead of the default 50 us
-    (prctl PR_SET_TIMERSLACK). A reply is written when its modelled wire time is up; the default slack
-    alone would send each one some 50 us later. Elsewhere (no prctl) sleeps stay as they are."""
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)     # 29: PR_SET_TIMERSLACK, in ns
-    except (OSError, AttributeError):
-        pass
 
 
 # -------------------------------------------------------------------------------------------- bus

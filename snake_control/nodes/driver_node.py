@@ -33,7 +33,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
-from snake_control.dynamixel.driver import POLICIES, DriverConfig, StartupError
+from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, StartupError
 from snake_control.dynamixel.driver_config import VELOCITY_LEAD_MAX_S
 from snake_control.dynamixel.multibus import make_driver
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
@@ -129,6 +129,9 @@ class DriverNode(Node):
         # The bus thread publishes each cycle's reading as soon as it has it, stamped with when the
         # servos were read.
         self.driver.on_state = self._publish_state
+        # One bus: a cycle late for the next publishes while the next read is on the wire (Driver.
+        # publish_behind). Several buses merge their cycles by time slot, which needs each on time.
+        self.driver.publish_behind = isinstance(self.driver, Driver)
         self._ros_gone = False
         # A program that shuts rclpy down without destroying this node (rclpy's own SIGINT handler does)
         # must not leave the servos holding torque with nothing commanding them.
