@@ -161,3 +161,25 @@ def test_a_parameter_out_of_range_is_one_line(module, param):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr
     assert param.split(':=')[0] in out.stderr, out.stderr
+
+
+def test_a_state_stamp_is_not_moved_by_a_thread_switch_between_the_two_clock_reads():
+    """joint_states are stamped with the ROS clock at the monotonic instant the servos were read; a thread
+    switch between reading the two clocks (up to the 1 ms switch interval) must not move the stamp."""
+    class Now:
+        def __init__(self):
+            self.calls = 0
+
+        def now(self):
+            self.calls += 1
+            ns = time.time_ns()
+            if self.calls == 1:
+                time.sleep(0.003)       # the thread is switched out right after reading the ROS clock
+            return type('T', (), {'nanoseconds': ns})()
+
+    clock = Now()
+    fake = type('N', (), {'get_clock': lambda self: clock})()
+    read_s = time.monotonic() - 0.002
+    expected = time.time_ns() - int((time.monotonic() - read_s) * 1e9)
+    stamp = DriverNode._ros_ns_at(fake, read_s)
+    assert abs(stamp - expected) < 300_000, f'stamp off by {(stamp - expected) / 1e6:.2f} ms'

@@ -11,7 +11,7 @@ stamped with the time the servos were read; callbacks here only hand over the la
 
 Parameters (read-only ones need a restart: changing them live would reconfigure a powered bus):
 robot (YAML name or path), port (one bus) or ports (one per bus of a robot with buses:), baud, rate, read_mode, watchdog_ms, clamp_out_of_limit,
-realtime_priority, cpu_affinity (read-only);
+realtime_priority, cpu_affinity, diagnostics_period (read-only);
 stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, velocity_lead, auto_reboot (live).
 
     ros2 run snake_control driver_node --ros-args -r __ns:=/snake -p robot:=pitch_yaw_32 \\
@@ -179,7 +179,7 @@ class DriverNode(Node):
         """Runs on a bus thread, once per cycle: the message as bytes, the joint names encoded once
         (snake_control.nodes.messages.JointStateWriter; the lock keeps two buses' threads of a multi-bus
         robot from publishing at once)."""
-        ns = self.get_clock().now().nanoseconds - int((time.monotonic() - snap.stamp_s) * 1e9)
+        ns = self._ros_ns_at(snap.stamp_s)
         with self._state_lock:
             if self._state_writer is None or snap.names != self._state_writer.names:   # the same every cycle
                 self._state_writer = JointStateWriter(snap.names)
@@ -189,6 +189,23 @@ class DriverNode(Node):
             except Exception:
                 if not self._ros_gone:      # the context went while this cycle published: not an error
                     raise
+
+    def _ros_ns_at(self, monotonic_s: float) -> int:
+        """The ROS clock (ns) at an instant of the monotonic clock (s). The two clocks are read back to back,
+        taking the pair read closest together: a thread switch between the two reads (up to the switch
+        interval, 1 ms) would move the stamp that much earlier, and at 400 Hz turned a stamp before the
+        one of the cycle before it."""
+        best = None
+        for _ in range(3):
+            before = time.monotonic()
+            now_ns = self.get_clock().now().nanoseconds
+            after = time.monotonic()
+            if best is None or after - before < best[0]:
+                best = (after - before, now_ns, 0.5 * (before + after))
+            if after - before < 50e-6:
+                break
+        _, now_ns, at_s = best
+        return now_ns - int((at_s - monotonic_s) * 1e9)
 
     def _publish_diagnostics(self):
         self.diag_pub.publish(diagnostic_array(self.driver.diagnostics(), self.get_name(),
