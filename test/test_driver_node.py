@@ -177,9 +177,9 @@ def test_a_state_stamp_is_not_moved_by_a_thread_switch_between_the_two_clock_rea
                 time.sleep(0.003)       # the thread is switched out right after reading the ROS clock
             return type('T', (), {'nanoseconds': ns})()
 
-    clock = Now()
-    fake = type('N', (), {'get_clock': lambda self: clock})()
+    from snake_control.nodes.messages import ros_ns_at
+
     read_s = time.monotonic() - 0.002
     expected = time.time_ns() - int((time.monotonic() - read_s) * 1e9)
-    stamp = DriverNode._ros_ns_at(fake, read_s)
+    stamp = ros_ns_at(Now(), read_s)
     assert abs(stamp - expected) < 300_000, f'stamp off by {(stamp - expected) / 1e6:.2f} ms'

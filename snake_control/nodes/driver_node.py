@@ -23,7 +23,6 @@ import contextlib
 import functools
 import sys
 import threading
-import time
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -37,7 +36,7 @@ from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, Start
 from snake_control.dynamixel.driver_config import VELOCITY_LEAD_MAX_S
 from snake_control.dynamixel.multibus import make_driver
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
-from snake_control.nodes.messages import JointStateReader, JointStateWriter
+from snake_control.nodes.messages import JointStateReader, JointStateWriter, ros_ns_at
 from snake_control.nodes.qos import ESTOP_SUB_QOS
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
 
@@ -179,7 +178,7 @@ class DriverNode(Node):
         """Runs on a bus thread, once per cycle: the message as bytes, the joint names encoded once
         (snake_control.nodes.messages.JointStateWriter; the lock keeps two buses' threads of a multi-bus
         robot from publishing at once)."""
-        ns = self._ros_ns_at(snap.stamp_s)
+        ns = ros_ns_at(self.get_clock(), snap.stamp_s)
         with self._state_lock:
             if self._state_writer is None or snap.names != self._state_writer.names:   # the same every cycle
                 self._state_writer = JointStateWriter(snap.names)
@@ -189,23 +188,6 @@ class DriverNode(Node):
             except Exception:
                 if not self._ros_gone:      # the context went while this cycle published: not an error
                     raise
-
-    def _ros_ns_at(self, monotonic_s: float) -> int:
-        """The ROS clock (ns) at an instant of the monotonic clock (s). The two clocks are read back to back,
-        taking the pair read closest together: a thread switch between the two reads (up to the switch
-        interval, 1 ms) would move the stamp that much earlier, and at 400 Hz turned a stamp before the
-        one of the cycle before it."""
-        best = None
-        for _ in range(3):
-            before = time.monotonic()
-            now_ns = self.get_clock().now().nanoseconds
-            after = time.monotonic()
-            if best is None or after - before < best[0]:
-                best = (after - before, now_ns, 0.5 * (before + after))
-            if after - before < 50e-6:
-                break
-        _, now_ns, at_s = best
-        return now_ns - int((at_s - monotonic_s) * 1e9)
 
     def _publish_diagnostics(self):
         self.diag_pub.publish(diagnostic_array(self.driver.diagnostics(), self.get_name(),
