@@ -183,3 +183,19 @@ def test_a_state_stamp_is_not_moved_by_a_thread_switch_between_the_two_clock_rea
     expected = time.time_ns() - int((time.monotonic() - read_s) * 1e9)
     stamp = ros_ns_at(Now(), read_s)
     assert abs(stamp - expected) < 300_000, f'stamp off by {(stamp - expected) / 1e6:.2f} ms'
+
+
+def test_the_package_processes_keep_off_fast_dds_shared_memory_unless_told():
+    """Fast DDS's shared-memory transport can hold a publish a third of a second while it opens a port:
+    the package's processes choose its UDP transport, and a transport the user set stays."""
+    from snake_control.nodes.qos import DDS_TRANSPORT_ENV, choose_dds_transport
+
+    env = {}
+    assert choose_dds_transport(env) == 'UDPv4' and env[DDS_TRANSPORT_ENV] == 'UDPv4'
+    env = {DDS_TRANSPORT_ENV: 'SHM'}
+    assert choose_dds_transport(env) == 'SHM'
+    code = ('import os, sys; from snake_control.nodes import runner; runner.rclpy.init = '
+            'lambda **k: sys.exit(os.environ.get("FASTDDS_BUILTIN_TRANSPORTS", "unset") == "UDPv4" and 7 or 8); '
+            'runner.run_node(object)')
+    env = {k: v for k, v in __import__('os').environ.items() if k != DDS_TRANSPORT_ENV}
+    assert subprocess.run([sys.executable, '-c', code], env=env, timeout=60).returncode == 7

@@ -230,6 +230,10 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
+    from snake_control.nodes.qos import choose_dds_transport
+
+    choose_dds_transport()      # before the emulated bus and the driver's process start: they inherit it
+
     from snake_control.nodes.bringup_node import BringupNode
     from snake_control.nodes.runner import SWITCH_INTERVAL_S, make_executor, spin_until, stop_executor
 

@@ -37,7 +37,7 @@ from snake_control.dynamixel.driver_config import VELOCITY_LEAD_MAX_S
 from snake_control.dynamixel.multibus import make_driver
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
 from snake_control.nodes.messages import JointStateReader, JointStateWriter, ros_ns_at
-from snake_control.nodes.qos import ESTOP_SUB_QOS
+from snake_control.nodes.qos import ESTOP_SUB_QOS, choose_dds_transport
 from snake_control.robot import LIMITS, check_rate_hz, load_robot
 
 LIVE_POLICIES = ('stale_policy', 'alert_policy', 'estop_policy')
@@ -278,6 +278,7 @@ def main(args=None):
     # which turns torque off before the process exits. A second signal (Ctrl-C under ros2 launch reaches
     # a node twice) must not interrupt that torque off: only its deadline ends it.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    choose_dds_transport()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stopping = threading.Event()
     install_stop_signals(stopping, on_repeat=lambda name: print(

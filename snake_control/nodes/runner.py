@@ -118,9 +118,12 @@ def run_node(node_class, args=None) -> int:
     from rclpy.executors import ExternalShutdownException
     from rclpy.signals import SignalHandlerOptions
 
+    from snake_control.nodes.qos import choose_dds_transport
+
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     stop = threading.Event()
     install_stop_signals(stop, hang_deadline_s=HANG_DEADLINE_S)
+    choose_dds_transport()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     context = rclpy.get_default_context()
     node = None

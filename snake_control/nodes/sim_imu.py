@@ -36,8 +36,9 @@ class ImuPublisher:
         import rclpy
         from sensor_msgs.msg import Imu
 
-        from snake_control.nodes.qos import SENSOR_QOS
+        from snake_control.nodes.qos import SENSOR_QOS, choose_dds_transport
 
+        choose_dds_transport()
         self._context = rclpy.Context()
         rclpy.init(context=self._context)
         self.node = rclpy.create_node('sim_imu', namespace=namespace or '', context=self._context)
