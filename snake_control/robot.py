@@ -167,6 +167,11 @@ class Robot:
     calibration_stem: str = ''
 
     @property
+    def calibration_robot(self) -> str:
+        """The robot whose calibration this one uses: the YAML's `calibration:`, else its own name."""
+        return self.calibration_stem or self.name
+
+    @property
     def n_joints(self) -> int:
         return len(self.joints)
 

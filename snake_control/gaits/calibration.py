@@ -439,7 +439,7 @@ def calibration_path(robot, suffix: str = SUFFIX) -> Path:
     robot its YAML names in `calibration:` (the same body on another wiring), beside it too."""
     src = Path(robot.source)
     stem = src.name[:-len(src.suffix)] if src.suffix in ('.yaml', '.yml') else src.name
-    return src.with_name((getattr(robot, 'calibration_stem', '') or stem) + suffix)
+    return src.with_name((robot.calibration_stem or stem) + suffix)
 
 
 # --- loading, with errors naming the file and key ------------------------------------------------
@@ -473,7 +473,7 @@ def calibration_from_dict(data, robot, source: str = '<calibration>') -> Calibra
     _keys(src, '', data, ('format', 'robot', 'gaits'), ('method',))
     if data['format'] != FORMAT:
         raise ConfigError(src, 'format', f'expected {FORMAT}, got {data["format"]!r}')
-    if data['robot'] not in (robot.name, getattr(robot, 'calibration_stem', '') or robot.name):
+    if data['robot'] not in (robot.name, robot.calibration_robot):
         raise ConfigError(src, 'robot', f'calibration of {data["robot"]!r}, not of robot {robot.name!r}')
     if not isinstance(data['gaits'], dict):
         raise ConfigError(src, 'gaits', 'expected a mapping of gait name -> calibration')

@@ -160,7 +160,7 @@ def calibrate(robot: Robot | str, gaits=None, params: dict | None = None, progre
     names = list(gaits) if gaits else calibratable_gaits(robot)
     fitted = {g: calibrate_gait(robot, g, (params or {}).get(g), progress, options) for g in names}
     # A robot sharing another's calibration files (its YAML's `calibration:`) writes them under that name.
-    return Calibration(robot.calibration_stem or robot.name, fitted, mujoco_method(options))
+    return Calibration(robot.calibration_robot, fitted, mujoco_method(options))
 
 
 def mujoco_method(options) -> str:
