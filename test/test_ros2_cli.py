@@ -206,3 +206,41 @@ def test_display_launch_leaves_out_missing_packages(workspace, tmp_path):
     for package in ('robot_state_publisher', 'joint_state_publisher_gui', 'rviz2'):
         assert f'{package} is not installed' in text or f'[{package}' in text, text[-2000:]
     assert 'Traceback' not in text and 'Caught exception' not in text, text[-2000:]
+
+
+def processes_with(text: str) -> list[str]:
+    """Command lines of running processes that contain text."""
+    out = subprocess.run(['pgrep', '-af', text], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if 'pgrep' not in line]
+
+
+@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGKILL], ids=['SIGTERM', 'SIGKILL'])
+def test_ros2_launch_ended_by_a_signal_still_turns_torque_off(workspace, tmp_path, signum):
+    """`ros2 launch` ended by SIGTERM (systemd stopping a service, `kill`, a supervisor) or SIGKILL exits
+    without signalling its nodes. The driver must notice its parent is gone, turn every servo's torque off
+    and exit; so must the other nodes (nothing of the graph left running). Sent as soon as the driver has
+    turned torque on, while the other nodes may still be starting."""
+    from snake_control.app.sim_bus import sim_bus_args
+    from snake_control.dynamixel.simproc import SimBusProcess
+
+    ns = 'sigterm_launch'
+    with SimBusProcess(sim_bus_args('kinematic_snake_3', 1_000_000)) as sim:
+        launch = Background(workspace, f'exec ros2 launch snake_control gait.launch.py robot:=kinematic_snake_3 '
+                                       f'bus:=real port:={sim.path} baud:=1000000 namespace:={ns} joy:=false '
+                                       f'rviz:=false', tmp_path / 'launch.log')
+        try:
+            servos = sim.command('state')['servos']
+            assert servos and not any(s['torque'] for s in servos.values())
+            poll(lambda: all(s['torque'] for s in sim.command('state')['servos'].values()), timeout_s=90,
+                 what='the driver turning torque on')
+            os.kill(launch.process.pid, signum)      # the launch process alone, not its group
+            launch.process.wait(timeout=60)
+            state = poll(lambda: (lambda s: s if not any(v['torque'] for v in s.values()) else None)(
+                sim.command('state')['servos']), timeout_s=30, what=f'torque off after {signum.name} to ros2 launch')
+            assert state.keys() == servos.keys()
+            poll(lambda: not processes_with(f'__ns:=/{ns}'), timeout_s=30, what='the graph\'s nodes exiting')
+        finally:
+            for line in processes_with(f'__ns:=/{ns}'):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+            launch.kill()
+    assert 'Traceback' not in launch.text(), launch.text()[-3000:]

@@ -46,6 +46,16 @@ def precise_sleeps() -> None:
         pass
 
 
+def die_with_parent(signum: int) -> bool:
+    """Ask the kernel to send this process `signum` when its parent dies (prctl PR_SET_PDEATHSIG; strictly,
+    when the thread that started it ends). False where that cannot be done (not Linux)."""
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0) == 0   # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+
+
 def apply_to_current_thread(priority: int = 0, cpus: set[int] | frozenset = frozenset()) -> list[str]:
     """Give the calling thread SCHED_FIFO `priority` (1-99; 0 leaves the default scheduler) and pin it
     to `cpus` (empty: no pinning). Returns what could not be done, one line each."""

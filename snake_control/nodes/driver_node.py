@@ -271,7 +271,7 @@ def main(args=None):
     from rclpy.exceptions import ParameterException
     from rclpy.signals import SignalHandlerOptions
 
-    from snake_control.nodes.runner import (HANG_DEADLINE_S, SPIN_TIMEOUT_S, SWITCH_INTERVAL_S,
+    from snake_control.nodes.runner import (HANG_DEADLINE_S, SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, follow_parent,
                                             ignore_stop_signals, install_stop_signals, make_executor)
 
     # SIGINT, SIGTERM and SIGHUP end the spin loop (within SPIN_TIMEOUT_S) and reach the finally below,
@@ -284,6 +284,7 @@ def main(args=None):
     install_stop_signals(stopping, on_repeat=lambda name: print(
         f'driver_node: {name} ignored: turning torque off', file=sys.stderr, flush=True),
         hang_deadline_s=HANG_DEADLINE_S)
+    follow_parent()     # ros2 launch killed or sent SIGTERM leaves its nodes running: torque off then too
     node = None
     code = 0
     try:

@@ -10,6 +10,7 @@ events executor serves without creating a timer per call.
 from __future__ import annotations
 
 import faulthandler
+import os
 import signal
 import sys
 import threading
@@ -88,6 +89,29 @@ def install_stop_signals(stop: threading.Event, on_repeat=None, hang_deadline_s:
         signal.signal(sig, handler)
 
 
+# The launcher's process id, set by the launch file for each node: a node that starts after its launcher
+# has died (stopped while the node was still importing) sees another parent, and stops at once.
+PARENT_PID_ENV = 'SNAKE_CONTROL_PARENT_PID'
+
+
+def follow_parent() -> None:
+    """SIGTERM to this process when the process that started it dies (Linux prctl PR_SET_PDEATHSIG), so
+    that the stop handler turns torque off. `ros2 launch` ended by SIGTERM or SIGKILL (systemd, `kill`, a
+    supervisor) exits without signalling its nodes: a driver left running would hold torque on a robot
+    nobody controls. The parent is the one named by PARENT_PID_ENV if set, else the current one (a
+    parent that died before this call is then not seen). Call after install_stop_signals. Elsewhere than
+    Linux it does nothing."""
+    from snake_control.dynamixel.realtime import die_with_parent
+
+    try:
+        parent = int(os.environ.get(PARENT_PID_ENV, ''))
+    except ValueError:
+        parent = os.getppid()
+    if die_with_parent(signal.SIGTERM) and os.getppid() != parent:
+        # Gone already: the kernel will not send it now.
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 # A node process still running this long after it was told to stop is hung (a teardown that never
 # returns inside the middleware; a later signal cannot reach Python code then): under ros2 launch it would
 # be killed 15 s after Ctrl-C, silently. Shorter than that, so its threads' stacks reach the log.
@@ -123,6 +147,7 @@ def run_node(node_class, args=None) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     stop = threading.Event()
     install_stop_signals(stop, hang_deadline_s=HANG_DEADLINE_S)
+    follow_parent()
     choose_dds_transport()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     context = rclpy.get_default_context()
