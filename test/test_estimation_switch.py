@@ -16,7 +16,6 @@ import pytest
 from snake_control.app.graph import GRAPH_IMU_ATTITUDE_S
 from snake_control.estimation.contact import shape_turn
 from snake_control.estimation.estimator import Estimator
-from snake_control.gaits.scheduler import GaitScheduler
 from snake_control.kinematics.lie import so3_exp, so3_log
 from snake_control.physics import SnakeWorld
 from snake_control.physics.mjcf import matching_axial_weight
@@ -26,29 +25,11 @@ from snake_control.validation import runs as V
 SWITCH_S = 4.0          # into the recording (after the 3 s warm-up of serpentine)
 
 
-def _switching_goals(robot, first, first_command, second, second_command, switch_at_s, second_params=None):
-    """goal_fn(t) of the scheduler the gait node runs, selecting `second` at switch_at_s (a blend)."""
-    scheduler = GaitScheduler(robot, first, {}, initial_positions_rad=np.zeros(robot.n_joints))
-    scheduler.set_command(*first_command)
-    state = {'t': 0.0, 'q': scheduler.step(1e-9).positions_rad, 'switched': False}
-
-    def goal(t):
-        if not state['switched'] and t >= switch_at_s:
-            scheduler.select(second, second_params)
-            scheduler.set_command(*second_command)
-            state['switched'] = True
-        if t > state['t']:
-            state['t'], state['q'] = t, scheduler.step(t - state['t']).positions_rad
-        return state['q']
-
-    return goal
-
-
 @pytest.fixture(scope='module')
 def blend():
     robot = load_robot('pitch_yaw_32')
-    goal = _switching_goals(robot, 'serpentine', (0.25, 0.0, 0.0), 'aeh_sidewinding', (0.0, 0.15, 0.0),
-                            V.WARMUP_S + SWITCH_S)
+    goal = V.gait_goal_fn(robot, 'serpentine', (0.25, 0.0, 0.0),
+                          switches=[(V.WARMUP_S + SWITCH_S, 'aeh_sidewinding', (0.0, 0.15, 0.0), None)])
     return V.simulate(SnakeWorld(robot), goal, 10.0, warmup_s=V.WARMUP_S)
 
 
@@ -98,8 +79,8 @@ def blend_into_a_tread_turning_its_axes():
     """The same blend into AEH-sidewinding with psi0 = 1.2: the tread's second and third principal moments
     come near-equal, and the virtual chassis turns upside down within 0.3 s while the body stays upright."""
     robot = load_robot('pitch_yaw_32')
-    goal = _switching_goals(robot, 'serpentine', (0.25, 0.0, 0.0), 'aeh_sidewinding', (0.0, 0.15, 0.0),
-                            V.WARMUP_S + SWITCH_S, second_params={'psi0': 1.2})
+    goal = V.gait_goal_fn(robot, 'serpentine', (0.25, 0.0, 0.0),
+                          switches=[(V.WARMUP_S + SWITCH_S, 'aeh_sidewinding', (0.0, 0.15, 0.0), {'psi0': 1.2})])
     return V.simulate(SnakeWorld(robot), goal, 10.0, warmup_s=V.WARMUP_S)
 
 
@@ -146,7 +127,7 @@ def test_no_heading_jump_through_a_blend_without_the_imu(blend):
 def roll_over():
     """AEH-sidewinding at rest blended into rolling: the body rolls over (its chassis turns upside down)."""
     robot = load_robot('pitch_yaw_32')
-    goal = _switching_goals(robot, 'aeh_sidewinding', (0.0, 0.0, 0.0), 'rolling', (0.0, 0.0, 0.0), V.WARMUP_S + 2.0)
+    goal = V.gait_goal_fn(robot, 'aeh_sidewinding', switches=[(V.WARMUP_S + 2.0, 'rolling', None, None)])
     return V.simulate(SnakeWorld(robot), goal, 7.0, warmup_s=V.WARMUP_S)
 
 

@@ -313,17 +313,7 @@ def test_from_a_straight_body_rolling_forms_its_arc_lying_on_the_floor(py32):
     q = target_shape(s)
     assert np.sqrt(np.mean(q[pitch] ** 2)) < 0.05 * np.sqrt(np.mean(q[~pitch] ** 2))
 
-    sched = GaitScheduler(py32, 'straight', initial_positions_rad=np.zeros(py32.n_joints))
-    state = {'t': 0.0, 'q': sched.step(1e-9).positions_rad, 'selected': False}
-
-    def goal(t):
-        if not state['selected'] and t >= 0.5:
-            sched.select('rolling')
-            state['selected'] = True
-        if t > state['t']:
-            state['t'], state['q'] = t, sched.step(t - state['t']).positions_rad
-        return state['q']
-
+    goal = V.gait_goal_fn(py32, 'straight', switches=[(0.5, 'rolling', None, None)])
     rec = V.simulate(SnakeWorld(py32), goal, 3.5)
     centroid = np.asarray(rec.link_poses)[:, :, :2, 3].mean(axis=1)
     assert np.linalg.norm(centroid[-1] - centroid[0]) < 0.03

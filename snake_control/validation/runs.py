@@ -515,22 +515,29 @@ CASES = (
 )
 
 
-def gait_goal_fn(robot: Robot, gait: str, command=(0.0, 0.0, 0.0), params=None) -> GoalFn:
+def gait_goal_fn(robot: Robot, gait: str, command=(0.0, 0.0, 0.0), params=None, switches=()) -> GoalFn:
     """goal_fn(t) stepping snake_control.gaits.GaitScheduler: the joint goals the gait node would send.
 
     The scheduler starts from the straight shape and blends into the gait; calls must come with
-    non-decreasing t.
+    non-decreasing t. ``switches``: (t_s, gait, command or None to keep it, params or None), in time
+    order: from t_s the scheduler blends into that gait, as the node does on gait/select.
     """
     from snake_control.gaits.scheduler import GaitScheduler
 
     scheduler = GaitScheduler(robot, gait, params or {}, initial_positions_rad=np.zeros(robot.n_joints))
     scheduler.set_command(*command)
     last = [0.0, scheduler.step(1e-9).positions_rad]
+    pending = list(switches)
 
     def goal_fn(t_s: float) -> np.ndarray:
         dt = t_s - last[0]
         if dt < 0:
             raise ValueError(f'gait time went backwards: {t_s} after {last[0]}')
+        while pending and t_s >= pending[0][0]:
+            _, next_gait, next_command, next_params = pending.pop(0)
+            scheduler.select(next_gait, next_params)
+            if next_command is not None:
+                scheduler.set_command(*next_command)
         if dt > 0:
             last[0], last[1] = t_s, scheduler.step(dt).positions_rad
         return last[1]
