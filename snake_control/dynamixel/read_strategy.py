@@ -119,6 +119,10 @@ LATENCY_WINDOW = 400        # reads kept (a few seconds of a noisy line)
 LATENCY_MIN_SAMPLES = 20    # fewer than this: no margin learnt yet (the configured one applies)
 LATENCY_SLACK_MS = 0.1      # added to a wait seen: the reply's bytes trickling in
 LATENCY_FLOOR_MS = 0.2      # never shorter (a line that answered at once so far may not always)
+# The margin is worked out again after this many new reads, not after each: on a noisy line a cycle makes
+# several reads, and working it out (a sort of the window) took about a tenth of a millisecond each time,
+# time the cycle's follow-ups then lacked. A few cycles of delay are nothing against a 400-read window.
+LATENCY_RECOMPUTE = 10
 
 
 def best_margin_ms(waits: np.ndarray, read_ms: float, floor_ms: float, ceiling_ms: float) -> float:
@@ -174,6 +178,7 @@ class ReplyLatency:
         self._waits: collections.deque = collections.deque(maxlen=window)
         self._margin: float | None = None       # best_margin_ms of _waits, None when to be computed
         self._for = (math.nan, math.nan)        # the (ceiling, read) it was computed for
+        self._new = 0                           # reads seen since
 
     def __len__(self) -> int:
         return len(self._waits)
@@ -193,7 +198,7 @@ class ReplyLatency:
 
     def _add(self, value: float) -> None:
         self._waits.append(value)
-        self._margin = None
+        self._new += 1
         if self.also is not None:
             self.also._add(value)
 
@@ -202,10 +207,10 @@ class ReplyLatency:
         reads of ``read_ms`` on the wire; None until LATENCY_MIN_SAMPLES reads were seen."""
         if len(self._waits) < LATENCY_MIN_SAMPLES:
             return None
-        if self._margin is None or self._for != (ceiling_ms, read_ms):
+        if self._margin is None or self._new >= LATENCY_RECOMPUTE or self._for != (ceiling_ms, read_ms):
             self._margin = best_margin_ms(np.fromiter(self._waits, float), read_ms, LATENCY_FLOOR_MS,
                                           ceiling_ms)
-            self._for = (ceiling_ms, read_ms)
+            self._for, self._new = (ceiling_ms, read_ms), 0
         return self._margin
 
 
