@@ -62,6 +62,24 @@ def test_a_later_reads_own_replies_are_not_late_but_an_earlier_fast_reply_inside
     assert not late.take()
 
 
+def test_a_fast_reply_is_watched_for_inside_later_reads_only_for_the_late_window():
+    """A later sync read's bytes are parsed a second time while a fast read's missed reply may come
+    inside them. A noisy line's sync reads miss servos every cycle and keep those servos watched: the
+    fast reply is looked for only until fast_watch_s after the last fast read that missed any."""
+    late = LateReplies()
+    late.fast_watch_s = 3600.0
+    late.expect([1, 2], SIZE, fast=True)
+    late.expect([2, 3], SIZE, fast=False)
+    assert late.fast_outstanding
+    late.watch_only({2, 3})         # 1 judged; 2 still watched for the sync read
+    assert late.fast_outstanding
+    late.fast_watch_s = 0.0
+    late.expect([2], SIZE, fast=True)
+    assert not late.fast_outstanding and late.outstanding       # the sync read's servos stay watched
+    late.expect([2, 3], SIZE, fast=False)
+    assert not late.fast_outstanding
+
+
 def test_per_servo_replies_late_as_strays_or_twice_in_one_read():
     late = LateReplies()
     late.expect([4, 5, 6], SIZE, fast=False, tail=status(4)[:6])

@@ -658,8 +658,9 @@ class ServoBus:
                 gap_ms = (11 + size) * self.byte_time_ms + port.margin_ms
                 # The first reply: the request's wire time, one reply and the margin.
                 port.packet_timeout -= (reply_bytes - (11 + size)) * self.byte_time_ms
-                # An earlier read's fast reply still due may come first: it is watched for here.
-                in_flight = self.late.outstanding and self.late.fast_size is not None
+                # An earlier fast read's reply still due may come first: it is watched for here (every
+                # byte parsed twice, so only while one may: on a noisy line, reads are sync reads).
+                in_flight = self.late.fast_outstanding
                 # Every byte the replies can have has arrived (some garbled), or the last servo asked has
                 # answered (replies come in the order asked, so the missing ones before it are lost):
                 # waiting longer gains nothing.

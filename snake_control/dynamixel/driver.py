@@ -177,6 +177,7 @@ class Driver:
         self.margin_ms = margin
         self.bus = ServoBus(self.port, self.baud, margin)
         self.bus.drain_quiet_ms = min(margin, QUICK_MARGIN_MS)
+        self.bus.late.fast_watch_s = LATE_WINDOW_S
         self.joints = list(robot.joints)
         self.names = [j.name for j in self.joints]
         self._names_tuple = tuple(self.names)
