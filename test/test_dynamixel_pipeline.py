@@ -39,10 +39,11 @@ class Recorder:
                 self.decided.append((d.counters.cycles, deferred, None if goal is None else goal.copy()))
             return goal
 
-        def _write_goals(goal, rebooting):
+        def _write_goals(goal, rebooting, encoded=None):
+            sent = write(goal, rebooting, encoded)
             with self.lock:
-                self.written.append((d.counters.cycles, np.array(goal, dtype=float), d.mode))
-            return write(goal, rebooting)
+                self.written.append((d.counters.cycles, d._goal.copy(), d.mode))
+            return sent
 
         def _sync_read(address, size, ids, fast, *a, **kw):
             start = time.monotonic()

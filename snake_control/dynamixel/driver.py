@@ -284,7 +284,7 @@ class Driver:
         self.pipeline = False
         self.pipeline_wire_share = PIPELINE_WIRE_SHARE
         self._pending = None                # (replies, IDs asked, asked s, replied s, stamp s) not yet taken
-        self._next_goal: np.ndarray | None = None   # decided for the next pipelined cycle, joint rad
+        self._next_goal: tuple | None = None   # (goal rad, _encode_goals') decided for the next pipelined cycle
         self._pipeline_break = False        # the last pipelined reading held a stale reply: settle sequentially
         self._replied_at = math.nan         # when the last state read's replies were in (monotonic s)
         # Called first thing by the bus thread (real-time priority, CPU pinning); returns problems to log.
@@ -809,12 +809,13 @@ class Driver:
             # A servo whose tripped watchdog is not yet cleared ignores goals: hold until every one is,
             # so that the resume ramps from where they all stopped.
             self._resume_after = time.monotonic()
+        encoded = None
         if pipelined and self._next_goal is not None:
-            goal, self._next_goal = self._next_goal, None
+            (goal, encoded), self._next_goal = self._next_goal, None
         else:
             goal = self._decide(now, command, estop)
             pipelined = pipelined and self.mode in ('running', 'hold')
-        sent = self._write_goals(goal, rebooting)
+        sent = self._write_goals(goal, rebooting, encoded)
         read_start = time.monotonic()
         if pipelined:
             self.counters.pipelined_cycles += 1
@@ -888,7 +889,11 @@ class Driver:
             self._take_pending(now, pending)
         with self._lock:
             command, estop = self._command, self._estop
-        self._next_goal = self._decide(now, command, estop, deferred=True)
+        goal = self._decide(now, command, estop, deferred=True)
+        # Encoded now: the servo table's torque flags, which choose the servos written, change only when a
+        # reading is taken (next in the next cycle's wire time, after these goals have left) or in
+        # sequential cycles, which drop these goals.
+        self._next_goal = None if goal is None else (goal, self._encode_goals(goal, 0))
 
     def _read_ahead(self, now: float) -> bool:
         """A pipelined cycle's state read (see Driver.pipeline): every servo, fast; the last cycle's
@@ -1083,27 +1088,33 @@ class Driver:
         return self._rebooting()
 
     # ---------------------------------------------------------------- bus I/O
-    def _write_goals(self, goal: np.ndarray, rebooting: int) -> bool:
-        """Clip, check and queue this cycle's goals (they leave with the read request); ``rebooting``: how
-        many servos are rebooting (their goals wait). False when the packet could not be sent."""
+    def _encode_goals(self, goal: np.ndarray, rebooting: int) -> tuple:
+        """Clip and check goals (joint rad) and encode them for the servos that take goals now: (goals
+        clipped, their IDs as bytes or None when no goal is to be sent, ticks as bytes)."""
         goal = _clip(np.asarray(goal, dtype=float), self.lower, self.upper)
         if np.count_nonzero(np.isfinite(goal)) != goal.size:    # cannot happen; never let it reach a register
             raise RuntimeError('non-finite goal computed')
-        self._goal = goal
         if self.mode == 'torque_off':
-            return True
+            return goal, None, b''
         lo_t, hi_t = self.tick_limits()
         raw = _clip(self.joint_to_ticks(goal), lo_t, hi_t).astype('<i4').tobytes()
         t = self.table
         sendable = t.torque & (t.rebooting_until != t.rebooting_until) if rebooting else t.torque  # NaN: not
         if np.count_nonzero(sendable) == len(self.ids):
-            ids = self._ids_bytes
-        else:
-            rows = np.flatnonzero(sendable)
-            if not len(rows):
-                return True
-            ids = self._ids_bytes_array[rows].tobytes()
-            raw = np.frombuffer(raw, '<i4')[rows].tobytes()
+            return goal, self._ids_bytes, raw
+        rows = np.flatnonzero(sendable)
+        if not len(rows):
+            return goal, None, b''
+        return goal, self._ids_bytes_array[rows].tobytes(), np.frombuffer(raw, '<i4')[rows].tobytes()
+
+    def _write_goals(self, goal: np.ndarray, rebooting: int, encoded: tuple | None = None) -> bool:
+        """Clip, check and queue this cycle's goals (they leave with the read request); ``rebooting``: how
+        many servos are rebooting (their goals wait); ``encoded``: _encode_goals' result for them, made
+        ahead. False when the packet could not be sent."""
+        goal, ids, raw = encoded if encoded is not None else self._encode_goals(goal, rebooting)
+        self._goal = goal
+        if ids is None:
+            return True
         try:
             if self._arm_pending:
                 self._arm_watchdogs()
