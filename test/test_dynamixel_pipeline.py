@@ -1,7 +1,7 @@
 """The pipelined cycle (Driver.pipeline): the host's work on the last reading overlaps the next read.
 
 Real SDK, emulated servos in their own process over a pty. The pipeline is forced at 50 Hz
-(pipeline_wire_share 0) so that the tests are about behaviour, not speed: bench/bench_dynamixel.py
+(pipeline_spare_ms above the period) so that the tests are about behaviour, not speed: bench/bench_dynamixel.py
 measures what it gains at 400 Hz.
 """
 import threading
@@ -19,7 +19,7 @@ from test_dynamixel_driver import (assert_goals_safe, config, robot, sim_args, s
 def pipelined_driver(robot, sim, **kw) -> Driver:
     d = Driver(robot, sim.path, config=config(**kw))
     d.pipeline = True
-    d.pipeline_wire_share = 0.0         # whatever the wire time: these tests are about behaviour
+    d.pipeline_spare_ms = 1e6           # whatever the wire time: these tests are about behaviour
     return d
 
 
@@ -177,9 +177,9 @@ def test_switching_between_pipelined_and_sequential_cycles_steps_no_goal_beyond_
                 assert wait_for(lambda: 'estop' in d.reasons, 5.0)
                 d.set_estop(False)
                 assert command_until(-jump * (-1) ** k, lambda: d.mode == 'running'), d.reasons
-                d.pipeline_wire_share = 2.0         # sequential
+                d.pipeline_spare_ms = 0.0           # sequential
                 assert command_until(jump * (-1) ** k, lambda: d.mode == 'running')
-                d.pipeline_wire_share = 0.0
+                d.pipeline_spare_ms = 1e6
                 assert command_until(-jump * (-1) ** k, lambda: d.mode == 'running')
                 assert wait_for(lambda: d.mode == 'hold', 5.0)   # the command timed out
             sim.command('corrupt 0.03')

@@ -115,10 +115,12 @@ LATE_WINDOW_S = 0.25
 # waits longer for its reply: up to what the cycle's follow-up budget leaves. Follow-ups would only queue
 # more requests behind the late answer.
 LATE_EXTEND_RATE = 0.02
-# A cycle is pipelined (Driver.pipeline) while its wire time (goal write, fast read request and reply)
-# takes more than this share of the control period: 0.8 for 32 servos at 4 Mbit/s and 400 Hz, 0.2 at
-# 100 Hz, where a sequential cycle has room to spare and reacts a cycle sooner.
-PIPELINE_WIRE_SHARE = 0.6
+# A cycle is pipelined (Driver.pipeline) when the control period leaves less than this (ms) beside its
+# wire time (goal write, fast read request and reply): what a sequential cycle adds to the wire, its
+# own work and the reply's lateness, took 0.6-0.9 ms at 400 Hz. 32 servos at 4 Mbit/s leave 0.49 ms at
+# 400 Hz, 1.3 ms at 300 Hz and 8 ms at 100 Hz, where a sequential cycle keeps time and reacts a cycle
+# sooner.
+PIPELINE_SPARE_MS = 1.0
 
 
 _AS_IS = contextlib.nullcontext()
@@ -273,7 +275,7 @@ class Driver:
         self._unpublished: JointStateSnapshot | None = None
         self._next_due_s = math.inf         # when the cycle after the one running is due (monotonic s)
         self._on_state_s = 0.0              # running mean of how long on_state takes (s)
-        # With pipeline, a cycle whose wire time fills most of the period (pipeline_wire_share) on a clean
+        # With pipeline, a cycle whose wire time fills nearly all the period (pipeline_spare_ms) on a clean
         # line in fast read mode, running or holding, overlaps the host's work with its read: it sends
         # the goals decided in the cycle before at once with its read request; while the replies are on
         # the wire it checks and takes the previous cycle's reading, hands it to on_state and decides
@@ -282,7 +284,7 @@ class Driver:
         # off, reboots, re-arms, a reset, a reconnect, probes) runs the sequential cycle, after taking
         # the reading still pending.
         self.pipeline = False
-        self.pipeline_wire_share = PIPELINE_WIRE_SHARE
+        self.pipeline_spare_ms = PIPELINE_SPARE_MS
         self._pending = None                # (replies, IDs asked, asked s, replied s, stamp s) not yet taken
         self._next_goal: tuple | None = None   # (goal rad, _encode_goals') decided for the next pipelined cycle
         self._pipeline_break = False        # the last pipelined reading held a stale reply: settle sequentially
@@ -852,7 +854,7 @@ class Driver:
         if (self.mode not in ('running', 'hold') or self.read_strategy.mode != 'fast'
                 or self._pipeline_break or self._rearm_pending or self._unsettled_since is not None
                 or self._transmit_fault_since is not None
-                or self.cycle_wire_ms() < self.pipeline_wire_share * self.period_s * 1000.0):
+                or self.period_s * 1000.0 - self.cycle_wire_ms() >= self.pipeline_spare_ms):
             return False
         if self._pending is not None and self._next_goal is None:
             return False        # the last decision needs the sequential cycle (torque off)
