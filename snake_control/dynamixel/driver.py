@@ -31,6 +31,10 @@ follows the recent reply-failure rate (``read_strategy``): on a noisy line, wher
 the long fast reply costs every servo after it, the cycle reads per-servo status packets (sync read) and
 retries the lost servos while the cycle has time, with reply margins learnt from the line's reply
 latency (read_strategy.ReplyLatency); it returns to fast sync read once the line is clean again.
+With ``pipeline`` (one bus whose wire time leaves less than PIPELINE_SPARE_MS of the period, on a clean
+line), a cycle sends the goals decided in the cycle before with its read request and, while the replies
+are on the wire, takes the previous reading, publishes it and decides the next goals from it: reactions
+to a reading reach the servos a cycle later.
 
 Safety: a servo whose read failed keeps its last good value and is marked stale (never zeros); after
 ``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
@@ -1303,7 +1307,8 @@ class Driver:
     def _sync_read(self, ids: list, fast: bool, quick: bool, extra_ms: float = 0.0, defer: bool = False) -> dict:
         """One sync read of the state block (``quick``: with the short margin; ``extra_ms``: waiting that
         much longer for the reply; ``defer``: a reply with every servo's block is returned raw, its
-        Realtime Ticks checked by the caller a cycle later, _deferred_work). An incomplete one is not drained here: the next read of the cycle
+        Realtime Ticks checked by the caller a cycle later, _take_pending). An incomplete one is not
+        drained here: the next read of the cycle
         follows at once (a late reply it takes is still this cycle's), and the next cycle's first read
         settles the line first (_settle)."""
         self.counters.state_reads += 1
