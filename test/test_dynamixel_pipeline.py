@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from snake_control.dynamixel.driver import Driver
+from snake_control.dynamixel.driver_config import watchdog_units
+from snake_control.dynamixel.readings import STATE_BLOCK
 from snake_control.dynamixel.simproc import SimBusProcess
 from test_dynamixel_driver import (assert_goals_safe, config, robot, sim_args, stream,  # noqa: F401
                                    stream_until, wait_for)
@@ -222,3 +224,92 @@ def test_pipelined_alert_torque_off_policy_runs_in_the_next_sequential_cycle(rob
     refused = [c for c, deferred, g in rec.decided if deferred and g is None]
     assert refused
     assert any(c == refused[0] + 1 and not deferred for c, deferred, _ in rec.decided)
+
+
+def test_pipelined_an_earlier_requests_reply_is_never_published_as_fresh(robot):
+    """Replies 25 ms late at a 20 ms period come inside the next cycle's read, whole. The read they were
+    late for lost them, so that next cycle is sequential and checks them at once; the pipelined cycles
+    around it hand each reading over during a later read. A reading published as fresh was sampled after
+    its own read's request left, within what the driver can tell (as in test_dynamixel_driver's
+    sequential test: one tick, and how loose its bound on the servo's clock was)."""
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = pipelined_driver(robot, sim, stale_limit=1000, read_mode='fast')
+        asked = []          # host time each full read was asked (its request left right after)
+        sync_read = d.bus.sync_read
+
+        def _sync_read(address, size, ids, fast, *a, **kw):
+            if len(ids) == len(d.ids):
+                asked.append(time.monotonic())
+            return sync_read(address, size, ids, fast, *a, **kw)
+        bound = {}          # servo row -> the clock bound (lead ms, set at s) its next reply is judged by
+        older = []          # (servo row, ms sampled before the request, what the driver could tell)
+        fresh_seen = [0]
+        handed_late = [0]   # snapshots handed over while a later read was on the wire
+
+        def on_state(snap):
+            t = d.table
+            i = int(np.searchsorted(asked, snap.stamp_s)) - 1      # the read this reading came from
+            asked_s = asked[i]
+            handed_late[0] += i < len(asked) - 1
+            for k in np.flatnonzero(snap.fresh).tolist():
+                age_ms = (int(asked_s * 1000.0) - int(t.tick_ms[k])) % 32768
+                if k in bound and age_ms < 16384:
+                    lead_ms, at_s = bound[k]
+                    slack_ms = 2.0 + max(0.0, -lead_ms) + 0.02 * (asked_s - at_s) * 1000.0
+                    fresh_seen[0] += 1
+                    if age_ms > slack_ms:
+                        older.append((k, age_ms, round(slack_ms, 1)))
+            for k in range(len(d.ids)):     # the emulated clock's lead is 0: centred across the wrap
+                bound[k] = ((t.clock_lead_ms[k] + 16384) % 32768 - 16384, t.clock_at_s[k])
+        d.start()
+        d.bus.sync_read, d.on_state = _sync_read, on_state
+        try:
+            assert stream_until(d, robot, lambda: d.counters.pipelined_cycles >= 20)
+            sim.command('late 0.3 25')
+            fresh0, piped = fresh_seen[0], d.counters.pipelined_cycles
+            assert wait_for(lambda: sim.state()['counters']['late'] >= 60 and fresh_seen[0] >= fresh0 + 100,
+                            60.0, 0.2), (fresh_seen[0] - fresh0, d.counters)
+            sim.command('late 0')
+            assert fresh_seen[0] >= 100 and not older, \
+                f'{len(older)} of {fresh_seen[0]} fresh readings were older (servo, ms, slack): {older[:10]}'
+            assert d.counters.stale_replies > 0
+            assert d.counters.pipelined_cycles >= piped + 20 and handed_late[0] >= 20
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
+def test_a_pipelined_reading_is_checked_against_its_own_request_a_cycle_later(robot):
+    """A pipelined cycle keeps a whole reply raw and takes it during the next read: its Realtime Ticks
+    are judged against the time of the request it came in, not the one then on the wire, and a reply
+    sampled before that request (an earlier request's, taken late) is never taken as fresh. The
+    emulator cannot put such a reply in a pipelined read (a reply late for its own read leaves that read
+    incomplete, and the cycle after it is sequential), so the readings here are made up, in the
+    servos' own block layout; the servos' clocks run on the host's milliseconds."""
+    d = Driver(robot, '/dev/null', config=config())
+    handed = []
+    d.on_state = handed.append
+
+    def replies(sampled_s, position_ticks):
+        rows = np.zeros(len(d.ids), STATE_BLOCK.dtype)
+        rows['present_position'] = position_ticks
+        rows['bus_watchdog'] = watchdog_units(d.watchdog_ms)
+        rows['realtime_tick'] = int(sampled_s * 1000.0) % 32768
+        return {sid: (0, rows[i:i + 1].tobytes()) for i, sid in enumerate(d.ids)}
+
+    t0 = time.monotonic()
+    # (replies, IDs asked, asked s, replied s, stamp s): the first sets each servo's clock bound.
+    d._take_pending(t0 + 0.003, (replies(t0 + 0.001, 2048), list(d.ids), t0, t0 + 0.002, t0 + 0.001))
+    first = handed[-1]
+    assert first.fresh.all() and first.stamp_s == t0 + 0.001 and not d._pipeline_break
+    # Asked 20 ms later, answered by replies sampled 10 ms before that request: not this read's.
+    t1 = t0 + 0.020
+    d._take_pending(t1 + 0.003, (replies(t1 - 0.010, 3000), list(d.ids), t1, t1 + 0.002, t1 + 0.001))
+    late = handed[-1]
+    assert not late.fresh.any() and np.array_equal(late.position_rad, first.position_rad)
+    assert late.stamp_s == t1 + 0.001 and d.counters.stale_replies == len(d.ids)
+    assert d._pipeline_break            # the next cycle is sequential: the line settles
+    # The same replies in a read asked before they were sampled are its own: fresh.
+    t2 = t1 - 0.012
+    d._take_pending(t2 + 0.003, (replies(t1 - 0.010, 3000), list(d.ids), t2, t2 + 0.002, t2 + 0.001))
+    assert handed[-1].fresh.all() and not np.array_equal(handed[-1].position_rad, first.position_rad)
