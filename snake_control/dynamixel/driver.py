@@ -31,6 +31,10 @@ follows the recent reply-failure rate (``read_strategy``): on a noisy line, wher
 the long fast reply costs every servo after it, the cycle reads per-servo status packets (sync read) and
 retries the lost servos while the cycle has time, with reply margins learnt from the line's reply
 latency (read_strategy.ReplyLatency); it returns to fast sync read once the line is clean again.
+With ``pipeline`` (one bus whose wire time leaves less than PIPELINE_SPARE_MS of the period, on a clean
+line), a cycle sends the goals decided in the cycle before with its read request and, while the replies
+are on the wire, takes the previous reading, publishes it and decides the next goals from it: reactions
+to a reading reach the servos a cycle later.
 
 Safety: a servo whose read failed keeps its last good value and is marked stale (never zeros); after
 ``stale_limit`` stale cycles, or on an Alert (hardware error), the configured policy runs: 'hold'
@@ -115,6 +119,12 @@ LATE_WINDOW_S = 0.25
 # waits longer for its reply: up to what the cycle's follow-up budget leaves. Follow-ups would only queue
 # more requests behind the late answer.
 LATE_EXTEND_RATE = 0.02
+# A cycle is pipelined (Driver.pipeline) when the control period leaves less than this (ms) beside its
+# wire time (goal write, fast read request and reply): what a sequential cycle adds to the wire, its
+# own work and the reply's lateness, took 0.6-0.9 ms at 400 Hz. 32 servos at 4 Mbit/s leave 0.49 ms at
+# 400 Hz, 1.3 ms at 300 Hz and 8 ms at 100 Hz, where a sequential cycle keeps time and reacts a cycle
+# sooner.
+PIPELINE_SPARE_MS = 1.0
 
 
 _AS_IS = contextlib.nullcontext()
@@ -270,6 +280,20 @@ class Driver:
         self._unpublished: JointStateSnapshot | None = None
         self._next_due_s = math.inf         # when the cycle after the one running is due (monotonic s)
         self._on_state_s = 0.0              # running mean of how long on_state takes (s)
+        # With pipeline, a cycle whose wire time fills nearly all the period (pipeline_spare_ms) on a clean
+        # line in fast read mode, running or holding, overlaps the host's work with its read: it sends
+        # the goals decided in the cycle before at once with its read request; while the replies are on
+        # the wire it checks and takes the previous cycle's reading, hands it to on_state and decides
+        # the next goals from it; a reply with every servo's block is kept raw for the next cycle. Every
+        # reaction to a reading comes a cycle later. Anything else (a lost servo, a noisy line, torque
+        # off, reboots, re-arms, a reset, a reconnect, probes) runs the sequential cycle, after taking
+        # the reading still pending.
+        self.pipeline = False
+        self.pipeline_spare_ms = PIPELINE_SPARE_MS
+        self._pending = None                # (replies, IDs asked, asked s, replied s, stamp s) not yet taken
+        self._next_goal: tuple | None = None   # (goal rad, _encode_goals') decided for the next pipelined cycle
+        self._pipeline_break = False        # the last pipelined reading held a stale reply: settle sequentially
+        self._replied_at = math.nan         # when the last state read's replies were in (monotonic s)
         # Called first thing by the bus thread (real-time priority, CPU pinning); returns problems to log.
         self.thread_setup = None
         # A robot on several buses (snake_control.dynamixel.multibus): the other buses' worst fault as
@@ -293,6 +317,11 @@ class Driver:
             a, b = self.joint_to_ticks(self.lower), self.joint_to_ticks(self.upper)
             self._tick_limits = (np.minimum(a, b), np.maximum(a, b))
         return self._tick_limits
+
+    def cycle_wire_ms(self) -> float:
+        """Wire time (ms) of a fast-read cycle of every servo: goal sync write, read request, reply."""
+        n = len(self.ids)
+        return (14 + 5 * n + 14 + n + P.sync_read_reply_bytes(n, STATE_BLOCK.size, True)) * self.bus.byte_time_ms
 
     # ================================================================ public API
     def start(self) -> None:
@@ -708,6 +737,7 @@ class Driver:
         self.bus.close()
         self._transmit_fault_since = None
         self._ramp = None
+        self._pending = self._next_goal = None      # a reading of the line before: not published
         for s in self.servos:
             s.fresh = False
 
@@ -774,6 +804,9 @@ class Driver:
         with self._lock:
             command, estop = self._command, self._estop
             reset, self._reset_request = self._reset_request, False
+        pipelined = self.pipeline and not reset and self._pipeline_fits()
+        if not pipelined and (self._pending is not None or self._next_goal is not None):
+            self._flush_pipeline(now)
         if reset:
             self._hand_over_unpublished()
             self._rearm()
@@ -783,12 +816,23 @@ class Driver:
             # A servo whose tripped watchdog is not yet cleared ignores goals: hold until every one is,
             # so that the resume ramps from where they all stopped.
             self._resume_after = time.monotonic()
-        goal = self._decide(now, command, estop)
-        sent = self._write_goals(goal, rebooting)
+        encoded = None
+        if pipelined and self._next_goal is not None:
+            (goal, encoded), self._next_goal = self._next_goal, None
+        else:
+            goal = self._decide(now, command, estop)
+            pipelined = pipelined and self.mode in ('running', 'hold')
+        sent = self._write_goals(goal, rebooting, encoded)
         read_start = time.monotonic()
-        sent = self._read_state(now, rebooting) and sent
+        if pipelined:
+            self.counters.pipelined_cycles += 1
+            sent = self._read_ahead(now) and sent
+        else:
+            sent = self._read_state(now, rebooting) and sent
         # The servos sample their state while the read is on the wire: its midpoint is the measurement time.
         stamp = 0.5 * (read_start + time.monotonic())
+        if self._pending is not None and self._pending[4] is None:
+            self._pending = self._pending[:4] + (stamp,)     # published by the next cycle, with this stamp
         if sent:
             self._transmit_fault_since = None
         else:
@@ -804,12 +848,112 @@ class Driver:
         if self._health_is_due():
             with self._quick_margin(self.read_strategy.noisy):
                 self._read_health()
-        self._publish(stamp)
+        if self._pending is None:
+            self._publish(stamp)
+
+    # ---------------------------------------------------------------- the pipelined cycle
+    def _pipeline_fits(self) -> bool:
+        """Whether this cycle may be pipelined (see Driver.pipeline): a clean line read fast, running or
+        holding, nothing that talks to single servos or drains the line, every servo in the read."""
+        t = self.table
+        if (self.mode not in ('running', 'hold') or self.read_strategy.mode != 'fast'
+                or self._pipeline_break or self._rearm_pending or self._unsettled_since is not None
+                or self._transmit_fault_since is not None
+                or self.period_s * 1000.0 - self.cycle_wire_ms() >= self.pipeline_spare_ms):
+            return False
+        if self._pending is not None and self._next_goal is None:
+            return False        # the last decision needs the sequential cycle (torque off)
+        if self._rebooting() or (self.config.auto_reboot and np.count_nonzero(t.alert)):
+            return False
+        return not np.count_nonzero(t.stale_cycles >= max(self.config.stale_limit, QUARANTINE_AFTER))
+
+    def _flush_pipeline(self, now: float):
+        """Leave the pipeline: the pending reading into the table and out to on_state, and the goal
+        decided from the one before dropped (the sequential cycle decides again, from the newer reading)."""
+        self._next_goal = None
+        pending, self._pending = self._pending, None
+        self._pipeline_break = False
+        if pending is not None:
+            self._take_pending(now, pending)
+
+    def _take_pending(self, now: float, pending: tuple):
+        """A pipelined cycle's raw reading: its Realtime Ticks checked against its own request's time,
+        taken into the table, handed to on_state with its own stamp."""
+        got, ids, asked_s, replied_s, stamp = pending
+        got, dropped = self._drop_stale(got, True, replied_s, complete=True, asked_s=asked_s, watch=False)
+        if dropped:
+            # Its own replies were queued behind: the sequential cycle's read settles the line.
+            self._pipeline_break = True
+        self._absorb(now, got, ids, rearm=False)
+        self._publish(stamp, behind=False)
+
+    def _deferred_work(self, pending):
+        """Run while a pipelined cycle's replies are on the wire: the last cycle's reading taken and
+        published, the next cycle's goals decided from it."""
+        self._hand_over_unpublished()       # a sequential cycle's snapshot first: in order
+        now = time.monotonic()
+        if pending is not None:
+            self._take_pending(now, pending)
+        with self._lock:
+            command, estop = self._command, self._estop
+        goal = self._decide(now, command, estop, deferred=True)
+        # Encoded now: the servo table's torque flags, which choose the servos written, change only when a
+        # reading is taken (next in the next cycle's wire time, after these goals have left) or in
+        # sequential cycles, which drop these goals.
+        self._next_goal = None if goal is None else (goal, self._encode_goals(goal, 0))
+
+    def _read_ahead(self, now: float) -> bool:
+        """A pipelined cycle's state read (see Driver.pipeline): every servo, fast; the last cycle's
+        reading taken and the next goals decided while the replies are on the wire. A reply with every
+        servo's block stays raw until the next cycle; one that lost servos is checked, followed up and
+        taken now, as in _read_state. False when the request could not be sent."""
+        ids = list(self._read_order)
+        self._judge_first_read()
+        extra_ms = self._first_read_extra_ms(now, len(ids), True)
+        pending, self._pending = self._pending, None
+        ran = []
+
+        def deferred():
+            ran.append(True)
+            self._deferred_work(pending)
+        self.bus.after_send = deferred
+        self._asked_s = asked_s = time.monotonic()
+        self._stale_ids.clear()
+        try:
+            got = self._sync_read(ids, True, quick=False, extra_ms=extra_ms, defer=True)
+        except CommError:                   # the request did not leave: no reply this cycle
+            if not ran:
+                deferred()
+            self._next_goal = None          # the next cycle is sequential (transmit fault)
+            t = self.table
+            t.fresh[:] = False
+            t.stale_cycles += 1
+            t.stale_count += 1
+            self.counters.read_failures += len(self.servos)
+            self.counters.full_read_failures += 1
+            return False
+        if not ran:
+            deferred()
+        lost = [] if len(got) == len(ids) else [sid for sid in ids if sid not in got]
+        retry = [sid for sid in lost if sid not in self._stale_ids] if self._stale_ids else lost
+        caught = len(ids) - len(lost) if extra_ms and self._last_read_ms > self._last_read_ms_due else 0
+        if lost and self.bus.garbled_in_time:
+            self._record_first_read(len(ids), len(lost), 0, caught)
+        else:
+            self._first_reads.add(len(ids), set(lost), caught)
+        if not lost:
+            self._pending = (got, ids, asked_s, self._replied_at, None)
+            return True
+        self._follow_up(now, got, retry)
+        self._absorb(now, got, ids)
+        return True
 
     # ---------------------------------------------------------------- decisions
-    def _decide(self, now, command, estop) -> np.ndarray:
+    def _decide(self, now, command, estop, deferred: bool = False) -> np.ndarray | None:
         """The goal for this cycle (joint rad): safety.decide's mode and goal, the policy's action, and the
-        resume ramp after any hold."""
+        resume ramp after any hold. ``deferred``: decided ahead by a pipelined cycle while its replies
+        are on the wire; None (nothing changed) when the decision is torque off, which writes to each
+        servo and is left to the next, sequential cycle."""
         previous = self.mode if self.mode in ('running', 'hold', 'torque_off') else 'hold'
         peer_policy, peer_reasons = self.peer_fault() if self.peer_fault is not None else (None, ())
         t = self.table
@@ -824,6 +968,8 @@ class Driver:
             alert_policy=self.config.alert_policy, estop_policy=self.config.estop_policy,
             command_timeout_s=self.config.command_timeout_s, peer_policy=peer_policy,
             peer_reasons=peer_reasons))
+        if deferred and d.mode == 'torque_off':
+            return None
         self.fault_policy = d.fault_policy
         self.fault_reasons = tuple(r for r in d.reasons if r not in peer_reasons) if peer_reasons else d.reasons
         if d.command_timed_out:
@@ -949,27 +1095,33 @@ class Driver:
         return self._rebooting()
 
     # ---------------------------------------------------------------- bus I/O
-    def _write_goals(self, goal: np.ndarray, rebooting: int) -> bool:
-        """Clip, check and queue this cycle's goals (they leave with the read request); ``rebooting``: how
-        many servos are rebooting (their goals wait). False when the packet could not be sent."""
+    def _encode_goals(self, goal: np.ndarray, rebooting: int) -> tuple:
+        """Clip and check goals (joint rad) and encode them for the servos that take goals now: (goals
+        clipped, their IDs as bytes or None when no goal is to be sent, ticks as bytes)."""
         goal = _clip(np.asarray(goal, dtype=float), self.lower, self.upper)
         if np.count_nonzero(np.isfinite(goal)) != goal.size:    # cannot happen; never let it reach a register
             raise RuntimeError('non-finite goal computed')
-        self._goal = goal
         if self.mode == 'torque_off':
-            return True
+            return goal, None, b''
         lo_t, hi_t = self.tick_limits()
         raw = _clip(self.joint_to_ticks(goal), lo_t, hi_t).astype('<i4').tobytes()
         t = self.table
         sendable = t.torque & (t.rebooting_until != t.rebooting_until) if rebooting else t.torque  # NaN: not
         if np.count_nonzero(sendable) == len(self.ids):
-            ids = self._ids_bytes
-        else:
-            rows = np.flatnonzero(sendable)
-            if not len(rows):
-                return True
-            ids = self._ids_bytes_array[rows].tobytes()
-            raw = np.frombuffer(raw, '<i4')[rows].tobytes()
+            return goal, self._ids_bytes, raw
+        rows = np.flatnonzero(sendable)
+        if not len(rows):
+            return goal, None, b''
+        return goal, self._ids_bytes_array[rows].tobytes(), np.frombuffer(raw, '<i4')[rows].tobytes()
+
+    def _write_goals(self, goal: np.ndarray, rebooting: int, encoded: tuple | None = None) -> bool:
+        """Clip, check and queue this cycle's goals (they leave with the read request); ``rebooting``: how
+        many servos are rebooting (their goals wait); ``encoded``: _encode_goals' result for them, made
+        ahead. False when the packet could not be sent."""
+        goal, ids, raw = encoded if encoded is not None else self._encode_goals(goal, rebooting)
+        self._goal = goal
+        if ids is None:
+            return True
         try:
             if self._arm_pending:
                 self._arm_watchdogs()
@@ -1058,11 +1210,19 @@ class Driver:
         else:
             self._first_reads.add(len(counted), set(lost), caught)
         self._follow_up(now, got, retry)
+        self._absorb(now, got, ids)
+        return True
+
+    def _absorb(self, now: float, got: dict, ids: list, rearm: bool = True):
+        """A state read's replies ``got`` of the servos ``ids`` asked into the servo table: the others
+        stale, the next read's order. ``rearm``: clear tripped watchdogs now (a pipelined cycle, whose
+        line is busy, leaves them to the next cycle, which reads sequentially while any is pending)."""
+        t = self.table
         if ids and not got:
             self.counters.full_read_failures += 1
         good = self._take_states(got)
-        if self._rearm_pending:
-            with self._quick_margin(strategy.noisy):
+        if rearm and self._rearm_pending:
+            with self._quick_margin(self.read_strategy.noisy):
                 self._service_rearms(now)
         n = len(self.ids)
         failed = n - int(np.count_nonzero(good))
@@ -1081,7 +1241,6 @@ class Driver:
         else:                               # all tied: the lexsort's order is the IDs rotated by c
             r = -c % n
             self._read_order = self.ids[r:] + self.ids[:r]
-        return True
 
     def _judge_first_read(self):
         """First reads of LATE_WINDOW_S ago go into the read strategy: their lost replies that arrived
@@ -1146,9 +1305,11 @@ class Driver:
             got.update(more)
             missing = [sid for sid in missing if sid not in got]
 
-    def _sync_read(self, ids: list, fast: bool, quick: bool, extra_ms: float = 0.0) -> dict:
+    def _sync_read(self, ids: list, fast: bool, quick: bool, extra_ms: float = 0.0, defer: bool = False) -> dict:
         """One sync read of the state block (``quick``: with the short margin; ``extra_ms``: waiting that
-        much longer for the reply). An incomplete one is not drained here: the next read of the cycle
+        much longer for the reply; ``defer``: a reply with every servo's block is returned raw, its
+        Realtime Ticks checked by the caller a cycle later, _take_pending). An incomplete one is not
+        drained here: the next read of the cycle
         follows at once (a late reply it takes is still this cycle's), and the next cycle's first read
         settles the line first (_settle)."""
         self.counters.state_reads += 1
@@ -1161,7 +1322,8 @@ class Driver:
             self._last_read_ms_due = (14 + len(ids) + reply_bytes) * self.bus.byte_time_ms + self.bus.port.margin_ms
         replied = time.monotonic()
         self._last_read_ms = (replied - start) * 1000.0
-        if got:
+        self._replied_at = replied
+        if got and not (defer and len(got) == len(ids)):
             got, stale = self._drop_stale(got, fast, replied, complete=len(got) == len(ids))
             if stale and not quick:
                 got.update(self._listen(stale, len(ids), fast))
@@ -1202,12 +1364,15 @@ class Driver:
             rows = self._rows_cache[sids] = (k, ks)
         return rows
 
-    def _drop_stale(self, got: dict, fast: bool, replied_s: float, complete: bool) -> tuple[dict, list]:
+    def _drop_stale(self, got: dict, fast: bool, replied_s: float, complete: bool, asked_s: float | None = None,
+                    watch: bool = True) -> tuple[dict, list]:
         """The replies of a state read less those that answer an earlier request (their Realtime Tick
         dates them before this cycle's request: readings.stale_replies). A late line (a starved host, an
         adapter that buffers) can deliver a whole earlier reply, good CRC and all, inside this read; it is
         counted as a stale reply and the servo treated as lost, and its own reply, still on its way, is
-        watched for (_listen, then as a late reply). Returns (the replies kept, the servos dropped)."""
+        watched for (_listen, then as a late reply). ``asked_s``: when the read asked (this cycle's first
+        read's by default); ``watch``: False for a read checked a cycle later (pipelined), whose own late
+        replies are long past watching. Returns (the replies kept, the servos dropped)."""
         t, size = self.table, STATE_BLOCK.size
         errs, blocks = zip(*got.values())
         raw = b''.join(blocks)
@@ -1223,7 +1388,8 @@ class Driver:
         v = STATE_BLOCK.decode_many(raw)
         ticks = v['realtime_tick']
         self._replied_s[k] = replied_s
-        stale = stale_replies(ticks, self._asked_s, t.clock_lead_ms[k], t.clock_at_s[k])
+        stale = stale_replies(ticks, self._asked_s if asked_s is None else asked_s, t.clock_lead_ms[k],
+                              t.clock_at_s[k])
         if not np.count_nonzero(stale):
             # _take_states takes these very replies when no follow-up adds any: decoded once.
             self._decoded = (got, len(got), k, ks, v, replied_s) if whole else None
@@ -1231,6 +1397,8 @@ class Driver:
         dropped = [sids[i] for i in np.flatnonzero(stale).tolist()]
         self.counters.stale_replies += len(dropped)
         got = {sid: reply for sid, reply in got.items() if sid not in dropped}
+        if not watch:
+            return got, dropped
         for sid in dropped:
             self.bus.late.duplicate(sid)    # the reply an earlier read missed: it came, late
         self.bus.late.expect(dropped, size, fast, in_flight=not complete)
@@ -1441,8 +1609,11 @@ class Driver:
         self.counters.health_failures += 1
         return None
 
-    def _publish(self, stamp_s: float):
-        self.bus.after_send = None
+    def _publish(self, stamp_s: float, behind: bool = True):
+        """The table as a snapshot stamped ``stamp_s`` to state() and on_state (``behind``: may wait for
+        the next read's request, publish_behind)."""
+        if behind:
+            self.bus.after_send = None
         self._hand_over_unpublished()       # the last cycle's first: in order, whatever this cycle did
         t = self.table
         current_a = t.current_a.copy()
@@ -1452,7 +1623,7 @@ class Driver:
             self._snapshot = snap
         if self.on_state is None:
             return
-        if self.publish_behind and time.monotonic() + self._on_state_s >= self._next_due_s:
+        if behind and self.publish_behind and time.monotonic() + self._on_state_s >= self._next_due_s:
             self._unpublished = snap        # handed over while the next cycle's read is on the wire
             return
         self._hand_over(snap)

@@ -273,6 +273,7 @@ class Counters:
     policy_actions: int = 0
     ramps: int = 0                       # resumes ramped from a held pose
     stale_hold_cycles: int = 0           # cycles held (or torque off) because a servo's state went stale
+    pipelined_cycles: int = 0            # cycles that read with the host's work on the wire (Driver.pipeline)
 
 
 @dataclass

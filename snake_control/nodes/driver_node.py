@@ -131,6 +131,9 @@ class DriverNode(Node):
         # One bus: a cycle late for the next publishes while the next read is on the wire (Driver.
         # publish_behind). Several buses merge their cycles by time slot, which needs each on time.
         self.driver.publish_behind = isinstance(self.driver, Driver)
+        # One bus whose wire time fills most of the period (400 Hz, 32 servos at 4 Mbit/s): the host's
+        # work on a reading overlaps the next read (Driver.pipeline); reactions come a cycle later.
+        self.driver.pipeline = isinstance(self.driver, Driver)
         self._ros_gone = False
         # A program that shuts rclpy down without destroying this node (rclpy's own SIGINT handler does)
         # must not leave the servos holding torque with nothing commanding them.
