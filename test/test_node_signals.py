@@ -47,3 +47,39 @@ def test_a_process_hung_after_its_stop_prints_its_stacks_and_exits():
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=30)
     assert out.returncode == 1, out.stderr
     assert 'stuck_in_teardown' in out.stderr, out.stderr
+
+
+STOP_HANDLER_UNDER_FIRE = '''
+import sys, threading, time
+from snake_control.nodes.runner import ignore_stop_signals, install_stop_signals, say_raw
+stop = threading.Event()
+install_stop_signals(stop, on_repeat=lambda name: say_raw(name + ' ignored'))
+print('up', flush=True)
+stop.wait()
+t = time.monotonic()
+while time.monotonic() - t < 1.0:       # the shutdown's work, while signals keep coming
+    sum(range(100))
+ignore_stop_signals()
+print('clean', flush=True)
+'''
+
+
+def test_stop_signals_as_fast_as_they_can_come_never_deadlock_the_handler():
+    """A signal that arrives while the first one's handler is inside stop.set() runs on top of it: when
+    it called stop.set() too, it waited on the Event's lock held by the frame it interrupted, and each
+    later signal interrupted that wait, until RecursionError (seen once in CI with SIGINT every 2 ms;
+    every time with them back to back)."""
+    for _ in range(2):
+        proc = subprocess.Popen([sys.executable, '-c', STOP_HANDLER_UNDER_FIRE], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == 'up'
+            while proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0 and out.strip() == 'clean', err[-2000:]
+            assert 'SIGINT ignored' in err
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

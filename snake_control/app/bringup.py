@@ -305,9 +305,15 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             else:
                 executor = make_executor(context)
 
+            signalled = []
+
             def request_stop(signum, frame):
-                result.stop_reason = signal.Signals(signum).name
-                stop.set()
+                # Once only: a signal arriving inside stop.set() would wait on the lock the frame it
+                # interrupted holds (runner.install_stop_signals).
+                if not signalled:
+                    signalled.append(True)
+                    result.stop_reason = signal.Signals(signum).name
+                    stop.set()
             if threading.current_thread() is threading.main_thread():
                 # SIGHUP: the terminal or ssh session closed; stop as for Ctrl-C.
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

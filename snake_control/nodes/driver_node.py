@@ -275,7 +275,7 @@ def main(args=None):
     from rclpy.signals import SignalHandlerOptions
 
     from snake_control.nodes.runner import (HANG_DEADLINE_S, SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, follow_parent,
-                                            ignore_stop_signals, install_stop_signals, make_executor)
+                                            ignore_stop_signals, install_stop_signals, make_executor, say_raw)
 
     # SIGINT, SIGTERM and SIGHUP end the spin loop (within SPIN_TIMEOUT_S) and reach the finally below,
     # which turns torque off before the process exits. A second signal (Ctrl-C under ros2 launch reaches
@@ -284,9 +284,8 @@ def main(args=None):
     choose_dds_transport()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stopping = threading.Event()
-    install_stop_signals(stopping, on_repeat=lambda name: print(
-        f'driver_node: {name} ignored: turning torque off', file=sys.stderr, flush=True),
-        hang_deadline_s=HANG_DEADLINE_S)
+    install_stop_signals(stopping, on_repeat=lambda name: say_raw(f'driver_node: {name} ignored: turning torque off'),
+                         hang_deadline_s=HANG_DEADLINE_S)
     follow_parent()     # ros2 launch killed or sent SIGTERM leaves its nodes running: torque off then too
     node = None
     code = 0

@@ -74,19 +74,40 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def install_stop_signals(stop: threading.Event, on_repeat=None, hang_deadline_s: float | None = None) -> None:
     """SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) set `stop`. Later ones do nothing
-    but call on_repeat(signal name) if given: a terminal's Ctrl-C under `ros2 launch` reaches each node
-    twice (from the terminal and from launch), and the shutdown the first one started must not be
-    interrupted. The handler raises nothing: Python runs it inside whatever callback is running, where an
-    exception would be reported as that callback's failure. hang_deadline_s: see arm_hang_deadline, armed
-    by the first signal. Main thread only."""
+    but call on_repeat(signal name), if given, for the first of them: a terminal's Ctrl-C under
+    `ros2 launch` reaches each node twice (from the terminal and from launch), and the shutdown the first
+    one started must not be interrupted. The handler raises nothing: Python runs it inside whatever
+    callback is running, where an exception would be reported as that callback's failure. Nor does a
+    later one touch `stop`: a signal that arrives while the first handler is inside stop.set() runs on
+    top of it, and found the Event's lock held by the frame it interrupted; in a burst of SIGINT each
+    waited on it and was interrupted by the next, until RecursionError. on_repeat must take no lock
+    either (say_raw writes without one). hang_deadline_s: see arm_hang_deadline, armed by the first
+    signal. Main thread only."""
+    first, repeats = [True], [0]
+
     def handler(signum, frame):
-        if stop.is_set() and on_repeat is not None:
-            on_repeat(signal.Signals(signum).name)
-        elif hang_deadline_s is not None:
+        if not first[0]:
+            # Said once: a handler that does more than count is still running when the next of a fast
+            # burst arrives, and each runs on top of the last.
+            repeats[0] += 1
+            if repeats[0] == 1 and on_repeat is not None:
+                on_repeat(signal.Signals(signum).name)
+            return
+        first[0] = False
+        if hang_deadline_s is not None:
             arm_hang_deadline(hang_deadline_s)
         stop.set()
     for sig in STOP_SIGNALS:
         signal.signal(sig, handler)
+
+
+def say_raw(text: str) -> None:
+    """One line to stderr with a single write(2): no buffer and no lock, so a signal handler may call it
+    while it interrupted another write (print would raise 'reentrant call')."""
+    try:
+        os.write(2, (text + '\n').encode(errors='replace'))
+    except OSError:
+        pass
 
 
 # The launcher's process id, set by the launch file for each node: a node that starts after its launcher
