@@ -111,7 +111,7 @@ def say_raw(text: str) -> None:
 
 
 # The launcher's process id, set by the launch file for each node: a node that starts after its launcher
-# has died (stopped while the node was still importing) sees another parent, and stops at once.
+# has died (stopped while the node was still importing) stops at once.
 PARENT_PID_ENV = 'SNAKE_CONTROL_PARENT_PID'
 
 
@@ -119,18 +119,34 @@ def follow_parent() -> None:
     """SIGTERM to this process when the process that started it dies (Linux prctl PR_SET_PDEATHSIG), so
     that the stop handler turns torque off. `ros2 launch` ended by SIGTERM or SIGKILL (systemd, `kill`, a
     supervisor) exits without signalling its nodes: a driver left running would hold torque on a robot
-    nobody controls. The parent is the one named by PARENT_PID_ENV if set, else the current one (a
-    parent that died before this call is then not seen). Call after install_stop_signals. Elsewhere than
-    Linux it does nothing."""
+    nobody controls. A parent that died before this call gets no signal sent: the launcher named by
+    PARENT_PID_ENV must still exist (not necessarily as the parent: `ros2 launch --launch-prefix 'gdb
+    --args'` puts gdb between them), and without it the parent must not have changed during the call.
+    Call after install_stop_signals. Elsewhere than Linux it does nothing."""
     from snake_control.dynamixel.realtime import die_with_parent
 
+    parent = os.getppid()
+    if not die_with_parent(signal.SIGTERM):
+        return
     try:
-        parent = int(os.environ.get(PARENT_PID_ENV, ''))
+        launcher = int(os.environ.get(PARENT_PID_ENV, ''))
     except ValueError:
-        parent = os.getppid()
-    if die_with_parent(signal.SIGTERM) and os.getppid() != parent:
-        # Gone already: the kernel will not send it now.
+        launcher = None
+    gone = not _exists(launcher) if launcher is not None else os.getppid() != parent
+    if gone:
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _exists(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)             # signal 0: only whether it could be sent
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True                 # someone else's process: it exists
+    return True
 
 
 # A node process still running this long after it was told to stop is hung (a teardown that never
