@@ -214,18 +214,27 @@ def processes_with(text: str) -> list[str]:
     return [line for line in out.splitlines() if 'pgrep' not in line]
 
 
-@pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGKILL], ids=['SIGTERM', 'SIGKILL'])
-def test_ros2_launch_ended_by_a_signal_still_turns_torque_off(workspace, tmp_path, signum):
+@pytest.mark.parametrize('signum, prefixed', [(signal.SIGTERM, False), (signal.SIGKILL, False),
+                                             (signal.SIGTERM, True)], ids=['SIGTERM', 'SIGKILL', 'SIGTERM-prefix'])
+def test_ros2_launch_ended_by_a_signal_still_turns_torque_off(workspace, tmp_path, signum, prefixed):
     """`ros2 launch` ended by SIGTERM (systemd stopping a service, `kill`, a supervisor) or SIGKILL exits
-    without signalling its nodes. The driver must notice its parent is gone, turn every servo's torque off
-    and exit; so must the other nodes (nothing of the graph left running). Sent as soon as the driver has
-    turned torque on, while the other nodes may still be starting."""
+    without signalling its nodes. The driver must notice its launcher is gone, turn every servo's torque
+    off and exit; so must the other nodes (nothing of the graph left running). Sent as soon as the driver
+    has turned torque on, while the other nodes may still be starting. `prefixed`: with a launch prefix
+    that starts each node as its own child (as `--launch-prefix 'gdb --args'` does), which a killed launch
+    leaves running: the nodes must start, and stop all the same."""
     from snake_control.app.sim_bus import sim_bus_args
     from snake_control.dynamixel.simproc import SimBusProcess
 
     ns = 'sigterm_launch'
+    prefix = ''
+    if prefixed:
+        wrapper = tmp_path / 'wrapper.sh'
+        wrapper.write_text('#!/bin/bash\n"$@"\nexit $?\n')
+        wrapper.chmod(0o755)
+        prefix = f'--launch-prefix {wrapper} '
     with SimBusProcess(sim_bus_args('kinematic_snake_3', 1_000_000)) as sim:
-        launch = Background(workspace, f'exec ros2 launch snake_control gait.launch.py robot:=kinematic_snake_3 '
+        launch = Background(workspace, f'exec ros2 launch {prefix}snake_control gait.launch.py robot:=kinematic_snake_3 '
                                        f'bus:=real port:={sim.path} baud:=1000000 namespace:={ns} joy:=false '
                                        f'rviz:=false', tmp_path / 'launch.log')
         try:
@@ -233,6 +242,8 @@ def test_ros2_launch_ended_by_a_signal_still_turns_torque_off(workspace, tmp_pat
             assert servos and not any(s['torque'] for s in servos.values())
             poll(lambda: all(s['torque'] for s in sim.command('state')['servos'].values()), timeout_s=90,
                  what='the driver turning torque on')
+            nodes = lambda: [line for line in processes_with(f'__ns:=/{ns}') if 'wrapper.sh' not in line]  # noqa: E731
+            assert len(nodes()) == 4, nodes()      # none stopped itself at start (a prefix is not the launcher)
             os.kill(launch.process.pid, signum)      # the launch process alone, not its group
             launch.process.wait(timeout=60)
             state = poll(lambda: (lambda s: s if not any(v['torque'] for v in s.values()) else None)(

@@ -275,7 +275,8 @@ def main(args=None):
     from rclpy.signals import SignalHandlerOptions
 
     from snake_control.nodes.runner import (HANG_DEADLINE_S, SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, follow_parent,
-                                            ignore_stop_signals, install_stop_signals, make_executor, say_raw)
+                                            ignore_stop_signals, install_stop_signals, launcher_gone,
+                                            make_executor, say_raw)
 
     # SIGINT, SIGTERM and SIGHUP end the spin loop (within SPIN_TIMEOUT_S) and reach the finally below,
     # which turns torque off before the process exits. A second signal (Ctrl-C under ros2 launch reaches
@@ -297,8 +298,10 @@ def main(args=None):
             context = rclpy.get_default_context()
             # The bus loop ends by itself only on a bug (it has turned torque off by then): the node must
             # not go on as if it drove the robot.
-            while context.ok() and node.driver.running and not stopping.is_set():
+            while context.ok() and node.driver.running and not stopping.is_set() and not launcher_gone():
                 executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+            if launcher_gone() and not stopping.is_set():
+                say_raw('driver_node: the launch that started it has gone: turning torque off')
             if context.ok() and not node.driver.running and not stopping.is_set():
                 raise DriverStopped(node.driver.fatal_error or 'the bus loop ended')
     except KeyboardInterrupt:

@@ -40,8 +40,9 @@ def executor_name(executor) -> str:
 
 
 def spin_until(executor, context, stop: threading.Event | None = None) -> None:
-    """Dispatch callbacks until the context shuts down or `stop` is set."""
-    while context.ok() and not (stop is not None and stop.is_set()):
+    """Dispatch callbacks until the context shuts down, `stop` is set or the node's launcher has gone
+    (launcher_gone)."""
+    while context.ok() and not (stop is not None and stop.is_set()) and not launcher_gone():
         executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
 
 
@@ -120,33 +121,48 @@ def follow_parent() -> None:
     that the stop handler turns torque off. `ros2 launch` ended by SIGTERM or SIGKILL (systemd, `kill`, a
     supervisor) exits without signalling its nodes: a driver left running would hold torque on a robot
     nobody controls. A parent that died before this call gets no signal sent: the launcher named by
-    PARENT_PID_ENV must still exist (not necessarily as the parent: `ros2 launch --launch-prefix 'gdb
-    --args'` puts gdb between them), and without it the parent must not have changed during the call.
-    Call after install_stop_signals. Elsewhere than Linux it does nothing."""
+    PARENT_PID_ENV must then still exist (not necessarily as the parent: `ros2 launch --launch-prefix
+    'gdb --args'` puts gdb between them, and the spin loops watch it, launcher_gone), and without one the
+    parent must not have changed during the call. Call after install_stop_signals. Elsewhere than Linux
+    it does nothing."""
     from snake_control.dynamixel.realtime import die_with_parent
 
     parent = os.getppid()
     if not die_with_parent(signal.SIGTERM):
         return
-    try:
-        launcher = int(os.environ.get(PARENT_PID_ENV, ''))
-    except ValueError:
-        launcher = None
-    gone = not _exists(launcher) if launcher is not None else os.getppid() != parent
+    gone = launcher_gone() if _launcher_pid() is not None else os.getppid() != parent
     if gone:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _exists(pid: int) -> bool:
-    if pid <= 0:
+_LAUNCHER: list = []        # the PARENT_PID_ENV process id, parsed once (None: not named)
+
+
+def _launcher_pid() -> int | None:
+    if not _LAUNCHER:
+        try:
+            _LAUNCHER.append(int(os.environ.get(PARENT_PID_ENV, '')))
+        except ValueError:
+            _LAUNCHER.append(None)
+    return _LAUNCHER[0]
+
+
+def launcher_gone() -> bool:
+    """Whether the launcher named by PARENT_PID_ENV no longer exists (False when none is named). The
+    parent-death signal covers a launcher that is the parent; a launch prefix that starts the node as its
+    child (gdb, a wrapper script) outlives a killed launcher, so the spin loops ask this every pass."""
+    pid = _launcher_pid()
+    if pid is None:
         return False
+    if pid <= 0:
+        return True
     try:
         os.kill(pid, 0)             # signal 0: only whether it could be sent
     except ProcessLookupError:
-        return False
+        return True
     except PermissionError:
-        return True                 # someone else's process: it exists
-    return True
+        return False                # someone else's process: it exists
+    return False
 
 
 # A node process still running this long after it was told to stop is hung (a teardown that never
