@@ -78,6 +78,32 @@ def torque_states(sim):
     return {int(k): v['torque'] for k, v in sim.state()['servos'].items()}
 
 
+class ReadingAges:
+    """Whether readings published as fresh were sampled after their read's request left, within what
+    the driver can tell: one tick of the servo's millisecond clock, and how loose its bound on that
+    clock was (its lead, and 2 % drift since it was set). ``judge`` each snapshot with the time its
+    read asked; ``fresh_seen`` counts the judged readings, ``older`` lists (servo row, ms sampled before
+    the request, the slack) of those that were not."""
+
+    def __init__(self):
+        self.bound = {}         # servo row -> the clock bound (lead ms, set at s) its next reply is judged by
+        self.older = []
+        self.fresh_seen = [0]
+
+    def judge(self, d, snap, asked_s):
+        t = d.table
+        for k in np.flatnonzero(snap.fresh).tolist():
+            age_ms = (int(asked_s * 1000.0) - int(t.tick_ms[k])) % 32768
+            if k in self.bound and age_ms < 16384:
+                lead_ms, at_s = self.bound[k]
+                slack_ms = 2.0 + max(0.0, -lead_ms) + 0.02 * (asked_s - at_s) * 1000.0
+                self.fresh_seen[0] += 1
+                if age_ms > slack_ms:
+                    self.older.append((k, age_ms, round(slack_ms, 1)))
+        for k in range(len(d.ids)):     # the emulated clock's lead is 0: centred across the wrap
+            self.bound[k] = ((t.clock_lead_ms[k] + 16384) % 32768 - 16384, t.clock_at_s[k])
+
+
 def stream(driver, robot, seconds, amplitude=0.4, rate=50, t0=0.0, extra=None):
     """Publish a smooth command at ``rate`` for ``seconds``; return the last command."""
     n = int(seconds * rate)
@@ -465,22 +491,11 @@ def test_an_earlier_requests_reply_is_never_published_as_fresh(robot):
     and the servos are still read fresh (their own reply, queued behind, is waited for)."""
     with SimBusProcess(sim_args(robot.source)) as sim:
         d = Driver(robot, sim.path, config=config(stale_limit=1000))
-        bound = {}          # servo row -> the clock bound (lead ms, set at s) its next reply is judged by
-        older = []          # (servo row, ms sampled before the request, what the driver could tell)
-        fresh_seen = [0]
+        ages = ReadingAges()
 
         def on_state(snap):
-            t, asked_s = d.table, d._asked_s
-            for k in np.flatnonzero(snap.fresh).tolist():
-                age_ms = (int(asked_s * 1000.0) - int(t.tick_ms[k])) % 32768
-                if k in bound and age_ms < 16384:
-                    lead_ms, at_s = bound[k]
-                    slack_ms = 2.0 + max(0.0, -lead_ms) + 0.02 * (asked_s - at_s) * 1000.0
-                    fresh_seen[0] += 1
-                    if age_ms > slack_ms:
-                        older.append((k, age_ms, round(slack_ms, 1)))
-            for k in range(len(d.ids)):     # the emulated clock's lead is 0: centred across the wrap
-                bound[k] = ((t.clock_lead_ms[k] + 16384) % 32768 - 16384, t.clock_at_s[k])
+            ages.judge(d, snap, d._asked_s)
+        fresh_seen, older = ages.fresh_seen, ages.older
         d.on_state = on_state
         d.start()
         try:

@@ -15,7 +15,8 @@ from snake_control.dynamixel.driver_config import watchdog_units
 from snake_control.dynamixel.readings import STATE_BLOCK
 from snake_control.dynamixel.simproc import SimBusProcess
 from snake_control.robot import load_robot
-from test_dynamixel_driver import ROBOT_YAML, assert_goals_safe, config, sim_args, stream, stream_until, wait_for
+from test_dynamixel_driver import (ROBOT_YAML, ReadingAges, assert_goals_safe, config, sim_args, stream,
+                                   stream_until, wait_for)
 
 
 @pytest.fixture(scope='module')
@@ -248,26 +249,14 @@ def test_pipelined_an_earlier_requests_reply_is_never_published_as_fresh(robot):
             if len(ids) == len(d.ids):
                 asked.append(time.monotonic())
             return sync_read(address, size, ids, fast, *a, **kw)
-        bound = {}          # servo row -> the clock bound (lead ms, set at s) its next reply is judged by
-        older = []          # (servo row, ms sampled before the request, what the driver could tell)
-        fresh_seen = [0]
+        ages = ReadingAges()
+        fresh_seen, older = ages.fresh_seen, ages.older
         handed_late = [0]   # snapshots handed over while a later read was on the wire
 
         def on_state(snap):
-            t = d.table
             i = int(np.searchsorted(asked, snap.stamp_s)) - 1      # the read this reading came from
-            asked_s = asked[i]
             handed_late[0] += i < len(asked) - 1
-            for k in np.flatnonzero(snap.fresh).tolist():
-                age_ms = (int(asked_s * 1000.0) - int(t.tick_ms[k])) % 32768
-                if k in bound and age_ms < 16384:
-                    lead_ms, at_s = bound[k]
-                    slack_ms = 2.0 + max(0.0, -lead_ms) + 0.02 * (asked_s - at_s) * 1000.0
-                    fresh_seen[0] += 1
-                    if age_ms > slack_ms:
-                        older.append((k, age_ms, round(slack_ms, 1)))
-            for k in range(len(d.ids)):     # the emulated clock's lead is 0: centred across the wrap
-                bound[k] = ((t.clock_lead_ms[k] + 16384) % 32768 - 16384, t.clock_at_s[k])
+            ages.judge(d, snap, asked[i])
         d.start()
         d.bus.sync_read, d.on_state = _sync_read, on_state
         try:
