@@ -925,22 +925,11 @@ class Driver:
             if not ran:
                 deferred()
             self._next_goal = None          # the next cycle is sequential (transmit fault)
-            t = self.table
-            t.fresh[:] = False
-            t.stale_cycles += 1
-            t.stale_count += 1
-            self.counters.read_failures += len(self.servos)
-            self.counters.full_read_failures += 1
+            self._read_not_sent()
             return False
         if not ran:
             deferred()
-        lost = [] if len(got) == len(ids) else [sid for sid in ids if sid not in got]
-        retry = [sid for sid in lost if sid not in self._stale_ids] if self._stale_ids else lost
-        caught = len(ids) - len(lost) if extra_ms and self._last_read_ms > self._last_read_ms_due else 0
-        if lost and self.bus.garbled_in_time:
-            self._record_first_read(len(ids), len(lost), 0, caught)
-        else:
-            self._first_reads.add(len(ids), set(lost), caught)
+        lost, retry = self._judge_read(ids, ids, got, extra_ms, True)
         if not lost:
             self._pending = (got, ids, asked_s, self._replied_at, None)
             return True
@@ -1189,29 +1178,40 @@ class Driver:
                 self._stale_ids.clear()
                 got = self._sync_read(ids, strategy.fast, quick=False, extra_ms=extra_ms)
         except CommError:                   # the request did not leave: no reply this cycle
-            self.table.fresh[:] = False
-            self.table.stale_cycles += 1
-            self.table.stale_count += 1
-            self.counters.read_failures += len(self.servos)
-            self.counters.full_read_failures += 1
+            self._read_not_sent()
             return False
         # The failure rate counts servos expected to answer, not quarantined ones' probes.
         counted = [sid for sid in ids if sid not in quarantined] if quarantined else ids
+        _, retry = self._judge_read(ids, counted, got, extra_ms, strategy.fast)
+        self._follow_up(now, got, retry)
+        self._absorb(now, got, ids)
+        return True
+
+    def _read_not_sent(self):
+        """A cycle's first read whose request could not be sent: every servo stale this cycle."""
+        t = self.table
+        t.fresh[:] = False
+        t.stale_cycles += 1
+        t.stale_count += 1
+        self.counters.read_failures += len(self.servos)
+        self.counters.full_read_failures += 1
+
+    def _judge_read(self, ids: list, counted: list, got: dict, extra_ms: float, fast: bool) -> tuple[list, list]:
+        """A cycle's first read of ``ids`` into the read strategy, counting the servos of ``counted``:
+        (the servos lost, those of them worth asking again this cycle)."""
         # (The replies are of servos asked: when all came, none is lost.)
         lost = [] if len(got) == len(ids) else [sid for sid in counted if sid not in got]
         # A servo whose own reply is still queued behind an earlier one: another request would queue too.
         retry = [sid for sid in lost if sid not in self._stale_ids] if self._stale_ids else lost
         # Replies taken after the deadline the read would have had without the extension.
         caught = len(counted) - len(lost) if extra_ms and self._last_read_ms > self._last_read_ms_due else 0
-        if strategy.fast and lost and self.bus.garbled_in_time:
+        if fast and lost and self.bus.garbled_in_time:
             # Blocks of the reply came in time and broke: garbled, not late, so judged now rather than
             # after LATE_WINDOW_S (a noisy line then costs a few cycles of fast reads, not 25).
             self._record_first_read(len(counted), len(lost), 0, caught)
         else:
             self._first_reads.add(len(counted), set(lost), caught)
-        self._follow_up(now, got, retry)
-        self._absorb(now, got, ids)
-        return True
+        return lost, retry
 
     def _absorb(self, now: float, got: dict, ids: list, rearm: bool = True):
         """A state read's replies ``got`` of the servos ``ids`` asked into the servo table: the others
