@@ -10,6 +10,7 @@ events executor serves without creating a timer per call.
 from __future__ import annotations
 
 import faulthandler
+import functools
 import os
 import signal
 import sys
@@ -135,16 +136,13 @@ def follow_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-_LAUNCHER: list = []        # the PARENT_PID_ENV process id, parsed once (None: not named)
-
-
+@functools.cache
 def _launcher_pid() -> int | None:
-    if not _LAUNCHER:
-        try:
-            _LAUNCHER.append(int(os.environ.get(PARENT_PID_ENV, '')))
-        except ValueError:
-            _LAUNCHER.append(None)
-    return _LAUNCHER[0]
+    """The PARENT_PID_ENV process id, read once (None: not named)."""
+    try:
+        return int(os.environ.get(PARENT_PID_ENV, ''))
+    except ValueError:
+        return None
 
 
 def launcher_gone() -> bool:
