@@ -37,7 +37,6 @@ TWO_BUS_ROUNDS = 3          # the two-bus rows take turns this many times (media
 # of the one before, counted against the cycles the run's length holds).
 RATE_400_HZ = 400.0
 AIM_ON_TIME_400 = 0.98
-ON_TIME_PERIODS = 1.25
 RUN_400_S = 3.0
 PAIRS_400 = 2
 # docs/dynamixel.md's wire-time limits (sync write + read, return delay 0), cycles per second.
@@ -114,6 +113,7 @@ def run_driver(robot, path, baud, fast, rate_hz, seconds, sim_pid=None):
 def run_400(robot, path, pipeline: bool, seconds: float, publish=None) -> dict:
     """The driver alone at 400 Hz on the emulator at ``path``: share of cycles on time, readings and cycles
     per second, cycles pipelined. ``publish(snap)``: what on_state does besides counting (a JointState)."""
+    from bench.bench_graph import on_time_share
     from snake_control.dynamixel.driver import Driver, DriverConfig
     stamps = []
 
@@ -137,9 +137,7 @@ def run_400(robot, path, pipeline: bool, seconds: float, publish=None) -> dict:
         n1, c1, p1 = len(stamps), d.counters.cycles, d.counters.pipelined_cycles
     finally:
         d.stop()
-    periods = np.diff(np.asarray(stamps[n0:n1]))
-    on_time = np.count_nonzero(periods <= ON_TIME_PERIODS / RATE_400_HZ) / max(wall * RATE_400_HZ, 1.0)
-    return dict(on_time=on_time, states_hz=(n1 - n0) / wall, cycles_hz=(c1 - c0) / wall,
+    return dict(on_time=on_time_share(stamps[n0:n1], RATE_400_HZ, wall), states_hz=(n1 - n0) / wall, cycles_hz=(c1 - c0) / wall,
                 pipelined=(p1 - p0) / max(c1 - c0, 1))
 
 

@@ -45,6 +45,13 @@ AIM_JOY_P99_MS = 20.0
 SHIPPED = dict(executor_kind='events', driver_in_process=False)
 BEFORE = dict(executor_kind='multi', driver_in_process=True)
 
+def on_time_share(stamps_s, rate_hz: float, wall_s: float) -> float:
+    """Share of a run's control cycles on time: readings (stamps, s) that follow the one before within
+    ON_TIME_PERIODS periods, counted against the cycles wall_s holds at rate_hz."""
+    periods = np.diff(np.sort(np.asarray(stamps_s, dtype=float)))
+    return np.count_nonzero(periods <= ON_TIME_PERIODS / rate_hz) / max(wall_s * rate_hz, 1.0)
+
+
 def _stat_cpu_s(stat_path: str) -> float:
     """User + system CPU time (s) from a /proc stat file (a process's or a thread's); OSError when gone."""
     fields = Path(stat_path).read_text().rsplit(')', 1)[1].split()
@@ -212,9 +219,8 @@ def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) ->
     stamps = np.array([s for _, s in probe.stamps[n0:n1]])
     periods = np.diff(np.sort(stamps))
     expected = (w1 - w0) * rate_hz
-    on_time = np.count_nonzero(periods <= ON_TIME_PERIODS / rate_hz)
     d = result.driver_diagnostics
-    out.update(on_time=on_time / max(expected, 1.0), states_hz=(n1 - n0) / (w1 - w0),
+    out.update(on_time=on_time_share(stamps, rate_hz, w1 - w0), states_hz=(n1 - n0) / (w1 - w0),
                p99_ms=1000 * float(np.percentile(periods, 99)) if len(periods) else float('nan'),
                cpu_ms=1000 * (c1 - c0) / max(expected, 1.0), cpu_pct=100 * (c1 - c0) / (w1 - w0),
                cpu_ms_per_process=per_ms, cpu_ms_breakdown=list(probe.breakdown_ms(expected).values()),
@@ -470,7 +476,7 @@ def bench_launch(seconds: float = 30.0):
             log.close()
         text = (Path(tmp) / 'launch.log').read_text(errors='replace')
     periods = np.diff(np.sort(stamps)) if len(stamps) > 1 else np.array([np.inf])
-    on_time = np.count_nonzero(periods <= ON_TIME_PERIODS / RATE_HZ) / max(wall * RATE_HZ, 1.0)
+    on_time = on_time_share(stamps, RATE_HZ, wall)
     rate = len(stamps) / wall
     torque = re.search(r'emulated bus: torque [^\n]*', text)
     print(f'ros2 launch (one process per node), {ROBOT} at {RATE_HZ:g} Hz: joint_states {rate:.1f} Hz, '
