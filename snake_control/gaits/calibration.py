@@ -309,7 +309,7 @@ class GaitCalibration:
         if abs(drive_value) < 1e-9:
             return Command(0.0, straight, 0.0, 0.0, abs(omega_rad_s) < 1e-9)
         u, ok = straight, True
-        rate, rate_ok = self._rate_for(drive_value, u, max_rate_rad_s)
+        rate, rate_ok = self.rate_for(drive_value, u, max_rate_rad_s)
         for _ in range(_ITERATIONS):
             if can_turn and self.drive != 'turn':
                 u = self._solve_u(omega_rad_s / drive_value, self._f(rate))
@@ -318,7 +318,7 @@ class GaitCalibration:
             d, _ = self.per_cycle(u, rate)
             if d * self.stride <= 0 or abs(d) < 1e-9:      # the offset reverses or stops the gait
                 return Command(0.0, u, 0.0, 0.0, False)
-            rate, rate_ok = self._rate_for(drive_value, u, max_rate_rad_s)
+            rate, rate_ok = self.rate_for(drive_value, u, max_rate_rad_s)
         ok = ok and rate_ok
         d, dth = self.per_cycle(u, rate)
         cycles = rate / (2 * PI)
@@ -347,7 +347,7 @@ class GaitCalibration:
                 out['curvature_rad_m'] = (float(min(curv)), float(max(curv)))
         return out
 
-    def _rate_for(self, drive_value: float, u: float, max_rate_rad_s: float) -> tuple[float, bool]:
+    def rate_for(self, drive_value: float, u: float, max_rate_rad_s: float = math.inf) -> tuple[float, bool]:
         """(phase rate rad/s, reached) whose speed |f| D(u, |f|) / 2 pi is drive_value at offset u: the
         lowest such rate up to max_rate_rad_s (or 4x the measured range), else the rate that comes
         closest. A grid search, not a fixed point: D may change a lot with the rate (rolling gaits)."""

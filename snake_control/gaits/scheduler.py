@@ -33,7 +33,8 @@ How it stays smooth:
   model'), else the gait's stride parameter ('stride parameter'). GaitState.reachable says whether
   the gait can do the command in force.
 - Turning. angular.z sets an offset on the gait's turning parameter (turn_gain * angular.z, capped at
-  turn_max: A1 for serpentine, beta_yaw, taper, turn_offset), ramped at turn_max per 0.5 s.
+  turn_max: A1 for serpentine, beta_yaw, taper, turn_offset), ramped at turn_max per 0.5 s. A
+  calibrated gait's phase rate follows the offset's change a quarter of a cycle behind (_TURN_FELT_CYCLES).
 - Switching. select() pushes a new layer whose phase is matched (the phase, among 48 samples, whose
   shape is closest to the current output), then blends in shape (joint-angle) space. Between two
   backbone gaits this is also a blend of curves: the fit is linear in the Bishop curvatures
@@ -71,6 +72,12 @@ _PHASE_SAMPLES = 48
 _VEL_SHARE = 0.8          # share of the joint velocity limit a gait may use on its own
 _BLEND_VEL_SHARE = 0.5    # share of the joint velocity limit the blend term may use
 _TURN_RAMP_S = 0.5
+# A calibrated gait's motion per cycle follows a change of its turning offset a little behind the shape:
+# the body has to move to take up the new bend (serpentine's yaw rate reaches 44 % of its new value in
+# the first cycle after a turn command in MuJoCo). The phase rate is mapped through an offset that
+# follows the commanded one by this many gait cycles (e-folding, in phase travelled) instead of through
+# the new offset at once, which made serpentine surge 23 % over that first cycle (docs/gaits.md).
+_TURN_FELT_CYCLES = 0.25
 
 
 @dataclass
@@ -139,6 +146,7 @@ class _Layer:
         self.phase = float(phase)
         self.rate = 0.0
         self.turn = 0.0
+        self.turn_felt = 0.0        # the offset the body's motion per cycle has taken up (_TURN_FELT_CYCLES)
         bound = shape.phase_derivative_bound()
         with np.errstate(divide='ignore'):
             caps = _VEL_SHARE * robot.velocity_limit_rad_s / bound
@@ -172,6 +180,9 @@ class _Layer:
         if self.model is not None:
             self.modelled = self.model.command(value, command[2], self.max_rate)
             self.reachable = self.modelled.reachable
+            if self.mapping == 'calibration' and self.spec.turn_param and self.turn_felt != self.modelled.turn \
+                    and self.modelled.phase_rate_rad_s != 0.0:
+                return self.model.rate_for(value, self.turn_felt, self.max_rate)[0]
             return self.modelled.phase_rate_rad_s
         rate = 2.0 * math.pi * value / self.shape.params['stride']
         capped = min(max(rate, -self.max_rate), self.max_rate)
@@ -187,7 +198,8 @@ class _Layer:
         step = self.max_rate_acc * dt
         dv = min(max(target - self.rate, -step), step)
         new_rate = self.rate + dv
-        self.phase += 0.5 * (self.rate + new_rate) * dt
+        dphase = 0.5 * (self.rate + new_rate) * dt
+        self.phase += dphase
         self.rate = new_rate
         if self.spec.turn_param and not hold_turn:
             tmax = self.spec.turn_max
@@ -195,6 +207,9 @@ class _Layer:
                 self.modelled.turn
             step = tmax / _TURN_RAMP_S * dt
             self.turn += min(max(goal - self.turn, -step), step)
+        self.turn_felt += (self.turn - self.turn_felt) * min(1.0, abs(dphase) / (2 * math.pi * _TURN_FELT_CYCLES))
+        if abs(self.turn - self.turn_felt) <= 1e-4 * max(self.spec.turn_max, 1e-9):
+            self.turn_felt = self.turn
 
     def angles(self) -> np.ndarray:
         return self.angles_at(self.phase, self.turn)
@@ -284,7 +299,7 @@ class GaitScheduler:
         if value == 0.0 or (value < 0) == top.mirrored:
             return
         layer = self._make_layer(top.spec.name, top.shape.params, 0.0, mirrored=value < 0)
-        layer.turn = top.turn
+        layer.turn, layer.turn_felt = top.turn, top.turn_felt
         self._push(layer)
 
     def select(self, name: str, params: dict | None = None) -> None:
@@ -307,7 +322,7 @@ class GaitScheduler:
         merged = dict(top.shape.params)
         merged.update(params)
         layer = self._make_layer(top.spec.name, merged, 0.0, mirrored=top.mirrored)
-        layer.turn = top.turn
+        layer.turn, layer.turn_felt = top.turn, top.turn_felt
         layer.rate = top.rate
         self._push(layer)
 
@@ -316,7 +331,9 @@ class GaitScheduler:
         phases = np.linspace(0.0, 2 * math.pi, _PHASE_SAMPLES, endpoint=False)
         if layer.spec.drive is not None:
             base = self._layers[-1].phase if layer.spec.name == self._layers[-1].spec.name else 0.0
-            layer.turn = self._layers[-1].turn if layer.spec.name == self._layers[-1].spec.name else 0.0
+            same = layer.spec.name == self._layers[-1].spec.name
+            layer.turn = self._layers[-1].turn if same else 0.0
+            layer.turn_felt = self._layers[-1].turn_felt if same else 0.0
             cands = [base + p for p in phases]
             shapes = [layer.angles_at(c, layer.turn) for c in cands]
             errs = np.array([float(np.sum((q - current) ** 2)) for q in shapes])
