@@ -310,40 +310,15 @@ def test_snake_calibrate_in_mujoco_writes_what_the_gait_node_loads(tmp_path, cap
     assert 'not a moving gait of pitch_yaw_32' in capsys.readouterr().err
 
 
-def _turn_step_run(robot, cal, options, t_step_s: float, duration_s: float, command):
-    """Serpentine from its own shape under the gait controller in MuJoCo: `command` without its yaw rate
-    until t_step_s, then with it. Returns the achieved motion (validation.cmdvel.achieved_motion) over
-    the whole cycles after the step."""
-    from snake_control.gaits.controller import GaitController
-    from snake_control.physics.world import SnakeWorld
-    from snake_control.validation import cmdvel
-    from snake_control.validation.runs import simulate
-    ctl = GaitController(robot, 'serpentine', period_s=0.01, limits=cmdvel._LIMITS, cmd_timeout_s=0.5,
-                         calibration=cal)
-    ctl.start(None)
-    times, phases, last = [], [], {}
-
-    def goal(t):
-        if not times or t > times[-1]:
-            ctl.offer_command(command[0], command[1], command[2] if t >= t_step_s else 0.0, now_s=t)
-            last['q'] = ctl.tick(t).positions_rad
-            times.append(t)
-            phases.append(ctl.status().gait.phase_rad)
-        return last['q']
-
-    rec = simulate(SnakeWorld(robot, options=options), goal, duration_s, 100.0)
-    after = rec.times_s >= t_step_s
-    return cmdvel.achieved_motion(rec.times_s[after], rec.link_poses[after],
-                                  np.interp(rec.times_s[after], times, phases))
-
-
 def test_a_turn_command_does_not_make_serpentine_surge_in_mujoco(py32):
     """From straight at 0.1 m/s, a 0.25 rad/s turn: the body takes up the new bend over about a cycle,
     so a phase rate mapped through the new offset at once drove serpentine 1.21x the commanded speed
     over the first cycle on the graph's world; following the offset a quarter cycle behind, 0.98x."""
     from snake_control.physics.mjcf import PhysicsOptions
+    from snake_control.validation.cmdvel import turn_step_cycles
     cal = load_calibration(calibration_path(py32, SIM_SUFFIX), py32)
-    got = _turn_step_run(py32, cal, PhysicsOptions(cone='pyramidal'), 8.0, 14.5, (0.1, 0.0, 0.25))
+    got, = turn_step_cycles(py32, 'serpentine', (0.1, 0.0, 0.25), 8.0, cycles=1, calibration=cal,
+                            options=PhysicsOptions(cone='pyramidal'))
     assert got.cycles == 1
     assert got.forward_m_s == pytest.approx(0.1, rel=0.10)
     assert got.yaw_rate_rad_s > 0.05          # it turns the commanded way
