@@ -128,6 +128,7 @@ def test_ctrl_c_turns_torque_off_before_the_bus_stops():
 def test_bringup_starts_one_emulated_bus_per_bus_of_the_robot(tmp_path):
     """A robot on two buses: bringup --bus sim starts both, the driver node runs them, torque goes off on
     every servo of both at the end."""
+    import os
     import subprocess
     import sys
 
@@ -148,6 +149,10 @@ def test_bringup_starts_one_emulated_bus_per_bus_of_the_robot(tmp_path):
     bus_line = next(line for line in text.splitlines() if 'emulated bus on' in line)
     assert bus_line.count('ttyDXL') == 2, bus_line
     assert 'running' in text and 'torque off' in text and 'NOT' not in text, text[-3000:]
+    if os.path.exists('/proc/stat'):
+        # The summary says how busy the computer was: the run's processes (the driver's, both buses') its own.
+        cpu = next(line for line in text.splitlines() if line.startswith('computer: this run used'))
+        assert float(cpu.split('used ')[1].split(' cores')[0]) > 0.05, cpu
 
 
 @pytest.mark.ros

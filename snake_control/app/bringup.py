@@ -116,6 +116,7 @@ class BringupResult:
     driver_diagnostics: dict = field(default_factory=dict)   # the driver's last /diagnostics
     joint_states_rate_hz: float | None = None                # as received in this process
     warnings: list = field(default_factory=list)             # loop_warnings of the run
+    host_cpu: object = None         # app.host_cpu.CpuShare: the run's and other programs' CPU; None: unknown
 
 
 @dataclass
@@ -256,6 +257,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
         raise ValueError(f'--duration: expected a time > 0 in s, got {duration_s!r}')
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    from snake_control.app.host_cpu import CpuWatch
+    cpu_watch = CpuWatch()          # before any of the run's processes starts: they count as the run's
     result = BringupResult(record_path=record)
     stop = stop_event or threading.Event()
     sim = None
@@ -446,6 +449,11 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 context.try_shutdown()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+    # Every process of the run has been waited for: their CPU is the run's.
+    result.host_cpu = cpu_watch.stop()
+    cpu_warning = result.host_cpu.warning() if result.host_cpu is not None else None
+    if cpu_warning:
+        result.warnings.append(cpu_warning)
     d = result.driver_diagnostics
     if d:
         c = d.get('counters', {})
@@ -462,6 +470,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     if keyboard is not None:
         result.keyboard = keyboard.finish(time.monotonic())
         log(result.keyboard.line())
+    if result.host_cpu is not None:
+        log(result.host_cpu.line())
     for line in result.warnings:
         log(line)
     log(f'stopped ({result.stop_reason}) after {result.duration_s:.1f} s' +

@@ -297,6 +297,7 @@ class RobotSummary:
     picture: str = ''
     video: str = ''
     message_counts: dict = field(default_factory=dict)
+    host_cpu: object = None         # app.host_cpu.CpuShare of the session's run; None: unknown
 
     def lines(self) -> list[str]:
         """The summary of this session, one figure group per line."""
@@ -337,11 +338,14 @@ class RobotSummary:
                f'overruns {c.get("overruns", 0)}/{c.get("cycles", 0)} cycles, '
                f'goals clamped {c.get("clamped", 0)}, rejected {rejected}, '
                f'gait saturation reports {self.gait_saturation_messages}; torque {torque}']
+        if self.host_cpu is not None:
+            out.append(f'  {self.host_cpu.line()}')
         return out + [f'  {w}' for w in self.warnings()]
 
     def warnings(self) -> list[str]:
         """WARN lines for every figure that misses its aim: the loop (snake_control.app.bringup.loop_warnings),
-        the estimator's error, the achieved speed against the command, torque at the end."""
+        the estimator's error, the achieved speed against the command, torque at the end, and a computer
+        saturated by other programs (snake_control.app.host_cpu)."""
         from snake_control.app.bringup import FAULT_AIM, loop_warnings
         out = loop_warnings(self.control_rate_hz_target, self.cycle_rate_hz, self.joint_states_rate_hz,
                             self.counters, self.n_joints)
@@ -358,6 +362,9 @@ class RobotSummary:
                        f'x{SPEED_RATIO_AIM[1]:g})')
         if self.torque_off is not True:
             out.append('WARN torque not confirmed off at the end')
+        cpu = self.host_cpu.warning() if self.host_cpu is not None else None
+        if cpu:
+            out.append(cpu)
         return out
 
     def missed_rate(self) -> bool:
@@ -539,6 +546,7 @@ def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
     summary = analyse(robot, mcap_path, truth_path, anchors, diagnostics, out / f'demo_{robot}.png',
                       links_path=links_path)
     summary.torque_off = result.torque_off
+    summary.host_cpu = result.host_cpu
     summary.message_counts = result.message_counts
     summary.n_joints = load_robot(robot).n_joints
     return summary, mcap_path
