@@ -16,7 +16,7 @@ import pytest
 from snake_control.app.graph import GRAPH_IMU_ATTITUDE_S
 from snake_control.estimation.contact import shape_turn
 from snake_control.estimation.estimator import Estimator
-from snake_control.kinematics.lie import so3_exp, so3_log
+from snake_control.kinematics.lie import se2_relative, so3_exp, so3_log, xyyaw_from_se3
 from snake_control.physics import SnakeWorld
 from snake_control.physics.mjcf import matching_axial_weight
 from snake_control.robot import load_robot
@@ -188,3 +188,24 @@ def test_the_ground_plane_holds_through_a_blend_with_the_graphs_imu_pull(blend):
     assert excess_mm[during[1:]].max() < 12.0
     # The blend did lift the body off its flat floor (few contacts: the IMU's turn held the chassis).
     assert blend.contacts[during].mean() < 0.5
+
+
+@pytest.mark.slow
+def test_the_blend_into_a_tread_moves_with_the_modules_on_the_floor(blend):
+    """Issue 14: the blend into AEH-sidewinding with the graph's fusion. The tread stands on a few modules while
+    the rest lift and pass over the floor; with the whole contact band (15/30 mm) those passing 8-30 mm up
+    counted as contacts and the blend's 2 s ended 0.21 m off the truth's 0.45 m. While the contacts are weak
+    the band is now half (weak_contact_band): 0.07 m, and the tread after it no worse."""
+    truth = V.true_body_poses(blend.robot, blend.link_poses)
+    poses = _graph_estimate(blend, truth)
+
+    def error_m(a_s, b_s):
+        ka, kb = np.searchsorted(blend.times_s, [a_s, b_s - 1e-9])
+        est = xyyaw_from_se3(poses[kb])[None], xyyaw_from_se3(poses[ka])
+        true = xyyaw_from_se3(truth[kb])[None], xyyaw_from_se3(truth[ka])
+        return float(np.hypot(*(se2_relative(*est)[0, :2] - se2_relative(*true)[0, :2])))
+
+    in_blend, tread = error_m(SWITCH_S, SWITCH_S + 2.0), error_m(SWITCH_S + 2.0, blend.times_s[-1])
+    print(f'blend into the tread: {in_blend:.3f} m off; the tread after it: {tread:.3f} m off')
+    assert in_blend < 0.12
+    assert tread < 0.03

@@ -220,7 +220,10 @@ def script_segments(gait_t_s, active, target, blending, moving) -> list[tuple[fl
 class SegmentError:
     """The estimate over one script segment: its own planar motion against the truth's, each in its own pose
     at the segment's start (the error the segment adds, whatever came before): true distance (m, start to
-    end), position error (m) and heading error (true less estimated turn, deg)."""
+    end), position error (m) and heading error (true less estimated turn, deg). The position error split
+    along the true travel (along_m: + the estimate went further, - it fell short; a speed's scale) and
+    across it (across_m: + to the left of the true travel; a direction); NaN where the truth moved under
+    SEGMENT_DIRECTION_MIN_M, which gives no direction to split by."""
 
     label: str
     t_start_s: float
@@ -228,6 +231,12 @@ class SegmentError:
     true_m: float
     error_m: float
     heading_error_deg: float
+    along_m: float = math.nan
+    across_m: float = math.nan
+
+
+# A segment's true travel gives the along/across split its direction only from this far (m).
+SEGMENT_DIRECTION_MIN_M = 0.01
 
 
 def segment_errors(est_t_s, est_xyyaw, true_t_s, true_xyyaw, segments) -> list[SegmentError]:
@@ -251,8 +260,13 @@ def segment_errors(est_t_s, est_xyyaw, true_t_s, true_xyyaw, segments) -> list[S
         e = se2_relative(est(b)[None, :], est(a))[0]
         tr = se2_relative(true(b)[None, :], true(a))[0]
         dyaw = tr[2] - e[2]
-        out.append(SegmentError(label, a, b, float(np.hypot(*tr[:2])), float(np.hypot(*(e[:2] - tr[:2]))),
-                                math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))))
+        true_m, miss = float(np.hypot(*tr[:2])), e[:2] - tr[:2]
+        along = across = math.nan
+        if true_m >= SEGMENT_DIRECTION_MIN_M:
+            ux, uy = tr[0] / true_m, tr[1] / true_m
+            along, across = float(miss[0] * ux + miss[1] * uy), float(miss[1] * ux - miss[0] * uy)
+        out.append(SegmentError(label, a, b, true_m, float(np.hypot(*miss)),
+                                math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw))), along, across))
     return out
 
 

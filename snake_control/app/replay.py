@@ -142,13 +142,15 @@ class ReplayReport:
                       f'heading {self.recorded_end.heading_error_deg:+.1f} deg'))
         if self.segments:
             recorded = {(s.label, round(s.t_start_s, 3)): s for s in self.recorded_segments}
-            out.append('  error by script segment (its own motion from its start; true distance in brackets)'
+            out.append('  error by script segment (its own motion from its start, split along and across its true '
+                       'travel; true distance in brackets)'
                        + (': replay | recorded odom' if recorded else ''))
             t0 = self.segments[0].t_start_s
             for s in self.segments:
                 other = recorded.get((s.label, round(s.t_start_s, 3)))
+                split = '' if math.isnan(s.along_m) else f' (along {s.along_m:+.3f}, across {s.across_m:+.3f})'
                 out.append(f'    {s.label} from {s.t_start_s - t0:.0f} s ({s.t_end_s - s.t_start_s:.1f} s): '
-                           f'{s.error_m:.3f} m ({s.true_m:.2f} m), heading {s.heading_error_deg:+.1f} deg'
+                           f'{s.error_m:.3f} m{split} ({s.true_m:.2f} m), heading {s.heading_error_deg:+.1f} deg'
                            + ('' if other is None else
                               f' | {other.error_m:.3f} m, {other.heading_error_deg:+.1f} deg'))
         return out

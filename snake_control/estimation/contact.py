@@ -298,7 +298,7 @@ def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: floa
     eg = e[:, idx]
     gram = np.einsum('kta,lta->klt', eg, eg)                      # (2, 2, m) edge dot products
     rhs = np.einsum('kta,ta->kt', eg, p.sum(axis=0) / p.shape[0] - a[idx])
-    det = gram[0, 0] * gram[1, 1] - gram[0, 1] * gram[0, 1]
+    det = norm2[idx]              # = gram[0, 0] gram[1, 1] - gram[0, 1]^2, without its cancellation
     u = (gram[1, 1] * rhs[0] - gram[0, 1] * rhs[1]) / det
     v = (gram[0, 0] * rhs[1] - gram[0, 1] * rhs[0]) / det
     stable = (u >= -1e-9) & (v >= -1e-9) & (u + v <= 1.0 + 1e-9)

@@ -18,7 +18,8 @@ API
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=None,
 singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True,
-coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0, contact_loads=True)``
+coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0, contact_loads=True,
+weak_contact_band=0.5)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -38,7 +39,10 @@ coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0, 
   pose covariance grows by dt * max(dt, slip_correlation_s) * twist covariance per step, transported
   along the path with the adjoint.
 - contact_enter_m, contact_exit_m: pitch-yaw contact hysteresis (height above the lowest module;
-  defaults radius / 2 and radius). axial_weight: weight of the no-slip condition along each module's
+  defaults radius / 2 and radius). weak_contact_band: while the last step's contacts were weak (the body
+  standing in 3D on a few modules: a sidewinding tread, a gait blend) both heights are this fraction of
+  themselves (1: the same band throughout; docs/estimation.md, "A narrower band while the contacts are
+  weak"). axial_weight: weight of the no-slip condition along each module's
   axis (1: no slip at all; 0: modules may slide lengthwise, like wheels); None (default) takes the
   robot YAML's ``link.axial_weight``, the skin's (axial / lateral friction)^2.
 - flat_ground (pitch-yaw): the contact modules rest on the plane z = 0 of odom: after each step the
@@ -196,7 +200,8 @@ class Estimator:
                  axial_weight: float | None = None, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
                  hold_time_s: float = 1.0, flat_ground: bool = True, contact_ends: bool = True,
                  ground_plane: bool = True, coulomb_iterations: int = 3, static_slip_m_s: float = 0.01,
-                 imu_gap_s: float = 0.05, imu_attitude_s: float = 0.0, contact_loads: bool = True):
+                 imu_gap_s: float = 0.05, imu_attitude_s: float = 0.0, contact_loads: bool = True,
+                 weak_contact_band: float = 0.5):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -250,6 +255,11 @@ class Estimator:
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
         self.selector = ContactSelector(enter, exit_)
+        if not 0.0 < weak_contact_band <= 1.0:
+            raise ValueError(f'weak_contact_band must be in (0, 1], got {weak_contact_band}')
+        self.weak_contact_band = float(weak_contact_band)
+        # The contacts while the last step's were weak; the full band (selector) still judges whether they are.
+        self.weak_selector = ContactSelector(enter * weak_contact_band, exit_ * weak_contact_band)
         self.length_scale = float(np.mean(self.lengths))
         self.half_length = 0.5 * self.length_scale if contact_ends else 0.0
         self.initial_pose = None if initial_pose is None else _pose_matrix(initial_pose)
@@ -269,6 +279,7 @@ class Estimator:
         self.stale_held = 0
         self.updates = 0
         self.selector.reset()
+        self.weak_selector.reset()
         n = self.robot.n_links
         self._state = EstimatorState(0.0, np.eye(4), np.zeros(6), np.zeros((6, 6)), np.zeros((6, 6)),
                                      np.zeros(n), 0.0, 0, 3 if self.planar else 6, False, np.ones(n, bool))
@@ -882,7 +893,19 @@ class Estimator:
             if self.half_length:
                 # A tilted capsule's lowest point is its lower end.
                 heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
-        contacts = self.selector.update(heights)
+        # A body standing on a few modules (weak contacts) is lifted in 3D, its floor from the IMU or the hull
+        # face under them: a module 8-30 mm above the lowest is one of the lifted, passing over the floor,
+        # and taking it for a contact pins the step to a module that moves through the air. A body lying
+        # flat keeps the whole band: over its length an attitude a degree off puts real contacts that high.
+        # Whether the contacts are weak is judged on the whole band (the full selector), or a flat body
+        # that once read weak would keep itself so on the narrow one. Eight demo recordings: AEH-sidewinding
+        # 0.023-0.033 m -> 0.002-0.010 m, steady rolling unchanged (docs/estimation.md).
+        full = self.selector.update(heights)
+        narrow = self._contacts_weak and self.weak_contact_band < 1.0
+        selector = self.weak_selector if narrow else self.selector
+        if self.weak_contact_band < 1.0:
+            low = self.weak_selector.update(heights)
+        contacts = low if narrow else full
         weights = self.weights
         if self.contact_loads and not contacts.all():
             # The contacts must hold the body (its centre over their hull; a lone module chosen by a
@@ -890,7 +913,9 @@ class Estimator:
             # motion on a dry floor is the least power sum_i N_i |slip_i|, and where the floor
             # scrubs (a gait blend reshaping a standing body) unloaded modules would move the estimate.
             contacts, loads = supporting_contacts(contacts, heights, geom['q'], down)
-            self.selector.widen(contacts)
+            selector.widen(contacts)
+            if narrow:
+                self.selector.widen(full | contacts)
             load_w = np.where(contacts, loads * (1.0 / max(float(loads.max()), 1e-12)) + LOAD_FLOOR, 0.0)
             weights = load_w if weights is None else weights * load_w
         rot_inc = None
@@ -939,7 +964,8 @@ class Estimator:
         elif self.flat_ground:
             gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None or gyro_turn)
         self._pull_attitude = pull_wc
-        self._contacts_weak = (int(np.count_nonzero(contacts)) < self.WEAK_CONTACT_FRACTION * n_links
+        n_full = int(np.count_nonzero(full | contacts))
+        self._contacts_weak = (n_full < self.WEAK_CONTACT_FRACTION * n_links
                                or step.singular or step.rank < step.rank_needed)
         if pull is not None:
             # imu_attitude_s: the IMU link's attitude pull (3, 3) draws the contacts' chassis attitude toward

@@ -192,7 +192,9 @@ def _support_plane(p, guess, candidates, cos_min, tolerance, out):
                 rx, ry, rz = cx - p[a, 0], cy - p[a, 1], cz - p[a, 2]
                 r0 = e0x * rx + e0y * ry + e0z * rz
                 r1 = e1x * rx + e1y * ry + e1z * rz
-                det = g00 * g11 - g01 * g01
+                # g00 g11 - g01^2 is |e0 x e1|^2: norm2, which a thin face's cancellation took to 0 (division by
+                # zero in a replayed demo).
+                det = norm2
                 u = (g11 * r0 - g01 * r1) / det
                 v = (g00 * r1 - g01 * r0) / det
                 stable = u >= -1e-9 and v >= -1e-9 and u + v <= 1.0 + 1e-9
