@@ -132,11 +132,13 @@ def test_goals_move_along_the_velocity_between_commands_and_stop_at_the_bound(ro
         assert d.counters.extrapolation_capped > 0
 
         # A command for j1 alone: j2 keeps its own command's time, so it stays where it stopped instead
-        # of stepping back to where its last command put it.
+        # of stepping back to where its last command put it, 0.1 rad away (a pipelined run's odd
+        # sequential cycle, after a late reply, carries it a period less far).
         start = goals.count()
         assert d.set_command(['j1'], [q0[0]], [0.0])
         assert goals.settle_on([q0[0], stop[1]]), (goals.last(), d.mode, d.reasons)
-        np.testing.assert_allclose(goals.since(start)[1][:, 1], stop[1], atol=tol)
+        slack = abs(VELOCITY[1]) / RATE_HZ if pipelined else 0.0
+        np.testing.assert_allclose(goals.since(start)[1][:, 1], stop[1], atol=tol + slack)
     finally:
         d.stop()
 
