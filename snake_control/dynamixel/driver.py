@@ -493,7 +493,7 @@ class Driver:
             vel[idx] = velocities if velocities is not None else 0.0
             now = time.monotonic()
             # Joints this command leaves out keep the time of their own: their goals stop where theirs would.
-            taken = self._command.taken_s.copy() if self._command is not None else np.empty(len(self.names))
+            taken = self._command.taken_s.copy() if self._command is not None else np.full(len(self.names), now)
             taken[idx] = now
             self._command = _Command(base, now, vel, taken)
             return True
