@@ -59,7 +59,9 @@ class Goals:
         return len(self.since()[0])
 
     def last(self) -> np.ndarray:
-        return self.since()[1][-1]
+        """The last goals written (NaN before the first write: start() need not wait for one)."""
+        rows = self.since()[1]
+        return rows[-1] if len(rows) else np.full(len(self.d.ids), np.nan)
 
     def settle_on(self, want_rad, timeout_s=5.0) -> bool:
         """Wait until the last goals are want_rad (within a tick) and ten more writes have gone out."""
