@@ -7,7 +7,9 @@ MultiThreadedExecutor and the driver in this process (how the graph shipped befo
    one, counted against the cycles the run should have had), joint_states rate, p99 period (from the
    messages' stamps: when the servos were read), cycles the driver held because readings went stale,
    and the CPU of the controller processes (driver, gait, estimator, teleop; not the emulator or the
-   physics) per control cycle, in all and per process (bringup's own, the driver's). The same at 400 Hz with the estimator decimated to 100 Hz.
+   physics) per control cycle, in all and per process (bringup's own, the driver's), and the rate the
+   gait ticked at. The same at 400 Hz with the estimator decimated to 100 Hz and the gait at 100 Hz (the
+   driver moves the goals between its commands).
 2. Latency from a Joy message to the matching goal on the emulated servos' wire. The stimulus is the
    gamepad's e-stop button pressed while the robot moves: the matching goal is the first goal write from
    which every servo's goal stays put (the hold). Joy send times come from the script player (this
@@ -135,8 +137,10 @@ class _TimingProbe:
         # measures would add its cost to the controller's figure.
         run.nodes['bringup'].joint_state_stamps = self.stamps
         self.callbacks.wrap_nodes(run.nodes)
-        tick = getattr(run.nodes.get('gait_node'), '_tick_thread', None)
+        self.gait = run.nodes.get('gait_node')
+        tick = getattr(self.gait, '_tick_thread', None)
         self.gait_tick_tid = tick.native_id if tick is not None else None
+        self.gait_ticks = {}
         threading.Thread(target=self._worker, daemon=True).start()
 
     def _pids(self):
@@ -153,9 +157,11 @@ class _TimingProbe:
     def _worker(self):
         if not self.stop.wait(self.warmup_s):
             self.cpu['start'] = self._sample()
+            self.gait_ticks['start'] = getattr(self.gait, 'ticks', 0)
 
     def before_stop(self, run):
         self.cpu['end'] = self._sample()
+        self.gait_ticks['end'] = getattr(self.gait, 'ticks', 0)
         self.stop.set()
 
     def breakdown_ms(self, cycles: float) -> dict:
@@ -220,7 +226,9 @@ def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) ->
     periods = np.diff(np.sort(stamps))
     expected = (w1 - w0) * rate_hz
     d = result.driver_diagnostics
+    ticks = probe.gait_ticks
     out.update(on_time=on_time_share(stamps, rate_hz, w1 - w0), states_hz=(n1 - n0) / (w1 - w0),
+               gait_hz=(ticks.get('end', 0) - ticks.get('start', 0)) / (w1 - w0),
                p99_ms=1000 * float(np.percentile(periods, 99)) if len(periods) else float('nan'),
                cpu_ms=1000 * (c1 - c0) / max(expected, 1.0), cpu_pct=100 * (c1 - c0) / (w1 - w0),
                cpu_ms_per_process=per_ms, cpu_ms_breakdown=list(probe.breakdown_ms(expected).values()),
@@ -243,6 +251,7 @@ def _timing_line(label: str, f: dict, rate_hz: float) -> str:
     if rate_hz == 100.0 and f['cpu_ms'] > AIM_CPU_MS_PER_CYCLE:
         warn.append(f'CPU above {AIM_CPU_MS_PER_CYCLE:g} ms per cycle')
     return (f'  {label}: {f["on_time"]:.1%} of cycles on time, joint_states {f["states_hz"]:.1f} Hz, '
+            f'gait {f["gait_hz"]:.1f} Hz, '
             f'p99 period {f["p99_ms"]:.1f} ms, {f["overruns"]} overruns, {f["stale_holds"]} stale holds; '
             f'controller CPU {f["cpu_ms"]:.2f} ms per cycle'
             + (f', aim {AIM_CPU_MS_PER_CYCLE:g} ms' if rate_hz == 100.0 else '')
@@ -263,11 +272,13 @@ def _breakdown_lines(f: dict) -> list[str]:
 
 def bench_timing():
     from snake_control.app.demo import demo_script_path
+    from snake_control.robot import gait_rate_hz
     script = demo_script_path(ROBOT)
     print(f'Keeping time: {ROBOT} on the {BAUD / 1e6:g} Mbit/s emulated bus with MuJoCo, script {script.name}',
           flush=True)
     for rate in (RATE_HZ, 400.0):
-        print(f'{rate:g} Hz control' + (' (estimator decimated to 100 Hz)' if rate > RATE_HZ else ''), flush=True)
+        print(f'{rate:g} Hz control' + (f' (estimator decimated to 100 Hz, gait at {gait_rate_hz(rate):g} Hz)'
+                                        if rate > RATE_HZ else ''), flush=True)
         figures = {}
         for label, kind in (('shipped (events executor, driver in its own process)', SHIPPED),
                             ('before (multi-threaded executor, one process)', BEFORE)):

@@ -80,6 +80,34 @@ def check_rate_hz(rate_hz: float, where: str) -> float:
     return rate_hz if rate_hz == 0 else LIMITS['control_rate_hz'].check(float(rate_hz), where)
 
 
+# The gait ticks, and publishes joint_commands, at the control rate up to this rate, above it at this
+# rate: a gait's shape changes over tenths of a second, which 100 Hz samples finely, and the driver moves
+# the goals between its commands along their velocities (DriverConfig.command_extrapolation_s). At 400 Hz
+# a gait at the bus's rate cost four times the gait's and joint_commands' CPU, which two cores lacked.
+GAIT_RATE_MAX_HZ = 100.0
+
+
+def gait_rate_hz(control_rate_hz: float, requested_hz: float = 0.0) -> float:
+    """The gait's tick rate (Hz) under a bus at control_rate_hz: requested_hz when given (> 0), else
+    the control rate up to GAIT_RATE_MAX_HZ; never above the control rate (the bus would drop the rest).
+
+    >>> gait_rate_hz(400.0), gait_rate_hz(50.0), gait_rate_hz(400.0, 200.0), gait_rate_hz(100.0, 400.0)
+    (100.0, 50.0, 200.0, 100.0)
+    """
+    rate = float(requested_hz) if requested_hz > 0 else min(float(control_rate_hz), GAIT_RATE_MAX_HZ)
+    return min(rate, float(control_rate_hz))
+
+
+def command_extrapolation_s(control_rate_hz: float, gait_hz: float) -> float:
+    """How long (s) the driver carries a command on along its velocities: one gait period when the gait
+    ticks slower than the bus, else 0 (every bus cycle has a command of its own).
+
+    >>> command_extrapolation_s(400.0, 100.0), command_extrapolation_s(100.0, 100.0)
+    (0.01, 0.0)
+    """
+    return 1.0 / gait_hz if gait_hz < control_rate_hz else 0.0
+
+
 def check_baud(baud: int, where: str) -> int:
     """A baud option: 0 means 'the robot YAML's', else one of BAUD_RATES."""
     if baud != 0 and baud not in BAUD_RATES:

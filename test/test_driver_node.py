@@ -82,6 +82,14 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
             # (held, not integrated: the position stays) leads joint_1 by 0.1 rad.
             assert node.set_parameters([Parameter('velocity_lead', value=0.1)])[0].successful
             assert not node.set_parameters([Parameter('velocity_lead', value=0.5)])[0].successful
+            # command_extrapolation: -1 (the default) carries nothing on when the gait runs at the bus's
+            # own rate (50 Hz); a value is taken live, one past the bound refused.
+            assert node.driver.config.command_extrapolation_s == 0.0
+            assert node.set_parameters([Parameter('command_extrapolation', value=0.02)])[0].successful
+            assert node.driver.config.command_extrapolation_s == 0.02
+            assert not node.set_parameters([Parameter('command_extrapolation', value=0.5)])[0].successful
+            assert node.set_parameters([Parameter('command_extrapolation', value=-1.0)])[0].successful
+            assert node.driver.config.command_extrapolation_s == 0.0
 
             def led():
                 cmd_pub.publish(JointState(name=['joint_1', 'joint_2'], position=[0.4, -0.3],

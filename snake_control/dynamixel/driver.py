@@ -42,7 +42,8 @@ Safety: a servo whose read failed keeps its last good value and is marked stale 
 ``command_timeout_s`` means hold. Estop runs ``estop_policy`` in the next cycle. NaN/inf and unknown
 names reject a command; out-of-limit positions are clamped (or rejected) and counted. While running,
 the goal leads the command by its velocity times ``velocity_lead_s`` (the servo profile's lag; holds get
-no lead). Goals are
+no lead), and with ``command_extrapolation_s`` moves on along that velocity for the command's age when
+the goals leave, up to that bound (a gait slower than the bus; running_goal_rad). Goals are
 clamped to the joint limits and checked finite right before they are encoded, so nothing else can
 reach a goal register. An unplugged adapter is reported, retried, and on replug the servos are checked
 again and resume holding where they are; only a command received after that moves them again.
@@ -152,6 +153,28 @@ class _Command:
     position_rad: np.ndarray
     received_s: float
     velocity_rad_s: np.ndarray | None = None    # per joint; 0 where the command gave none
+    taken_s: np.ndarray | None = None           # per joint: when its position and velocity came (monotonic s)
+
+
+def running_goal_rad(position_rad: np.ndarray, velocity_rad_s: np.ndarray, taken_s: np.ndarray, sent_s: float,
+                     reach_s: float, lead_s: float) -> np.ndarray:
+    """The goal (rad) of a running command that leaves for the servos at sent_s (monotonic s): each
+    joint's commanded position carried along its commanded velocity (rad/s) for the time since that
+    joint's command was taken (taken_s), at most reach_s, plus lead_s of velocity for the servo's lag.
+
+    reach_s lets the goal move between the commands of a gait slower than the bus and stops it reach_s
+    after the last one, so a stalled gait drives nothing on; without it nothing is carried on. lead_s is
+    the servo profile's lag past the time the goal leaves, whatever the command's age. A zero velocity
+    moves nothing.
+
+    >>> running_goal_rad(np.array([0.0, 1.0]), np.array([2.0, 0.0]), np.array([10.0, 10.0]), 10.004, 0.01, 0.0)
+    array([0.008, 1.   ])
+    >>> running_goal_rad(np.array([0.0]), np.array([2.0]), np.array([10.0]), 10.5, 0.01, 0.04)
+    array([0.1])
+    """
+    if reach_s > 0.0:
+        return position_rad + (_clip(sent_s - taken_s, 0.0, reach_s) + lead_s) * velocity_rad_s
+    return position_rad + lead_s * velocity_rad_s
 
 
 def follow_up_budget_ms(period_ms: float, noisy: bool) -> float:
@@ -468,7 +491,11 @@ class Driver:
             vel = (self._command.velocity_rad_s.copy() if self._command is not None
                    else np.zeros(len(self.names)))
             vel[idx] = velocities if velocities is not None else 0.0
-            self._command = _Command(base, time.monotonic(), vel)
+            now = time.monotonic()
+            # Joints this command leaves out keep the time of their own: their goals stop where theirs would.
+            taken = self._command.taken_s.copy() if self._command is not None else np.full(len(self.names), now)
+            taken[idx] = now
+            self._command = _Command(base, now, vel, taken)
             return True
 
     def set_estop(self, active: bool) -> None:
@@ -990,13 +1017,22 @@ class Driver:
             self.mode, self.reasons, self._ramp = 'hold', reasons, None
             return self._hold_goal
         command_rad = d.goal_rad
-        lead_s = self.config.velocity_lead_s
-        if lead_s > 0 and command is not None:
+        lead_s, reach_s = self.config.velocity_lead_s, self.config.command_extrapolation_s
+        if (lead_s > 0 or reach_s > 0) and command is not None:
             # Lead the goal by the servo's lag (goal = q + v·τ): the profile trails a moving goal, so
-            # the joint ends up near q. The velocity is bounded by the joint's limit, so a wild one
-            # moves the goal at most velocity_limit·τ; the limits below clip the sum.
-            command_rad = command_rad + lead_s * _clip(command.velocity_rad_s, self._min_velocity,
-                                                       self.velocity_limit)
+            # the joint ends up near q. With command_extrapolation_s, carry it on along v for the
+            # command's age when it leaves: now, or, decided ahead in a pipelined cycle, at the next
+            # cycle's start. Such a goal may be a cycle older than its decision: its bound is a period
+            # longer, or it would stop short whenever the next command came in between. The velocity
+            # is bounded by the joint's limit, so a wild one moves the goal at most
+            # velocity_limit·(τ + bound); the limits below clip the sum.
+            sent_s, bound_s = now, reach_s
+            if deferred and reach_s > 0 and math.isfinite(self._next_due_s):
+                sent_s, bound_s = max(self._next_due_s, now), reach_s + self.period_s
+            velocity = _clip(command.velocity_rad_s, self._min_velocity, self.velocity_limit)
+            command_rad = running_goal_rad(command_rad, velocity, command.taken_s, sent_s, bound_s, lead_s)
+            if reach_s > 0 and now - command.received_s > reach_s:
+                self.counters.extrapolation_capped += 1
         command_rad = _clip(command_rad, self.lower, self.upper)
         if d.entered:
             # Resume from the held pose at rest: the goal ramps to the command within the joint limits.

@@ -274,6 +274,8 @@ class Counters:
     ramps: int = 0                       # resumes ramped from a held pose
     stale_hold_cycles: int = 0           # cycles held (or torque off) because a servo's state went stale
     pipelined_cycles: int = 0            # cycles that read with the host's work on the wire (Driver.pipeline)
+    extrapolation_capped: int = 0        # running cycles whose command was older than command_extrapolation_s:
+                                         # the goal stopped at its bound (a late or stopped command stream)
 
 
 @dataclass
