@@ -214,7 +214,7 @@ def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) ->
     result = run_bringup(GraphArgs(robot=ROBOT, bus='sim', rate=rate_hz, baud=BAUD, physics=physics, joy=False),
                          script=str(script), log=lambda line: None, on_ready=probe.on_ready,
                          before_stop=probe.before_stop, **kind)
-    out = {'torque_off': result.torque_off, 'stop': result.stop_reason}
+    out = {'torque_off': result.torque_off, 'stop': result.stop_reason, 'host_cpu': result.host_cpu}
     if {'start', 'end'} > set(probe.cpu):
         return out
     (w0, per0, n0, _, _), (w1, per1, n1, _, _) = probe.cpu['start'], probe.cpu['end']
@@ -258,7 +258,11 @@ def _timing_line(label: str, f: dict, rate_hz: float) -> str:
             + f' ({f["cpu_pct"]:.0f} % of a core; '
             + ('bringup process {:.2f} ms, driver process {:.2f} ms'.format(*f['cpu_ms_per_process'])
                if len(f['cpu_ms_per_process']) == 2 else 'one process') + ')'
-            + (f'  WARN {", ".join(warn)}' if warn else ''))
+            + (f'; other programs {f["host_cpu"].other_cores:.2f} of {f["host_cpu"].cores} cores'
+               if f.get('host_cpu') is not None else '')
+            + (f'  WARN {", ".join(warn)}' if warn else '')
+            + ('  WARN the computer was saturated, partly by other programs'
+               if f.get('host_cpu') is not None and f['host_cpu'].warning() else ''))
 
 
 def _breakdown_lines(f: dict) -> list[str]:
