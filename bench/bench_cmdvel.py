@@ -17,6 +17,8 @@ with a WARN. At a load average of 6-13 on two shared cores the whole table (69 r
 the budget keeps about a fifth of it there; SNAKE_CMDVEL_BUDGET_S=3000 runs it all.
 WARN on each run outside the acceptance: speed +-10 %, yaw rate +-15 % or +-0.03 rad/s, heading drift
 < 2 deg/m without a turn, turning on the spot < 0.05 m per radian.
+Then the turn step (turn_steps): what serpentine and lateral undulation do over the first two cycles
+after a turn command starts, on the graph's world (about 45 s of wall time).
 """
 import os
 import tempfile
@@ -80,6 +82,33 @@ def main():
         left = sum(1 for s in skipped if s[0] == robot.name)
         print(f'  {robot.name:<18} {sum(1 for r in mine if not C.misses(r))} of {len(mine) + left} met'
               + (f' ({left} left out)' if left else ''))
+    turn_steps()
+
+
+# The transient a driver sees when a turn starts (validation.cmdvel.turn_step_cycles): in the graph's own
+# world (the pyramidal cone and the calibration measured on it), from straight at 0.1 m/s, 0.25 rad/s
+# stepped on after STEP_S; the first two whole cycles after the step against the commanded speed.
+TURN_STEP = (0.1, 0.0, 0.25)
+STEP_S = 8.0
+TURN_STEP_GAITS = ('serpentine', 'lateral_undulation')
+
+
+def turn_steps():
+    from snake_control.gaits.calibration import SIM_SUFFIX, calibration_path, load_calibration
+    from snake_control.physics.mjcf import PhysicsOptions
+    robot = load_robot('pitch_yaw_32')
+    cal = load_calibration(calibration_path(robot, SIM_SUFFIX), robot)
+    print(f'turn step (pitch_yaw_32, pyramidal cone, its calibration): from straight at {TURN_STEP[0]:g} m/s, '
+          f'{TURN_STEP[2]:g} rad/s from {STEP_S:g} s; speed per whole cycle after the step (aim x0.9-1.1)')
+    for gait in TURN_STEP_GAITS:
+        cycles = C.turn_step_cycles(robot, gait, TURN_STEP, STEP_S, cycles=2, calibration=cal,
+                                    options=PhysicsOptions(cone='pyramidal'))
+        parts = []
+        for k, got in enumerate(cycles, 1):
+            ratio = got.forward_m_s / TURN_STEP[0]
+            parts.append(f'cycle {k} x{ratio:.2f} (yaw {got.yaw_rate_rad_s:+.3f} rad/s)'
+                         + ('' if 0.9 <= ratio <= 1.1 else ' WARN outside x0.9-1.1'))
+        print(f'  {gait:<22} ' + '; '.join(parts), flush=True)
 
 
 if __name__ == '__main__':

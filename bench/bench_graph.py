@@ -7,7 +7,9 @@ MultiThreadedExecutor and the driver in this process (how the graph shipped befo
    one, counted against the cycles the run should have had), joint_states rate, p99 period (from the
    messages' stamps: when the servos were read), cycles the driver held because readings went stale,
    and the CPU of the controller processes (driver, gait, estimator, teleop; not the emulator or the
-   physics) per control cycle, in all and per process (bringup's own, the driver's). The same at 400 Hz with the estimator decimated to 100 Hz.
+   physics) per control cycle, in all and per process (bringup's own, the driver's), and the rate the
+   gait ticked at. The same at 400 Hz with the estimator decimated to 100 Hz and the gait at 100 Hz (the
+   driver moves the goals between its commands).
 2. Latency from a Joy message to the matching goal on the emulated servos' wire. The stimulus is the
    gamepad's e-stop button pressed while the robot moves: the matching goal is the first goal write from
    which every servo's goal stays put (the hold). Joy send times come from the script player (this
@@ -45,13 +47,25 @@ AIM_JOY_P99_MS = 20.0
 SHIPPED = dict(executor_kind='events', driver_in_process=False)
 BEFORE = dict(executor_kind='multi', driver_in_process=True)
 
+def on_time_share(stamps_s, rate_hz: float, wall_s: float) -> float:
+    """Share of a run's control cycles on time: readings (stamps, s) that follow the one before within
+    ON_TIME_PERIODS periods, counted against the cycles wall_s holds at rate_hz."""
+    periods = np.diff(np.sort(np.asarray(stamps_s, dtype=float)))
+    return np.count_nonzero(periods <= ON_TIME_PERIODS / rate_hz) / max(wall_s * rate_hz, 1.0)
+
+
+def _stat_cpu_s(stat_path: str) -> float:
+    """User + system CPU time (s) from a /proc stat file (a process's or a thread's); OSError when gone."""
+    fields = Path(stat_path).read_text().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
 def _cpu_s(pid: int) -> float:
     """User + system CPU time of a process in s, from /proc (0 when it is gone)."""
     try:
-        fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+        return _stat_cpu_s(f'/proc/{pid}/stat')
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def _thread_cpu_s(pid: int) -> dict:
@@ -69,8 +83,7 @@ def _thread_cpu_s(pid: int) -> dict:
             try:
                 cpu = int(Path(f'{base}/schedstat').read_text().split()[0]) * 1e-9
             except (OSError, IndexError, ValueError):
-                fields = Path(f'{base}/stat').read_text().rsplit(')', 1)[1].split()
-                cpu = (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+                cpu = _stat_cpu_s(f'{base}/stat')
         except OSError:
             continue                    # the thread ended meanwhile
         out[int(tid)] = (name, cpu)
@@ -124,8 +137,10 @@ class _TimingProbe:
         # measures would add its cost to the controller's figure.
         run.nodes['bringup'].joint_state_stamps = self.stamps
         self.callbacks.wrap_nodes(run.nodes)
-        tick = getattr(run.nodes.get('gait_node'), '_tick_thread', None)
+        self.gait = run.nodes.get('gait_node')
+        tick = getattr(self.gait, '_tick_thread', None)
         self.gait_tick_tid = tick.native_id if tick is not None else None
+        self.gait_ticks = {}
         threading.Thread(target=self._worker, daemon=True).start()
 
     def _pids(self):
@@ -142,9 +157,11 @@ class _TimingProbe:
     def _worker(self):
         if not self.stop.wait(self.warmup_s):
             self.cpu['start'] = self._sample()
+            self.gait_ticks['start'] = getattr(self.gait, 'ticks', 0)
 
     def before_stop(self, run):
         self.cpu['end'] = self._sample()
+        self.gait_ticks['end'] = getattr(self.gait, 'ticks', 0)
         self.stop.set()
 
     def breakdown_ms(self, cycles: float) -> dict:
@@ -197,7 +214,7 @@ def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) ->
     result = run_bringup(GraphArgs(robot=ROBOT, bus='sim', rate=rate_hz, baud=BAUD, physics=physics, joy=False),
                          script=str(script), log=lambda line: None, on_ready=probe.on_ready,
                          before_stop=probe.before_stop, **kind)
-    out = {'torque_off': result.torque_off, 'stop': result.stop_reason}
+    out = {'torque_off': result.torque_off, 'stop': result.stop_reason, 'host_cpu': result.host_cpu}
     if {'start', 'end'} > set(probe.cpu):
         return out
     (w0, per0, n0, _, _), (w1, per1, n1, _, _) = probe.cpu['start'], probe.cpu['end']
@@ -208,9 +225,10 @@ def timing_run(rate_hz: float, script: Path, physics: str = 'mujoco', **kind) ->
     stamps = np.array([s for _, s in probe.stamps[n0:n1]])
     periods = np.diff(np.sort(stamps))
     expected = (w1 - w0) * rate_hz
-    on_time = np.count_nonzero(periods <= ON_TIME_PERIODS / rate_hz)
     d = result.driver_diagnostics
-    out.update(on_time=on_time / max(expected, 1.0), states_hz=(n1 - n0) / (w1 - w0),
+    ticks = probe.gait_ticks
+    out.update(on_time=on_time_share(stamps, rate_hz, w1 - w0), states_hz=(n1 - n0) / (w1 - w0),
+               gait_hz=(ticks.get('end', 0) - ticks.get('start', 0)) / (w1 - w0),
                p99_ms=1000 * float(np.percentile(periods, 99)) if len(periods) else float('nan'),
                cpu_ms=1000 * (c1 - c0) / max(expected, 1.0), cpu_pct=100 * (c1 - c0) / (w1 - w0),
                cpu_ms_per_process=per_ms, cpu_ms_breakdown=list(probe.breakdown_ms(expected).values()),
@@ -233,13 +251,18 @@ def _timing_line(label: str, f: dict, rate_hz: float) -> str:
     if rate_hz == 100.0 and f['cpu_ms'] > AIM_CPU_MS_PER_CYCLE:
         warn.append(f'CPU above {AIM_CPU_MS_PER_CYCLE:g} ms per cycle')
     return (f'  {label}: {f["on_time"]:.1%} of cycles on time, joint_states {f["states_hz"]:.1f} Hz, '
+            f'gait {f["gait_hz"]:.1f} Hz, '
             f'p99 period {f["p99_ms"]:.1f} ms, {f["overruns"]} overruns, {f["stale_holds"]} stale holds; '
             f'controller CPU {f["cpu_ms"]:.2f} ms per cycle'
             + (f', aim {AIM_CPU_MS_PER_CYCLE:g} ms' if rate_hz == 100.0 else '')
             + f' ({f["cpu_pct"]:.0f} % of a core; '
             + ('bringup process {:.2f} ms, driver process {:.2f} ms'.format(*f['cpu_ms_per_process'])
                if len(f['cpu_ms_per_process']) == 2 else 'one process') + ')'
-            + (f'  WARN {", ".join(warn)}' if warn else ''))
+            + (f'; other programs {f["host_cpu"].other_cores:.2f} of {f["host_cpu"].cores} cores'
+               if f.get('host_cpu') is not None else '')
+            + (f'  WARN {", ".join(warn)}' if warn else '')
+            + ('  WARN the computer was saturated, partly by other programs'
+               if f.get('host_cpu') is not None and f['host_cpu'].warning() else ''))
 
 
 def _breakdown_lines(f: dict) -> list[str]:
@@ -253,11 +276,13 @@ def _breakdown_lines(f: dict) -> list[str]:
 
 def bench_timing():
     from snake_control.app.demo import demo_script_path
+    from snake_control.robot import gait_rate_hz
     script = demo_script_path(ROBOT)
     print(f'Keeping time: {ROBOT} on the {BAUD / 1e6:g} Mbit/s emulated bus with MuJoCo, script {script.name}',
           flush=True)
     for rate in (RATE_HZ, 400.0):
-        print(f'{rate:g} Hz control' + (' (estimator decimated to 100 Hz)' if rate > RATE_HZ else ''), flush=True)
+        print(f'{rate:g} Hz control' + (f' (estimator decimated to 100 Hz, gait at {gait_rate_hz(rate):g} Hz)'
+                                        if rate > RATE_HZ else ''), flush=True)
         figures = {}
         for label, kind in (('shipped (events executor, driver in its own process)', SHIPPED),
                             ('before (multi-threaded executor, one process)', BEFORE)):
@@ -466,7 +491,7 @@ def bench_launch(seconds: float = 30.0):
             log.close()
         text = (Path(tmp) / 'launch.log').read_text(errors='replace')
     periods = np.diff(np.sort(stamps)) if len(stamps) > 1 else np.array([np.inf])
-    on_time = np.count_nonzero(periods <= ON_TIME_PERIODS / RATE_HZ) / max(wall * RATE_HZ, 1.0)
+    on_time = on_time_share(stamps, RATE_HZ, wall)
     rate = len(stamps) / wall
     torque = re.search(r'emulated bus: torque [^\n]*', text)
     print(f'ros2 launch (one process per node), {ROBOT} at {RATE_HZ:g} Hz: joint_states {rate:.1f} Hz, '

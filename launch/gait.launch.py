@@ -17,16 +17,19 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from snake_control.app.graph import GraphArgs, build_graph, launch_arguments, package_available, with_parameters
+from snake_control.nodes.runner import PARENT_PID_ENV
 
 # The launch argument that leaves out each optional node of another package.
 OPTIONAL = {'robot_state_publisher': 'robot_state_publisher', 'joy': 'joy', 'rviz2': 'rviz'}
 
 
 def node_action(spec):
-    """A launch_ros Node for one NodeSpec."""
+    """A launch_ros Node for one NodeSpec. Each knows this process's id: launch ended by SIGTERM or
+    SIGKILL does not signal its nodes, so they stop when it has gone (snake_control.nodes.runner)."""
     return Node(package=spec.package, executable=spec.executable, name=spec.name, namespace=spec.namespace,
                 parameters=[spec.parameters] if spec.parameters else [], remappings=list(spec.remappings),
-                arguments=list(spec.arguments), output='screen', emulate_tty=True)
+                arguments=list(spec.arguments), output='screen', emulate_tty=True,
+                additional_env={PARENT_PID_ENV: str(os.getpid())})
 
 
 def report_and_stop_bus(sim):

@@ -382,12 +382,39 @@ def _joint_names_match(reader, topic: str, joint_names) -> bool:
     return False
 
 
-def ros2_messages(path: str | Path) -> Iterator:
-    """Every message of the file in log-time order, decoded (mcap_ros2's McapROS2Message: .channel.topic,
-    .log_time_ns, .ros_msg)."""
+def ros2_messages(path: str | Path, topics=None) -> Iterator:
+    """Every message of the file (or of the given topics only) in log-time order, decoded (mcap_ros2's
+    McapROS2Message: .channel.topic, .log_time_ns, .ros_msg)."""
     from mcap_ros2.reader import read_ros2_messages
 
-    return read_ros2_messages(str(path))
+    return read_ros2_messages(str(path), topics=None if topics is None else list(topics))
+
+
+def joint_states_topic(path, reader, joint_names, topic: str | None = None) -> str:
+    """The sensor_msgs/JointState topic of an open MCAP reader to take a robot's joints from: topic (with
+    or without its leading slash), or the one topic named joint_states (in a file with several robots,
+    the one naming joint_names). ValueError naming the file and the topics it has otherwise."""
+    summary = reader.get_summary()
+    channels = summary.channels.values() if summary is not None else []
+    schemas = summary.schemas if summary is not None else {}
+    # Both spellings of the type: rosbag2 writes 'sensor_msgs/msg/JointState', other tools 'sensor_msgs/JointState'.
+    candidates = [c.topic for c in channels if schemas.get(c.schema_id) is not None
+                  and type_name(schemas[c.schema_id].name) == JOINT_STATE_TYPE]
+    if topic is not None and topic not in candidates and '/' + topic.lstrip('/') in candidates:
+        topic = '/' + topic.lstrip('/')
+    if topic is None:
+        named = sorted({t for t in candidates if t.rstrip('/').split('/')[-1] == 'joint_states'})
+        if len(named) > 1:
+            # Several robots in one file (the demo's): the one whose joints these are.
+            named = [t for t in named if _joint_names_match(reader, t, joint_names)] or named
+        if len(named) != 1:
+            raise ValueError(f'{path}: expected one sensor_msgs/JointState topic named joint_states, '
+                             f'found {named or sorted(set(candidates))}; choose one with --topic')
+        topic = named[0]
+    elif topic not in candidates:
+        raise ValueError(f'{path}: no sensor_msgs/JointState topic {topic!r} '
+                         f'(have {sorted(set(candidates))})')
+    return topic
 
 
 def read_joint_states(path, joint_names, topic: str | None = None):
@@ -407,26 +434,7 @@ def read_joint_states(path, joint_names, topic: str | None = None):
         raise FileNotFoundError(f'{path}: no such .mcap file')
     with path.open('rb') as f:
         reader = make_reader(f, decoder_factories=[DecoderFactory()])
-        summary = reader.get_summary()
-        channels = summary.channels.values() if summary is not None else []
-        schemas = summary.schemas if summary is not None else {}
-        # Both spellings of the type: rosbag2 writes 'sensor_msgs/msg/JointState', other tools 'sensor_msgs/JointState'.
-        candidates = [c.topic for c in channels if schemas.get(c.schema_id) is not None
-                      and type_name(schemas[c.schema_id].name) == JOINT_STATE_TYPE]
-        if topic is not None and topic not in candidates and '/' + topic.lstrip('/') in candidates:
-            topic = '/' + topic.lstrip('/')
-        if topic is None:
-            named = sorted({t for t in candidates if t.rstrip('/').split('/')[-1] == 'joint_states'})
-            if len(named) > 1:
-                # Several robots in one file (the demo's): the one whose joints these are.
-                named = [t for t in named if _joint_names_match(reader, t, joint_names)] or named
-            if len(named) != 1:
-                raise ValueError(f'{path}: expected one sensor_msgs/JointState topic named joint_states, '
-                                 f'found {named or sorted(set(candidates))}; choose one with --topic')
-            topic = named[0]
-        elif topic not in candidates:
-            raise ValueError(f'{path}: no sensor_msgs/JointState topic {topic!r} '
-                             f'(have {sorted(set(candidates))})')
+        topic = joint_states_topic(path, reader, joint_names, topic)
         index = None
         times, pos, vel = [], [], []
         has_vel = True
@@ -457,8 +465,8 @@ def read_tf(path, topics=None) -> list[tuple[int, float, str, str, np.ndarray]]:
     from snake_control.kinematics.lie import matrix_from_quaternion
 
     out = []
-    for m in ros2_messages(path):
-        if type_name(m.schema.name) != TF_MESSAGE_TYPE or (topics is not None and m.channel.topic not in topics):
+    for m in ros2_messages(path, topics):
+        if type_name(m.schema.name) != TF_MESSAGE_TYPE:
             continue
         for t in m.ros_msg.transforms:
             r, p = t.transform.rotation, t.transform.translation

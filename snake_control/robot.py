@@ -11,6 +11,7 @@ A bad file raises ConfigError naming the file, the key path (``joints[3].id``) a
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,34 @@ LIMITS = {
 def check_rate_hz(rate_hz: float, where: str) -> float:
     """A control rate option: 0 means 'the robot YAML's control_rate_hz', else within LIMITS."""
     return rate_hz if rate_hz == 0 else LIMITS['control_rate_hz'].check(float(rate_hz), where)
+
+
+# The gait ticks, and publishes joint_commands, at the control rate up to this rate, above it at this
+# rate: a gait's shape changes over tenths of a second, which 100 Hz samples finely, and the driver moves
+# the goals between its commands along their velocities (DriverConfig.command_extrapolation_s). At 400 Hz
+# a gait at the bus's rate cost four times the gait's and joint_commands' CPU, which two cores lacked.
+GAIT_RATE_MAX_HZ = 100.0
+
+
+def gait_rate_hz(control_rate_hz: float, requested_hz: float = 0.0) -> float:
+    """The gait's tick rate (Hz) under a bus at control_rate_hz: requested_hz when given (> 0), else
+    the control rate up to GAIT_RATE_MAX_HZ; never above the control rate (the bus would drop the rest).
+
+    >>> gait_rate_hz(400.0), gait_rate_hz(50.0), gait_rate_hz(400.0, 200.0), gait_rate_hz(100.0, 400.0)
+    (100.0, 50.0, 200.0, 100.0)
+    """
+    rate = float(requested_hz) if requested_hz > 0 else min(float(control_rate_hz), GAIT_RATE_MAX_HZ)
+    return min(rate, float(control_rate_hz))
+
+
+def command_extrapolation_s(control_rate_hz: float, gait_hz: float) -> float:
+    """How long (s) the driver carries a command on along its velocities: one gait period when the gait
+    ticks slower than the bus, else 0 (every bus cycle has a command of its own).
+
+    >>> command_extrapolation_s(400.0, 100.0), command_extrapolation_s(100.0, 100.0)
+    (0.01, 0.0)
+    """
+    return 1.0 / gait_hz if gait_hz < control_rate_hz else 0.0
 
 
 def check_baud(baud: int, where: str) -> int:
@@ -161,6 +190,14 @@ class Robot:
     # The chain over one or more adapters, read in parallel; one line with every joint unless the YAML
     # has `buses:`.
     buses: tuple[BusLine, ...] = ()
+    # The YAML's `calibration:`: the stem of the calibration files beside it that this robot uses (a robot
+    # that differs from another only in its wiring drives the same body on the same floor); '' = its own.
+    calibration_stem: str = ''
+
+    @property
+    def calibration_robot(self) -> str:
+        """The robot whose calibration this one uses: the YAML's `calibration:`, else its own name."""
+        return self.calibration_stem or self.name
 
     @property
     def n_joints(self) -> int:
@@ -316,7 +353,7 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
     """Validate a parsed robot YAML mapping and build the Robot. Raises ConfigError."""
     c = _Checker(source)
     top = c.mapping(data, '', {'schema', 'name', 'kind', 'link', 'bus', 'joints'},
-                    {'description', 'wheels', 'joint_defaults', 'buses'})
+                    {'description', 'wheels', 'joint_defaults', 'buses', 'calibration'})
     if top['schema'] != SCHEMA_VERSION or isinstance(top['schema'], bool):
         c.fail('schema',
                f'unsupported schema version {top["schema"]!r} (this release reads {SCHEMA_VERSION})')
@@ -411,8 +448,12 @@ def robot_from_dict(data: Any, source: str = '<robot>') -> Robot:
         joints.append(joint)
 
     lines = _bus_lines(c, top.get('buses'), bus, [j.name for j in joints])
+    calibration = top.get('calibration', '')
+    if not isinstance(calibration, str) or (calibration and not re.fullmatch(r'[A-Za-z0-9_.-]+', calibration)):
+        c.fail('calibration', f'expected the name of a robot YAML beside this one whose calibration files it '
+                              f'shares (like pitch_yaw_32), got {calibration!r}'[:200])
     return Robot(name, kind, description, source, length, radius, mass, wheels, bus, tuple(joints),
-                 axial_weight, lines)
+                 axial_weight, lines, calibration)
 
 
 def _bus_lines(c: _Checker, raw: Any, bus: Bus, names: list[str]) -> tuple[BusLine, ...]:

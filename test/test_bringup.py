@@ -128,6 +128,7 @@ def test_ctrl_c_turns_torque_off_before_the_bus_stops():
 def test_bringup_starts_one_emulated_bus_per_bus_of_the_robot(tmp_path):
     """A robot on two buses: bringup --bus sim starts both, the driver node runs them, torque goes off on
     every servo of both at the end."""
+    import os
     import subprocess
     import sys
 
@@ -148,6 +149,10 @@ def test_bringup_starts_one_emulated_bus_per_bus_of_the_robot(tmp_path):
     bus_line = next(line for line in text.splitlines() if 'emulated bus on' in line)
     assert bus_line.count('ttyDXL') == 2, bus_line
     assert 'running' in text and 'torque off' in text and 'NOT' not in text, text[-3000:]
+    if os.path.exists('/proc/stat'):
+        # The summary says how busy the computer was: the run's processes (the driver's, both buses') its own.
+        cpu = next(line for line in text.splitlines() if line.startswith('computer: this run used'))
+        assert float(cpu.split('used ')[1].split(' cores')[0]) > 0.05, cpu
 
 
 @pytest.mark.ros
@@ -186,3 +191,23 @@ def test_a_multi_threaded_run_leaves_no_failed_callback_behind(capfd):
     gc.collect()
     err = capfd.readouterr().err
     assert 'never retrieved' not in err, err[-3000:]
+
+
+@pytest.mark.ros
+def test_at_400_hz_the_gait_ticks_at_100_hz_and_the_driver_carries_its_commands_on():
+    """The graph at rate 400: the gait node at its own 100 Hz, the driver's bus at 400 Hz carrying each
+    command on for one gait period (parameters as the nodes took them, not how fast anything ran)."""
+    from snake_control.app.bringup import run_bringup
+    seen = {}
+
+    def before_stop(run):
+        gait, driver = run.nodes['gait_node'], run.nodes['driver_node'].driver
+        seen.update(gait_hz=gait.rate_hz, ticks=gait.ticks, bus_hz=driver.rate_hz,
+                    reach_s=driver.config.command_extrapolation_s)
+
+    result = run_bringup(GraphArgs(robot='kinematic_snake_3', bus='sim', rate=400, joy=False), duration_s=1.0,
+                         log=lambda line: None, before_stop=before_stop, driver_in_process=True)
+    assert result.torque_off
+    assert seen['gait_hz'] == 100.0 and seen['ticks'] > 0, seen
+    assert seen['bus_hz'] == 400.0 and seen['reach_s'] == pytest.approx(0.01), seen
+    assert result.driver_diagnostics['rate_hz_target'] == 400.0

@@ -4,7 +4,7 @@ import math
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from snake_control import cli
@@ -95,6 +95,7 @@ numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr),
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(duration=numbers, rate=numbers)
+@example(duration='0.001', rate='10')         # each valid alone, less than one tick together
 def test_gait_options_run_or_are_refused_in_one_line(duration, rate, capsys):
     try:
         ticks = float(duration) * float(rate)

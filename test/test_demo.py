@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from snake_control.app.demo import bus_cycle_wire_time_s, path_length_m, se2_relative
+from snake_control.app.demo import bus_cycle_wire_time_s, path_length_m
+from snake_control.kinematics.lie import se2_relative
 from snake_control.app.graph import GraphArgs, build_graph
 
 
@@ -64,6 +65,19 @@ def test_estimator_gets_the_matching_axial_weight_only_for_pitch_yaw_in_mujoco()
     assert gait['startup_imu_wait_s'] > 0
     assert 'startup_imu_wait_s' not in next(s for s in build_graph(
         GraphArgs(robot='wheeled_8', bus='sim', physics='none'), port='/dev/null') if s.name == 'gait_node').parameters
+    # The MuJoCo graph maps cmd_vel with the calibration measured on its own (pyramidal) floor.
+    from snake_control.gaits.calibration import SIM_SUFFIX, calibration_path, load_calibration
+    from snake_control.robot import load_robot
+
+    def gait_params(robot, physics):
+        return next(s for s in build_graph(GraphArgs(robot=robot, bus='sim', physics=physics), port='/dev/null')
+                    if s.name == 'gait_node').parameters
+    robot = load_robot('pitch_yaw_32')
+    sim_calibration = calibration_path(robot, SIM_SUFFIX)
+    assert gait_params('pitch_yaw_32', 'mujoco')['calibration'] == str(sim_calibration)
+    assert 'pyramidal' in load_calibration(sim_calibration, robot).method
+    assert 'calibration' not in gait_params('pitch_yaw_32', 'none')      # the node's default: the shipped one
+    assert 'calibration' not in gait_params('wheeled_8', 'mujoco')       # none measured: the no-slip model
 
 
 def _write_mcap(path, topics):
@@ -283,3 +297,35 @@ def test_segment_errors_are_each_segments_own_motion_from_its_start():
     assert segs[0].heading_error_deg == pytest.approx(0.0, abs=1e-9)
     assert segs[1].true_m == pytest.approx(0.0, abs=1e-9) and segs[1].error_m == pytest.approx(0.0, abs=1e-9)
     assert segs[1].heading_error_deg == pytest.approx(9.0, abs=1e-6)
+
+
+def test_segment_errors_split_along_and_across_the_true_travel():
+    """An estimate that goes 0.8 of the way tells a scale (along, short) from one that veers (across, to the
+    left), whichever way the segment travels in its start frame; a segment the truth does not move in has
+    no direction to split by."""
+    from snake_control.app.demo import segment_errors
+    t = np.linspace(0.0, 3.0, 301)
+    true = np.zeros((len(t), 3))
+    true[:, 2] = 0.3                                           # heading in odom: the start frame turns with it
+    lateral = np.array([-math.sin(0.3), math.cos(0.3)])
+    first, second = t <= 1.0, (t > 1.0) & (t <= 2.0)
+    true[first, :2] = np.outer(0.5 * t[first], lateral)        # 0.5 m sideways (left) in the first second
+    true[~first, :2] = 0.5 * lateral
+    est = true.copy()
+    est[first, :2] *= 0.8                                      # 0.8 of it: 0.1 m short
+    est[~first, :2] = 0.4 * lateral
+    forward = np.array([math.cos(0.3), math.sin(0.3)])
+    est[second, :2] += np.outer(0.5 * (t[second] - 1.0), forward)       # 0.5 m forward where the truth stood
+    est[t > 2.0, :2] += 0.5 * forward
+    segs = segment_errors(t, est, t, true, [(0.0, 1.0, 'short'), (1.0, 2.0, 'still'), (2.0, 3.0, 'rest')])
+    assert segs[0].error_m == pytest.approx(0.1, abs=1e-9)
+    assert segs[0].along_m == pytest.approx(-0.1, abs=1e-9) and segs[0].across_m == pytest.approx(0.0, abs=1e-9)
+    assert math.isnan(segs[1].along_m) and math.isnan(segs[1].across_m)    # the truth stood still
+    assert segs[1].error_m == pytest.approx(0.5, abs=1e-9)
+    # A veer: the truth goes 0.3 m to the left of the start heading, the estimate as far but turned 90 deg right.
+    true2, est2 = np.zeros((len(t), 3)), np.zeros((len(t), 3))
+    true2[:, 1] = 0.3 * t / 3.0
+    est2[:, 0] = 0.3 * t / 3.0
+    veer = segment_errors(t, est2, t, true2, [(0.0, 3.0, 'veer')])[0]
+    assert veer.along_m == pytest.approx(-0.3, abs=1e-9)        # none of it along the true travel
+    assert veer.across_m == pytest.approx(-0.3, abs=1e-9)       # 0.3 m to the right of it

@@ -82,6 +82,14 @@ def test_driver_node_pub_sub_estop_and_diagnostics():
             # (held, not integrated: the position stays) leads joint_1 by 0.1 rad.
             assert node.set_parameters([Parameter('velocity_lead', value=0.1)])[0].successful
             assert not node.set_parameters([Parameter('velocity_lead', value=0.5)])[0].successful
+            # command_extrapolation: -1 (the default) carries nothing on when the gait runs at the bus's
+            # own rate (50 Hz); a value is taken live, one past the bound refused.
+            assert node.driver.config.command_extrapolation_s == 0.0
+            assert node.set_parameters([Parameter('command_extrapolation', value=0.02)])[0].successful
+            assert node.driver.config.command_extrapolation_s == 0.02
+            assert not node.set_parameters([Parameter('command_extrapolation', value=0.5)])[0].successful
+            assert node.set_parameters([Parameter('command_extrapolation', value=-1.0)])[0].successful
+            assert node.driver.config.command_extrapolation_s == 0.0
 
             def led():
                 cmd_pub.publish(JointState(name=['joint_1', 'joint_2'], position=[0.4, -0.3],
@@ -161,3 +169,41 @@ def test_a_parameter_out_of_range_is_one_line(module, param):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and 'Traceback' not in out.stderr, out.stderr
     assert param.split(':=')[0] in out.stderr, out.stderr
+
+
+def test_a_state_stamp_is_not_moved_by_a_thread_switch_between_the_two_clock_reads():
+    """joint_states are stamped with the ROS clock at the monotonic instant the servos were read; a thread
+    switch between reading the two clocks (up to the 1 ms switch interval) must not move the stamp."""
+    class Now:
+        def __init__(self):
+            self.calls = 0
+
+        def now(self):
+            self.calls += 1
+            ns = time.time_ns()
+            if self.calls == 1:
+                time.sleep(0.003)       # the thread is switched out right after reading the ROS clock
+            return type('T', (), {'nanoseconds': ns})()
+
+    from snake_control.nodes.messages import ros_ns_at
+
+    read_s = time.monotonic() - 0.002
+    expected = time.time_ns() - int((time.monotonic() - read_s) * 1e9)
+    stamp = ros_ns_at(Now(), read_s)
+    assert abs(stamp - expected) < 300_000, f'stamp off by {(stamp - expected) / 1e6:.2f} ms'
+
+
+def test_the_package_processes_keep_off_fast_dds_shared_memory_unless_told():
+    """Fast DDS's shared-memory transport can hold a publish a third of a second while it opens a port:
+    the package's processes choose its UDP transport, and a transport the user set stays."""
+    from snake_control.nodes.qos import DDS_TRANSPORT_ENV, choose_dds_transport
+
+    env = {}
+    assert choose_dds_transport(env) == 'UDPv4' and env[DDS_TRANSPORT_ENV] == 'UDPv4'
+    env = {DDS_TRANSPORT_ENV: 'SHM'}
+    assert choose_dds_transport(env) == 'SHM'
+    code = ('import os, sys; from snake_control.nodes import runner; runner.rclpy.init = '
+            'lambda **k: sys.exit(os.environ.get("FASTDDS_BUILTIN_TRANSPORTS", "unset") == "UDPv4" and 7 or 8); '
+            'runner.run_node(object)')
+    env = {k: v for k, v in __import__('os').environ.items() if k != DDS_TRANSPORT_ENV}
+    assert subprocess.run([sys.executable, '-c', code], env=env, timeout=60).returncode == 7

@@ -12,7 +12,7 @@ import pytest
 
 from snake_control.app.sim_bus import sim_bus_args
 from snake_control.dynamixel.bus import latency_timer_warning
-from snake_control.dynamixel.driver import Driver, DriverConfig, StartupError
+from snake_control.dynamixel.driver import LATE_WINDOW_S, Driver, DriverConfig, StartupError
 from snake_control.dynamixel.simproc import SimBusProcess
 from snake_control.robot import load_robot
 
@@ -76,6 +76,32 @@ def assert_goals_safe(sim, driver):
 
 def torque_states(sim):
     return {int(k): v['torque'] for k, v in sim.state()['servos'].items()}
+
+
+class ReadingAges:
+    """Whether readings published as fresh were sampled after their read's request left, within what
+    the driver can tell: one tick of the servo's millisecond clock, and how loose its bound on that
+    clock was (its lead, and 2 % drift since it was set). ``judge`` each snapshot with the time its
+    read asked; ``fresh_seen`` counts the judged readings, ``older`` lists (servo row, ms sampled before
+    the request, the slack) of those that were not."""
+
+    def __init__(self):
+        self.bound = {}         # servo row -> the clock bound (lead ms, set at s) its next reply is judged by
+        self.older = []
+        self.fresh_seen = [0]
+
+    def judge(self, d, snap, asked_s):
+        t = d.table
+        for k in np.flatnonzero(snap.fresh).tolist():
+            age_ms = (int(asked_s * 1000.0) - int(t.tick_ms[k])) % 32768
+            if k in self.bound and age_ms < 16384:
+                lead_ms, at_s = self.bound[k]
+                slack_ms = 2.0 + max(0.0, -lead_ms) + 0.02 * (asked_s - at_s) * 1000.0
+                self.fresh_seen[0] += 1
+                if age_ms > slack_ms:
+                    self.older.append((k, age_ms, round(slack_ms, 1)))
+        for k in range(len(d.ids)):     # the emulated clock's lead is 0: centred across the wrap
+            self.bound[k] = ((t.clock_lead_ms[k] + 16384) % 32768 - 16384, t.clock_at_s[k])
 
 
 def stream(driver, robot, seconds, amplitude=0.4, rate=50, t0=0.0, extra=None):
@@ -378,6 +404,56 @@ def test_noisy_line_reads_per_servo_packets_and_returns_to_fast_when_clean(robot
         assert_goals_safe(sim, d)
 
 
+def test_garbled_fast_replies_make_the_line_noisy_within_a_few_cycles(robot):
+    """A fast reply that came whole in length and in time but broke its CRC was garbled, not late: the
+    read strategy takes it at once, instead of after the LATE_WINDOW_S that a missing reply waits to
+    turn up late. Counted in cycles, from the on_state callback (the bus thread itself)."""
+    rate = 100
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(rate_hz=rate, stale_limit=1000))
+        modes = []
+        d.on_state = lambda snap: modes.append((d.counters.cycles, d.read_strategy.mode))
+        d.start()
+        try:
+            stream(d, robot, 0.2, rate=rate)
+            sim.command('corrupt 0.03')
+            c0 = d.counters.cycles
+            assert wait_for(lambda: any(mode == 'noisy' for _, mode in list(modes)), 10.0), d.diagnostics()
+            switched = next(c for c, mode in list(modes) if mode == 'noisy')
+            # Before, the switch waited for the late window (25 cycles at 100 Hz) on top of the few
+            # cycles the failure rate needs to pass ENTER_NOISY.
+            assert switched - c0 < math.ceil(LATE_WINDOW_S * rate), (c0, switched)
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
+def test_no_late_extension_on_a_noisy_line(robot):
+    """While replies come late the first read waits longer for them; on a noisy line a lost reply is
+    mostly a garbled request or reply, which no wait brings, so the first read does not wait longer
+    there (its margin is learnt from the line instead)."""
+    d = Driver(robot, os.devnull, config=config(rate_hz=100))
+    d.read_strategy.late_rate = 0.5
+    assert d._first_read_extra_ms(time.monotonic(), 4, True) > 0
+    d.read_strategy.mode = 'noisy'
+    assert d._first_read_extra_ms(time.monotonic(), 4, False) == 0.0
+
+
+def test_just_gone_noisy_the_first_read_waits_the_margin_the_follow_ups_learnt(robot):
+    """A garbled request gets no reply and costs its read the whole margin: until the first reads have
+    timed the line, a first read waits what the follow-ups learnt (they ran during the fast reads
+    before), not the configured margin (a lost cycle per garbled request)."""
+    d = Driver(robot, os.devnull, config=config(rate_hz=100, margin_ms=8.0))
+    d.read_strategy.mode = 'noisy'
+    assert d._reply_margin_ms(first=True) == 8.0            # nothing learnt yet: the configured one
+    for _ in range(30):
+        d.retry_latency.observe(0.15)
+    assert d._reply_margin_ms(first=True) < 1.0             # replies within 0.15 ms: a short margin
+    for _ in range(30):
+        d.first_latency.observe(2.0)                        # the first reads' own, once they have it
+    assert d._reply_margin_ms(first=True) > 2.0
+
+
 def test_late_replies_are_a_slow_line_not_a_noisy_one(robot):
     """Whole replies that come after the read's deadline (the servos' host busy elsewhere, as the
     emulator on a loaded machine) are counted as late_replies and keep the fast sync read: per-servo
@@ -415,22 +491,11 @@ def test_an_earlier_requests_reply_is_never_published_as_fresh(robot):
     and the servos are still read fresh (their own reply, queued behind, is waited for)."""
     with SimBusProcess(sim_args(robot.source)) as sim:
         d = Driver(robot, sim.path, config=config(stale_limit=1000))
-        bound = {}          # servo row -> the clock bound (lead ms, set at s) its next reply is judged by
-        older = []          # (servo row, ms sampled before the request, what the driver could tell)
-        fresh_seen = [0]
+        ages = ReadingAges()
 
         def on_state(snap):
-            t, asked_s = d.table, d._asked_s
-            for k in np.flatnonzero(snap.fresh).tolist():
-                age_ms = (int(asked_s * 1000.0) - int(t.tick_ms[k])) % 32768
-                if k in bound and age_ms < 16384:
-                    lead_ms, at_s = bound[k]
-                    slack_ms = 2.0 + max(0.0, -lead_ms) + 0.02 * (asked_s - at_s) * 1000.0
-                    fresh_seen[0] += 1
-                    if age_ms > slack_ms:
-                        older.append((k, age_ms, round(slack_ms, 1)))
-            for k in range(len(d.ids)):     # the emulated clock's lead is 0: centred across the wrap
-                bound[k] = ((t.clock_lead_ms[k] + 16384) % 32768 - 16384, t.clock_at_s[k])
+            ages.judge(d, snap, d._asked_s)
+        fresh_seen, older = ages.fresh_seen, ages.older
         d.on_state = on_state
         d.start()
         try:
@@ -608,11 +673,11 @@ def test_bus_watchdog_trip_after_a_stall_is_rearmed(robot):
             original = d._read_state
             stalled = []
 
-            def stall_once(now):
+            def stall_once(now, *rest):
                 if not stalled:
                     stalled.append(True)
                     time.sleep(0.3)            # the loop stalls: every servo's watchdog trips
-                return original(now)
+                return original(now, *rest)
             d._read_state = stall_once
             # Every servo trips in the stall; the driver sees each trip the emulated servos record
             # (a loaded host's late cycle may trip one more), clears and arms it again (60 ms: 3 units),
@@ -672,3 +737,49 @@ def test_rejected_commands_are_not_kept_whole_in_the_event_log(robot):
     assert d.counters.rejected_unknown_name == 9
     assert max(len(e) for e in d.events) < 400
     assert '100000 unknown joint(s)' in d.events[0]
+
+
+def _behind_run(robot, read_mode: str) -> list:
+    """A driver with publish_behind and a subscriber slower than the control period (30 ms at 50 Hz), so
+    that every cycle ends when the next is due. Returns, for each snapshot handed to on_state, whether
+    a later state read had been asked for by then; checks that every cycle's snapshot arrived, once,
+    in order, stamped when its servos were read."""
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = Driver(robot, sim.path, config=config(rate_hz=50, stale_limit=1000, read_mode=read_mode))
+        d.publish_behind = True
+        reads_at_build = {}         # stamp -> state reads asked for when the snapshot was made
+        got = []                    # (stamp, state reads asked for when it was handed over)
+        publish = d._publish
+
+        def publish_counted(stamp_s):
+            reads_at_build[stamp_s] = d.counters.state_reads
+            publish(stamp_s)
+
+        def on_state(snap):
+            got.append((snap.stamp_s, d.counters.state_reads))
+            time.sleep(0.03)
+        d._publish, d.on_state = publish_counted, on_state
+        d.start()
+        try:
+            d.set_command(robot.joint_names, np.zeros(4))
+            assert wait_for(lambda: len(got) >= 20, 10.0), d.diagnostics()
+        finally:
+            d.stop()
+        stamps = [stamp for stamp, _ in got]
+        assert len(got) == d.counters.cycles and stamps == sorted(set(stamps))
+        assert_goals_safe(sim, d)
+        return [reads > reads_at_build[stamp] for stamp, reads in got]
+
+
+def test_a_cycle_behind_hands_its_state_over_while_the_next_read_is_on_the_wire(robot):
+    """publish_behind: a cycle that ends when the next is due hands its snapshot to on_state only once
+    the next cycle's fast read request has left."""
+    behind = _behind_run(robot, 'fast')
+    assert sum(behind[10:]) >= len(behind[10:]) - 1, behind
+
+
+def test_behind_a_cycle_that_reads_per_servo_packets_hands_its_state_over_first(robot):
+    """publish_behind with sync reads (read_mode 'slow', as on a noisy line): the wait for per-servo
+    replies teaches the reply margins, so a late cycle's snapshot goes to on_state before the next read,
+    never after it (a whole cycle late)."""
+    assert not any(_behind_run(robot, 'slow'))

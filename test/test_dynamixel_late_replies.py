@@ -62,6 +62,24 @@ def test_a_later_reads_own_replies_are_not_late_but_an_earlier_fast_reply_inside
     assert not late.take()
 
 
+def test_a_fast_reply_is_watched_for_inside_later_reads_only_for_the_late_window():
+    """A later sync read's bytes are parsed a second time while a fast read's missed reply may come
+    inside them. A noisy line's sync reads miss servos every cycle and keep those servos watched: the
+    fast reply is looked for only until fast_watch_s after the last fast read that missed any."""
+    late = LateReplies()
+    late.fast_watch_s = 3600.0
+    late.expect([1, 2], SIZE, fast=True)
+    late.expect([2, 3], SIZE, fast=False)
+    assert late.fast_outstanding
+    late.watch_only({2, 3})         # 1 judged; 2 still watched for the sync read
+    assert late.fast_outstanding
+    late.fast_watch_s = 0.0
+    late.expect([2], SIZE, fast=True)
+    assert not late.fast_outstanding and late.outstanding       # the sync read's servos stay watched
+    late.expect([2, 3], SIZE, fast=False)
+    assert not late.fast_outstanding
+
+
 def test_per_servo_replies_late_as_strays_or_twice_in_one_read():
     late = LateReplies()
     late.expect([4, 5, 6], SIZE, fast=False, tail=status(4)[:6])
@@ -81,6 +99,23 @@ def test_the_window_credits_each_late_reply_to_the_oldest_cycle_that_lost_it():
     assert w.judged() == [(4, 4, 3, 0)]            # servo 4's reply never came: lost
     w.add(4, set())
     assert w.judged() == [(4, 2, 1, 0)] and w.watched() == set()
+
+
+def test_the_windows_watched_servos_follow_its_cycles_as_it_moves():
+    """watched() is kept as cycles come, are credited and leave: it equals the union, over the open
+    cycles, of each one's lost servos not yet credited, through a random run."""
+    import random
+    rng = random.Random(7)
+    w = LateWindow(5)
+    for _ in range(400):
+        w.add(8, {sid for sid in range(8) if rng.random() < 0.2})
+        if rng.random() < 0.5:
+            w.credit(collections.Counter({rng.randrange(8): rng.randrange(1, 3)}))
+        w.judged()
+        expected = set().union(*(lost - late for _, lost, late, _ in w._open))
+        assert w.watched() == expected
+    w.clear()
+    assert w.watched() == set()
 
 
 def test_realtime_tick_tells_an_earlier_requests_reply_across_the_wrap_and_a_drifting_clock():

@@ -58,8 +58,15 @@ def test_fast_reply_blocks_survive_truncation():
     assert [b[1] for b in P.parse_fast_blocks(raw, [2, 2, 2])] == [1, 2, 3]
     assert [b[1] for b in P.parse_fast_blocks(raw[:-3], [2, 2, 2])] == [1, 2]
     damaged = bytearray(raw)
-    damaged[8 + 6 + 3] ^= 0x55         # data of block 2
+    damaged[8 + 6 + 3] ^= 0x55         # data of block 2: that block is lost, not the one after it
+    assert [b[1] for b in P.parse_fast_blocks(bytes(damaged), [2, 2, 2])] == [1, 3]
+    damaged[8 + 6 + 3] ^= 0x55
+    damaged[8 + 6 + 4] ^= 0x01         # block 2's CRC field: block 3 continues from it, so both go
     assert [b[1] for b in P.parse_fast_blocks(bytes(damaged), [2, 2, 2])] == [1]
+    # Blocks of different lengths (a fast bulk read) are judged the same way.
+    raw = bytearray(P.build_fast_status([(0, 1, b'\x01'), (0, 2, b'\x03\x04\x05'), (0, 3, b'\x06\x07')]))
+    raw[8 + 5 + 2] ^= 0x10             # data of block 2
+    assert [b[1] for b in P.parse_fast_blocks(bytes(raw), [1, 3, 2])] == [1, 3]
 
 
 def _crc_bytewise(data: bytes, crc: int = 0) -> int:
@@ -76,7 +83,8 @@ def test_crc_of_long_inputs_equals_the_bytewise_crc(data, start):
 
 
 def _parse_fast_bytewise(raw: bytes, lengths: list[int]) -> list:
-    """parse_fast_blocks as a running CRC carried block by block (the reference)."""
+    """parse_fast_blocks as the running CRC carried byte by byte (the reference): a block is good when
+    the CRC carried from the CRC field its servo sent before it, over its own bytes, equals its field."""
     out = []
     if len(raw) < 8 or raw[:4] != P.HEADER or raw[4] != P.BROADCAST_ID or raw[7] != P.STATUS:
         return out
@@ -85,11 +93,10 @@ def _parse_fast_bytewise(raw: bytes, lengths: list[int]) -> list:
         end = idx + 2 + n
         if end + 2 > len(raw):
             break
-        crc = _crc_bytewise(raw[idx:end], crc)
-        if crc != (raw[end] | (raw[end + 1] << 8)):
-            break
-        crc = _crc_bytewise(raw[end:end + 2], crc)
-        out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        field = raw[end] | (raw[end + 1] << 8)
+        if _crc_bytewise(raw[idx:end], crc) == field:
+            out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        crc = _crc_bytewise(raw[end:end + 2], field)
         idx = end + 2
     return out
 
@@ -104,6 +111,12 @@ def test_vectorised_fast_reply_check_keeps_exactly_the_blocks_whose_running_crc_
     raw = bytes(raw[:data.draw(st.integers(0, len(raw)))])  # and a reply cut anywhere
     lengths = [size] * data.draw(st.integers(1, n + 1))
     assert P.parse_fast_blocks(raw, lengths) == _parse_fast_bytewise(raw, lengths)
+    # The same blocks by ID, as ServoBus takes a fast sync read's reply (a later block of an ID wins).
+    by_id = {sid: (err, d) for err, sid, d in _parse_fast_bytewise(raw, lengths)}
+    assert P.fast_reply_blocks(raw, size, len(lengths)) == by_id
+    wanted = {sid for _, sid, _ in blocks[::2]}
+    assert P.fast_reply_blocks(raw, size, len(lengths), wanted) == {
+        sid: b for sid, b in by_id.items() if sid in wanted}
 
 
 def _build_fast_bytewise(blocks) -> bytes:
@@ -123,6 +136,18 @@ def test_fast_reply_built_in_one_vectorised_pass_equals_the_bytewise_one(n, size
     blocks = [(data.draw(st.sampled_from([0, 0x80, 3, 0xFF])), data.draw(st.integers(0, 252)),
                data.draw(st.binary(min_size=size, max_size=size + (3 if uneven else 0)))) for _ in range(n)]
     assert P.build_fast_status(blocks) == _build_fast_bytewise(blocks)
+
+
+@given(st.lists(st.integers(0, P.MAX_ID), max_size=40, unique=True), st.sampled_from([1, 2, 4]), st.data())
+def test_sync_write_frame_reused_equals_a_packet_built_afresh(ids, size, data):
+    # ServoBus keeps one SyncWriteFrame per set of servos and fills in each cycle's data: every packet
+    # must equal the instruction framed afresh (CRC, and stuffing when the data makes FF FF FD).
+    frame = P.SyncWriteFrame(116, size, ids)
+    for _ in range(3):
+        blob = data.draw(st.binary(min_size=size * len(ids), max_size=size * len(ids))
+                         | st.just((b'\xff\xff\xfd\x00' * len(ids))[:size * len(ids)]))
+        params = b''.join(bytes((sid,)) + blob[k * size:(k + 1) * size] for k, sid in enumerate(ids))
+        assert frame.packet(blob) == P.build_instruction(P.BROADCAST_ID, P.SYNC_WRITE, bytes((116, 0, size, 0)) + params)
 
 
 def _read_bytewise(servo: Servo, address: int, length: int) -> bytes:
@@ -338,6 +363,168 @@ def test_servo_bus_sends_stuffed_packets():
         os.close(slave)
     assert sent == P.build_instruction(3, P.WRITE, bytes((20, 0)) + P.le(0x00FDFFFF, 4))
     assert b'\xff\xff\xfd\xfd' in sent[7:]
+
+
+@pytest.fixture(scope='module')
+def raw_pty():
+    """A pty with nobody on the other end: what a port writes is read back from the master side."""
+    import tty
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    os.set_blocking(master, False)
+    yield master, os.ttyname(slave)
+    os.close(master)
+    os.close(slave)
+
+
+def _sent(master) -> bytes:
+    out = b''
+    while select.select([master], [], [], 0.05)[0]:
+        out += os.read(master, 4096)
+    return out
+
+
+@given(ids=st.lists(st.integers(0, P.MAX_ID), min_size=1, max_size=40, unique=True),
+       ticks=st.lists(st.integers(0, 4095), min_size=40, max_size=40), size=st.sampled_from([1, 2, 4]),
+       fast=st.booleans())
+def test_servo_bus_sync_packets_are_the_stock_sdks_bytes(raw_pty, ids, ticks, size, fast):
+    # ServoBus frames its sync write and sync read packets itself (one per control cycle each): the
+    # bytes on the wire are the ones the stock SDK's syncWriteTxOnly and syncReadTx send.
+    master, path = raw_pty
+    data = {sid: P.le(t, 4)[:size] for sid, t in zip(ids, ticks)}
+    param = [b for sid, d in data.items() for b in (sid, *d)]
+    stock_port = sdk.PortHandler(path)
+    assert stock_port.openPort()
+    stock = sdk.PacketHandler(2.0)
+    try:
+        assert stock.syncWriteTxOnly(stock_port, 116, size, param, len(param)) == sdk.COMM_SUCCESS
+        stock_write = _sent(master)
+        stock_port.is_using = False
+        assert stock.syncReadTx(stock_port, 132, 14, list(ids), len(ids), fast) == sdk.COMM_SUCCESS
+        stock_read = _sent(master)
+    finally:
+        stock_port.closePort()
+    bus = ServoBus(path, BAUD, margin_ms=0.1).open()
+    try:
+        bus.sync_write(116, size, data)
+        ours_write = _sent(master)
+        assert bus.sync_read(132, 14, list(ids), fast, drain=False) == {}     # nobody answers
+        ours_read = _sent(master)
+    finally:
+        bus.close()
+    assert ours_write == stock_write
+    assert ours_read == stock_read
+
+
+def test_a_fast_reply_whose_chain_stopped_is_taken_without_waiting_out_the_deadline(raw_pty):
+    # Servo 4 does not answer, so the chain of blocks stops after servo 3 and the reply's LEN says so. The
+    # reply is whole: the read returns the three servos at once instead of waiting its 20 s margin for
+    # blocks that cannot come (a cycle then has time to read servos 4 and 5 again).
+    master, path = raw_pty
+    _sent(master)
+    blocks = [(0, sid, bytes([sid] * 14)) for sid in (1, 2, 3)]
+
+    def answer():
+        select.select([master], [], [], 5.0)
+        _sent(master)                               # the request
+        os.write(master, P.build_fast_status(blocks))
+
+    servos = threading.Thread(target=answer)
+    servos.start()
+    bus = ServoBus(path, BAUD, margin_ms=20000.0).open()
+    try:
+        start = time.monotonic()
+        got = bus.sync_read(132, 14, [1, 2, 3, 4, 5], True, drain=False)
+        waited_s = time.monotonic() - start
+    finally:
+        bus.close()
+        servos.join()
+    assert got == {sid: (0, bytes([sid] * 14)) for sid in (1, 2, 3)}
+    assert waited_s < 10.0, f'waited {waited_s:.1f} s of the 20 s deadline for servos that cannot answer'
+
+
+@pytest.mark.parametrize('garbled, lost', [(8 + 18 + 5, {2}),       # a data byte of servo 2's block
+                                            (8 + 2 * 18 - 1, {2, 3}),  # its CRC field: servo 3 continues from it
+                                            (1, set()),                # the header: the blocks are in place
+                                            (5, {1})])                 # LEN: the first block's CRC covers it
+def test_a_garbled_byte_in_a_fast_reply_costs_only_the_blocks_it_touches(raw_pty, garbled, lost):
+    # Each block is checked from the CRC field its servo sent before it, so the servos after a garbled
+    # block are still read this cycle (before, one bad byte cost every block after it).
+    master, path = raw_pty
+    _sent(master)
+    ids = [1, 2, 3, 4, 5]
+    blocks = [(0, sid, bytes([sid] * 14)) for sid in ids]
+    reply = bytearray(P.build_fast_status(blocks))
+    reply[garbled] ^= 0x24
+
+    def answer():
+        select.select([master], [], [], 5.0)
+        _sent(master)                               # the request
+        os.write(master, bytes(reply))
+
+    servos = threading.Thread(target=answer)
+    servos.start()
+    bus = ServoBus(path, BAUD, margin_ms=200.0).open()
+    try:
+        got = bus.sync_read(132, 14, ids, True, drain=False)
+    finally:
+        bus.close()
+        servos.join()
+    assert got == {sid: (0, bytes([sid] * 14)) for sid in ids if sid not in lost}
+    assert bus.garbled_in_time == bool(lost)        # judged as line noise at once, not as late replies
+
+
+def test_servo_bus_sync_write_is_stuffed(raw_pty):
+    # Where the stock SDK loses the stuffing that lengthens a packet, ServoBus sends it stuffed.
+    master, path = raw_pty
+    bus = ServoBus(path, BAUD, margin_ms=0.1).open()
+    try:
+        bus.sync_write(224, 4, {1: P.le(0x00FDFFFF, 4), 2: P.le(7, 4)})
+        sent = _sent(master)
+    finally:
+        bus.close()
+    assert sent == P.build_instruction(P.BROADCAST_ID, P.SYNC_WRITE, bytes((224, 0, 4, 0, 1)) + P.le(0x00FDFFFF, 4)
+                                       + bytes((2,)) + P.le(7, 4))
+    assert b'\xff\xff\xfd\xfd' in sent[7:]
+    (pkt,) = P.PacketParser().feed(sent)
+    assert pkt.crc_ok and pkt.params[5:9] == P.le(0x00FDFFFF, 4)
+
+
+def _sent_bytes(master, n: int) -> bytes:
+    """The next n bytes a port wrote (waiting up to 2 s for them)."""
+    out = b''
+    while len(out) < n and select.select([master], [], [], 2.0)[0]:
+        out += os.read(master, n - len(out))
+    return out
+
+
+def test_servo_bus_packet_caches_stay_bounded_and_frame_every_set_of_servos_right(raw_pty):
+    # Each set of servos' sync write frame and sync read packet is built once and kept, but a caller that
+    # keeps changing the set (here one more each time than the caches hold) neither grows them without
+    # bound nor gets another set's packet after they start over.
+    master, path = raw_pty
+    _sent(master)
+    bus = ServoBus(path, BAUD, margin_ms=0.1).open()
+    try:
+        id_sets = [bytes((1 + k % 200, 201 + k // 200)) for k in range(260)]
+        for ids in id_sets[:70] + id_sets[:2]:
+            bus.sync_write(116, 2, {sid: bytes((sid, 7)) for sid in ids})
+            want = P.build_instruction(P.BROADCAST_ID, P.SYNC_WRITE,
+                                       bytes((116, 0, 2, 0)) + b''.join(bytes((sid, sid, 7)) for sid in ids))
+            assert _sent_bytes(master, len(want)) == want
+            assert len(bus._frames) <= 64
+        for ids in id_sets + id_sets[:2]:
+            assert bus.sync_read(132, 4, list(ids), True, drain=False) == {}
+            want = P.build_instruction(P.BROADCAST_ID, P.FAST_SYNC_READ, bytes((132, 0, 4, 0)) + ids)
+            assert _sent_bytes(master, len(want)) == want
+            assert len(bus._requests) <= 256
+        # The set just sent is kept: sending it again finds the same frame.
+        frame = bus._frames[116, 2, id_sets[1]]
+        bus.sync_write(116, 2, {sid: bytes((sid, 7)) for sid in id_sets[1]})
+        assert bus._frames[116, 2, id_sets[1]] is frame
+    finally:
+        bus.close()
+    assert _sent(master) == frame.packet(bytes((2, 7, 201, 7)))
 
 
 def test_error_replies(sim, sdk_port):
@@ -563,3 +750,115 @@ def test_a_garbled_length_does_not_hold_back_the_replies_behind_it():
     packets = P.PacketParser(expected_length=12 + 4).feed(stream)
     assert [(p.servo_id, p.crc_ok, p.params[1:]) for p in packets] == \
         [(2, True, bytes(range(2, 14))), (3, True, bytes(range(3, 15)))]
+
+
+class _StepCountingPlant(Plant):
+    """Each step puts every servo at 0.1 rad x the steps so far and notes how many replies the bus had
+    written by then."""
+
+    def __init__(self):
+        self.steps, self.replies_at_step, self.bus = 0, [], None
+
+    def step(self, dt_s, goals_rad_by_id, torque_on_by_id):
+        self.steps += 1
+        self.replies_at_step.append(self.bus.counters['replies'])
+        return {i: (0.1 * self.steps, 0.0, 0.0) for i in goals_rad_by_id}
+
+
+class _FakeClock:
+    """The emulator's clock, moved by the test (a sleep moves it too)."""
+
+    def __init__(self, t: float):
+        self.t = t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += max(0.0, s)
+
+
+def test_a_request_finding_a_mechanics_step_due_is_answered_before_the_step(monkeypatch):
+    """A reply never waits behind the mechanics: a request that arrives when a step is due (less than one
+    step overdue) is answered from the last step's state, and the step follows, judging the watchdog
+    only after the request was served. A step more than one step overdue goes first, so no reply
+    reports state older than two steps."""
+    from snake_control.dynamixel import emulator
+    from snake_control.dynamixel.emulator import MECHANICS_STEP_S
+    clock = _FakeClock(1000.0)
+    monkeypatch.setattr(emulator, 'time', clock)
+    plant = _StepCountingPlant()
+    emu = BusEmulator([1, 2], SERVO_MODELS['XM430-W350'], BAUD, plant=plant, return_delay=0)
+    plant.bus = emu
+    for s in emu.servos.values():       # watchdog 20 ms, torque on, silent for a second
+        s.table[98], s.table[64], s.last_instruction_t = 1, 1, clock.t - 1.0
+    bus = ServoBus(emu.path, BAUD, margin_ms=30).open()
+    fd = bus.port.ser.fd
+
+    def exchange(packet: bytes) -> bytes:
+        os.write(fd, packet)
+        emu.poll(1.0)
+        return os.read(fd, 4096) if select.select([fd], [], [], 0.5)[0] else b''
+
+    def position_rad(raw: bytes) -> float:
+        _, err, prm = P.parse_status(raw)
+        assert err == 0
+        return (P.from_le(prm, True) - 2048) * 2 * math.pi / 4096
+
+    try:
+        clock.t += 1.5 * MECHANICS_STEP_S
+        raw = exchange(P.build_instruction(1, P.READ, bytes((132, 0, 4, 0))))
+        assert position_rad(raw) == pytest.approx(0.0, abs=1e-3)    # the state before the step
+        assert plant.steps == 1 and plant.replies_at_step == [1]     # the step came after the reply
+        # The step judged the watchdog after the request was served: servo 1 had just been addressed,
+        # servo 2 had been silent for a second.
+        assert emu.servos[1].watchdog_trips == 0 and emu.servos[2].watchdog_trips == 1
+
+        clock.t += 3 * MECHANICS_STEP_S                              # the emulator was held off
+        raw = exchange(P.build_instruction(1, P.READ, bytes((132, 0, 4, 0))))
+        assert plant.steps == 2 and plant.replies_at_step == [1, 1]  # the step went first
+        assert position_rad(raw) == pytest.approx(0.2, abs=1e-3)
+
+        # A step that the request's own wire time covers (14 bytes, 35 us; the step costs 10 us here)
+        # goes first too: it delays no reply.
+        emu._step_cost_s = 1e-5
+        clock.t += 1.5 * MECHANICS_STEP_S
+        raw = exchange(P.build_instruction(1, P.READ, bytes((132, 0, 4, 0))))
+        assert plant.steps == 3 and plant.replies_at_step == [1, 1, 2]
+        assert position_rad(raw) == pytest.approx(0.3, abs=1e-3)
+    finally:
+        bus.close()
+        emu.close()
+
+
+def test_sync_read_replies_are_made_as_they_go_out_and_never_before_their_wire_time(monkeypatch):
+    """The second servo's reply is made after the first one was written (the first does not wait for
+    the rest), and each leaves exactly when the wire model says: end of the request + return delay +
+    its own bytes after the previous one, never earlier."""
+    from snake_control.dynamixel import emulator
+    clock = _FakeClock(1000.0)
+    monkeypatch.setattr(emulator, 'time', clock)
+    emu = BusEmulator([1, 2], SERVO_MODELS['XM430-W350'], BAUD, return_delay=3)     # 6 us
+    bus = ServoBus(emu.path, BAUD, margin_ms=30).open()
+    fd = bus.port.ser.fd
+    written, made = [], []
+    write = emu._write
+    monkeypatch.setattr(emu, '_write', lambda raw: (written.append((clock.t, len(raw))), write(raw)))
+    read = emu.servos[2].read
+    monkeypatch.setattr(emu.servos[2], 'read', lambda *a: (made.append(len(written)), read(*a))[1])
+    try:
+        request = P.build_instruction(P.BROADCAST_ID, P.SYNC_READ, bytes((132, 0, 4, 0, 1, 2)))
+        os.write(fd, request)
+        t0 = clock.t
+        emu.poll(1.0)
+        byte_s = 10 / BAUD
+        first = t0 + (len(request) + 15) * byte_s + 6e-6
+        assert [n for _, n in written] == [15, 15]
+        assert written[0][0] == pytest.approx(first, abs=1e-9)
+        assert written[1][0] == pytest.approx(first + 15 * byte_s + 6e-6, abs=1e-9)
+        assert made == [1]
+        got = P.PacketParser().feed(os.read(fd, 4096))
+        assert [p.servo_id for p in got] == [1, 2] and all(p.crc_ok for p in got)
+    finally:
+        bus.close()
+        emu.close()

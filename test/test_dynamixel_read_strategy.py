@@ -1,8 +1,12 @@
 """The read strategy: when the driver leaves fast sync read for per-servo packets on a noisy line, and
-when it comes back (hysteresis, back-off), from the share of servo replies a cycle's first read loses.
+when it comes back (hysteresis, back-off), from the share of servo replies a cycle's first read loses;
+the reply margin a noisy line's reads learn from its reply latency.
 The driver's use of it against the emulated bus is in test_dynamixel_driver.py."""
+import numpy as np
+
 from snake_control.dynamixel.read_strategy import (ENTER_NOISY, LEAVE_NOISY, MAX_BACKOFF_CYCLES,
-                                                   MIN_NOISY_CYCLES, ReadStrategy)
+                                                   MIN_NOISY_CYCLES, ReadStrategy, ReplyLatency,
+                                                   best_margin_ms)
 
 
 def feed(strategy, cycles, lost, requested=32):
@@ -92,3 +96,49 @@ def test_fixed_modes_only_measure():
 def test_thresholds_leave_room_between_them():
     # A line just noisy enough to enter must not look clean enough to leave (no flapping).
     assert LEAVE_NOISY < ENTER_NOISY / 5
+
+
+def test_the_learnt_reply_margin_fits_the_line_not_a_fixed_figure():
+    """On a noisy line every garbled request costs its read the reply margin: the margin is learnt from
+    how long this line's replies took beyond their wire time (ReplyLatency), so that it is short on a
+    line that answers at once and still covers a USB adapter's latency timer (recorded-like waits)."""
+    rng = np.random.default_rng(3)
+    follow_up_ms = (14 + 4 + 4 * 25) * 0.0025      # a sync read of four servos at 4 Mbit/s
+    quick = ReplyLatency()
+    assert quick.margin_ms(8.0, follow_up_ms) is None       # nothing seen yet: the configured margin
+    # Replies 0.25 to 0.35 ms late, 2 % at 3 ms: asking again beats waiting for the tail.
+    for w in np.r_[rng.uniform(0.25, 0.35, 392), np.full(8, 3.0)]:
+        quick.observe(w)
+    assert 0.35 <= quick.margin_ms(8.0, follow_up_ms) < 1.0
+    # A USB adapter with a 1 ms latency timer: replies 0.2 to 1.2 ms late, all waited for (a fixed
+    # 0.5 ms margin would lose most of them), and never beyond the configured margin.
+    usb = ReplyLatency()
+    for w in rng.uniform(0.2, 1.2, 400):
+        usb.observe(w)
+    assert 1.2 <= usb.margin_ms(8.0, follow_up_ms) < 2.0
+    assert usb.margin_ms(1.0, follow_up_ms) == 1.0
+    # Replies that came after their deadline: the margin goes back up to the configured one.
+    for _ in range(400):
+        usb.missed()
+    assert usb.margin_ms(8.0, follow_up_ms) == 8.0
+
+
+def test_the_first_reads_latency_teaches_the_other_reads_too():
+    retry = ReplyLatency()
+    first = ReplyLatency(also=retry)
+    for _ in range(30):
+        first.observe(0.4)
+    first.missed()
+    assert len(first) == len(retry) == 31 and retry.margin_ms(8.0, 0.3) == first.margin_ms(8.0, 0.3)
+
+
+def test_best_margin_waits_longer_for_a_longer_read():
+    """Giving up a read whose replies are still to come leaves them on the line: the longer the read,
+    the more a late reply is worth waiting for."""
+    w = np.r_[np.full(60, 0.3), np.full(20, 0.6), np.full(30, 3.0)]
+    assert best_margin_ms(w, 0.5, 0.2, 8.0) < 1.0 < 3.0 < best_margin_ms(w, 2.0, 0.2, 8.0) <= 8.0
+    assert best_margin_ms(np.full(50, 0.01), 0.5, 0.2, 8.0) == 0.2      # never under the floor
+    # Reads that got no reply at all (garbled requests) cost the margin whatever it is: the more of
+    # them, the less the tail is worth waiting for.
+    lost = np.r_[w, np.full(150, np.nan)]
+    assert best_margin_ms(lost, 2.0, 0.2, 8.0) < 1.0

@@ -51,12 +51,24 @@ def command_at(t):
     return AMPLITUDE_RAD * np.sin(w * t + PHASES), AMPLITUDE_RAD * w * np.cos(w * t + PHASES)
 
 
-def tracking_rms(sim_path, robot, lead_s, seconds=3.0, settle_s=1.0, velocities=True):
+def tracking_rms(sim_path, robot, lead_s, seconds=3.0, settle_s=1.0, velocities=True, attempts=3):
     """RMS (rad) over joints and cycles of measured - commanded angle, the command taken at each
-    reading's stamp, after settle_s (the resume ramp and the start-up transient)."""
+    reading's stamp, after settle_s (the resume ramp and the start-up transient). A run in which the
+    driver held after settling (a host that starved the bus thread past the bus watchdog, as a CI run
+    did) measures the hold, not the lead: it is run again, up to ``attempts`` times."""
+    for _ in range(attempts):
+        rms, held = _tracking_run(sim_path, robot, lead_s, seconds, settle_s, velocities)
+        if not held:
+            return rms
+    return rms
+
+
+def _tracking_run(sim_path, robot, lead_s, seconds, settle_s, velocities):
+    """(RMS tracking error, whether the driver left 'running' after settle_s)."""
     d = Driver(robot, sim_path, config=DriverConfig(rate_hz=RATE_HZ, margin_ms=8.0, velocity_lead_s=lead_s))
     readings = []
-    d.on_state = lambda snap: readings.append((snap.stamp_s, snap.position_rad.copy(), snap.fresh.all()))
+    d.on_state = lambda snap: readings.append((snap.stamp_s, snap.position_rad.copy(), snap.fresh.all(),
+                                               d.mode))
     d.start()
     try:
         t0 = time.monotonic()
@@ -79,10 +91,10 @@ def tracking_rms(sim_path, robot, lead_s, seconds=3.0, settle_s=1.0, velocities=
             thread.join()
     finally:
         d.stop()
-    errors = [pos - command_at(stamp - t0)[0] for stamp, pos, fresh in readings
-              if fresh and stamp - t0 > settle_s]
+    settled = [r for r in readings if r[0] - t0 > settle_s]
+    errors = [pos - command_at(stamp - t0)[0] for stamp, pos, fresh, _ in settled if fresh]
     assert len(errors) > 0.5 * seconds * RATE_HZ, f'only {len(errors)} fresh readings'
-    return float(np.sqrt(np.mean(np.square(errors))))
+    return float(np.sqrt(np.mean(np.square(errors)))), any(mode != 'running' for *_, mode in settled)
 
 
 def test_lead_cuts_tracking_error_on_the_emulator_motor_model(robot):

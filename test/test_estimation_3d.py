@@ -4,7 +4,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from snake_control.estimation.contact import ContactSelector, chain_poses, contact_step, virtual_chassis
+from snake_control.estimation.contact import (ContactSelector, chain_poses, contact_step, static_loads,
+                                              supporting_contacts, virtual_chassis)
 from snake_control.estimation.estimator import Estimator
 from snake_control.kinematics.chain import chain_frames
 from snake_control.kinematics.lie import quaternion_from_matrix, so3_exp, so3_log
@@ -75,6 +76,15 @@ def test_contact_selector_hysteresis():
     np.testing.assert_array_equal(sel.update([0.0, 0.025, 0.005, 0.03]), [1, 0, 1, 0])
     with pytest.raises(ValueError, match='exit_m'):
         ContactSelector(0.02, 0.01)
+
+
+def test_contact_selector_keeps_a_widened_set_until_its_modules_rise():
+    """Modules added to hold the body (widen) stay contacts within exit_m, like ones chosen by height."""
+    sel = ContactSelector(0.01, 0.02)
+    np.testing.assert_array_equal(sel.update([0.0, 0.015, 0.015, 0.03]), [1, 0, 0, 0])
+    sel.widen([True, True, False, False])
+    np.testing.assert_array_equal(sel.update([0.0, 0.015, 0.015, 0.03]), [1, 1, 0, 0])
+    np.testing.assert_array_equal(sel.update([0.0, 0.025, 0.015, 0.03]), [1, 0, 0, 0])
 
 
 def _roll(psi_end, kappa=0.4, steps=200, **options):
@@ -257,3 +267,58 @@ def test_reported_frame_does_not_change_the_3d_estimate():
         link_in_chassis[:3, 3] = r_tc.T @ (cen[link] - o_tc)
         np.testing.assert_allclose(runs[frame].pose, chassis @ link_in_chassis, atol=1e-9)
     assert np.hypot(*chassis[:2, 3]) > 0.01
+
+
+def test_static_loads_balance_the_weight_and_say_when_the_contacts_cannot_hold_it():
+    # Three contacts around the centre: the unique loads that balance the moments, summing to 1.
+    loads, ok = static_loads(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), np.array([0.2, 0.2]))
+    assert ok and np.allclose(loads, [0.6, 0.2, 0.2])
+    # Four around it: the most even split.
+    loads, ok = static_loads(np.array([[-1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]), np.zeros(2))
+    assert ok and np.allclose(loads, 0.25)
+    # A contact on the far side of the centre from the others cannot pull: it is dropped (load 0), and
+    # the two left cannot hold a centre off their line.
+    loads, ok = static_loads(np.array([[1.0, 0.0], [1.0, 1.0], [-1.0, 5.0]]), np.zeros(2))
+    assert not ok and loads.min() >= 0.0 and np.isclose(loads.sum(), 1.0)
+
+
+def test_a_lone_contact_is_widened_until_the_body_stands_on_its_contacts():
+    """A body lying flat with the attitude a little off: only the tail module is within the contact band,
+    yet it cannot carry the body. The set grows, lowest module first, until the centroid stands over it."""
+    q = _arc(1.0, 0.0)
+    _, centres = chain_poses(q, PY.axis_vectors, PY.link_lengths_m)
+    centres = centres - centres.mean(axis=0)
+    down = np.array([0.0, 0.0, -1.0])
+    heights = 0.02 * np.linspace(0.0, 1.0, centres.shape[0]) ** 0.5 + 0.001 * (centres[:, 1] > 0)
+    alone = np.zeros(centres.shape[0], bool)
+    alone[0] = True
+    mask, loads = supporting_contacts(alone, heights, centres, down)
+    assert mask[0] and mask.sum() >= 3
+    idx = np.flatnonzero(mask)
+    # the centroid (the origin) over the contacts: their loads balance its moments
+    assert np.isclose(loads.sum(), 1.0) and np.all(loads[~mask] == 0.0)
+    assert np.abs(centres[idx, :2].T @ loads[idx]).max() < 1e-3
+    # A set that holds the body is kept as it is.
+    kept, _ = supporting_contacts(mask, heights, centres, down)
+    assert np.array_equal(kept, mask)
+
+
+def test_a_tilted_attitude_does_not_leave_the_body_on_one_end():
+    """A body lying flat, its IMU's attitude 2 degrees off about the body's long axis' normal: by height
+    alone only the modules at the lower end are contacts (the demo's blend into AEH-sidewinding: the
+    tail alone for 0.25 s, the estimate running 0.2 m on its lever arm). With contact_loads the set grows
+    until the body's centroid stands over it."""
+    q = _arc(0.3, 0.0)
+    rot_t, centres = chain_poses(q, PY.axis_vectors, PY.link_lengths_m)
+    tilt = so3_exp(np.array([0.0, np.radians(2.0), 0.0]))       # about y: the tail end reads lowest
+    imu = quaternion_from_matrix(tilt @ rot_t[0])
+    held = {}
+    for loads in (False, True):
+        est = Estimator(PY, imu_link=0, contact_loads=loads)
+        est.update(0.0, q, imu_orientation_xyzw=imu)
+        state = est.update(0.01, q + 1e-4, imu_orientation_xyzw=imu)
+        idx = np.flatnonzero(state.contacts)
+        xy = centres[idx, :2]
+        held[loads] = (len(idx), static_loads(xy, centres[:, :2].mean(axis=0))[1])
+    assert held[False][1] is False and held[False][0] < PY.n_links // 2
+    assert held[True][1] is True

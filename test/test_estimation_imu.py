@@ -497,3 +497,75 @@ def test_a_wheeled_robots_joints_creeping_at_rest_are_not_learnt_as_gyro_bias():
     bias = np.array([0.001, -0.002, 0.004])
     est, _ = _wheeled_gyro_run(lambda t: bent + 0.002 * min(t, 1.2) * creep, lambda t: 0.0, bias, 1.2)
     assert est.imu.bias[2] == pytest.approx(bias[2], abs=2e-4)
+
+
+@pytest.mark.parametrize('robot_name', ['wheeled_8', 'pitch_yaw_32'])
+def test_a_joint_update_after_a_clock_step_before_any_imu_reading_bridges(robot_name):
+    """rebase_time (the stamps went back: estimator_node's input gate re-anchored) forgets the IMU's last
+    stamp; joint_states come before the next IMU reading. They are bridged with the joints and contacts
+    (a wheeled robot's update used to raise TypeError there and stop estimator_node), and the readings in
+    the new time base are used again."""
+    from snake_control.robot import load_robot
+
+    robot = load_robot(robot_name)
+    est = Estimator(robot)
+    q = 0.1 * np.sin(np.arange(robot.n_joints))
+    for k in range(80):                 # at rest: the bias is learnt
+        est.update_imu(100.0 + 0.01 * k, [0.0, 0.0, 0.002], [0.0, 0.0, G])
+        est.update(100.0 + 0.01 * k + 0.001, q)
+    est.rebase_time(90.0)
+    bridged, updates = est.imu_bridged, est.updates
+    est.update(90.01, q + 0.001)
+    assert est.imu_bridged == bridged + 1 and est.updates == updates + 1
+    # The first reading in the new time base: a pitch-yaw robot anchors the filter to the joints' attitude
+    # at the next update (bridged once more), then both take the IMU's.
+    est.update_imu(90.015, [0.0, 0.0, 0.002], [0.0, 0.0, G])
+    est.update(90.02, q + 0.002)
+    est.update_imu(90.025, [0.0, 0.0, 0.002], [0.0, 0.0, G])
+    after = est.imu_bridged
+    est.update(90.03, q + 0.003)
+    assert after <= bridged + 2 and est.imu_bridged == after and est.updates == updates + 3
+
+
+def _rolled_links(roll_deg):
+    """pitch_yaw_32 in a 3D shape with its tail rolled roll_deg about its axis: (robot, q, link poses)."""
+    from snake_control.estimation.contact import chain_poses
+    from snake_control.kinematics.lie import se3_matrix
+    from snake_control.robot import load_robot
+
+    robot = load_robot('pitch_yaw_32')
+    k = np.arange(robot.n_joints)
+    q = np.where(k % 2 == 0, 0.15 * np.sin(0.4 * k), 0.7 * np.sin(0.5 * k))
+    rot_t, cen_t = chain_poses(q, np.asarray(robot.axis_vectors, float), np.asarray(robot.link_lengths_m, float))
+    tail = se3_matrix(so3_exp(np.array([math.radians(roll_deg), 0.2, 0.3])), np.array([1.0, -2.0, 0.05]))
+    return robot, q, np.array([tail @ se3_matrix(r, c) for r, c in zip(rot_t, cen_t)])
+
+
+@pytest.mark.parametrize('roll_deg', [0.0, 150.0, -120.0])
+def test_a_given_chassis_pose_is_taken_in_the_convention_it_was_made_in(roll_deg):
+    """A virtual chassis's y and z have no sign of their own: body_pose_from_links takes the tail's z for
+    up. A pose it made, given with an IMU (whose gravity would pick the other sign when the tail is rolled
+    over), must still put every link where it is, not the body upside down in odom (the IMU's filter then
+    spent seconds pulling the wrong tilt: AEH-sidewinding 127 deg off)."""
+    from snake_control.estimation.estimator import body_pose_from_links
+    from snake_control.kinematics.lie import quaternion_from_matrix
+
+    robot, q, links = _rolled_links(roll_deg)
+    est = Estimator(robot, initial_pose=body_pose_from_links(robot, links))
+    est.update(0.0, q, imu_orientation_xyzw=quaternion_from_matrix(links[est.imu_link, :3, :3]))
+    np.testing.assert_allclose(est.root_pose(), links[0], atol=1e-6)
+
+
+def test_a_reanchored_shape_continues_the_estimators_own_chassis_signs():
+    """reanchor() keeps the estimator's own pose, in its own chassis frame: the next shape's axes continue
+    that frame's signs (here gravity's, the tail rolled over), so the links stay where they were."""
+    from snake_control.kinematics.lie import quaternion_from_matrix
+
+    robot, q, links = _rolled_links(150.0)
+    quat = quaternion_from_matrix(links[0, :3, :3])
+    est = Estimator(robot, imu_link=0)
+    est.update(0.0, q, imu_orientation_xyzw=quat)
+    before = est.root_pose().copy()
+    est.reanchor()
+    est.update(0.01, q, imu_orientation_xyzw=quat)
+    np.testing.assert_allclose(est.root_pose(), before, atol=1e-6)

@@ -45,6 +45,19 @@ def test_chain_and_plane_match_numpy(numpy_path):
             assert plane_k[1] == pytest.approx(plane_n[1], abs=1e-12)
 
 
+def test_a_thin_face_is_judged_without_dividing_by_zero(numpy_path):
+    """Three module centres all but in a line (one 2 nm off it over 1 m) make a face whose edges' Gram
+    determinant g00 g11 - g01^2 rounds to 0 though the face's normal is not: the kernel divided by it
+    (ZeroDivisionError in a replayed demo recording) and the numpy path got NaN. Both now take the
+    determinant as |e0 x e1|^2 and find the face."""
+    p = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 2e-9, 0.0]])
+    guess = np.array([0.0, 0.0, -1.0])
+    for plane in (support_plane(p, guess), numpy_path(support_plane, p, guess)):
+        assert plane is not None
+        np.testing.assert_allclose(plane[0], guess, atol=1e-12)
+        assert plane[1] == pytest.approx(0.0, abs=1e-12)
+
+
 @pytest.mark.parametrize('options', [{}, {'axial_weight': 0.2, 'half_length_m': 0.03, 'tilt': True},
                                      {'rotation_increment': np.array([0.0, 0.0, 0.01])}])
 def test_contact_step_matches_numpy(numpy_path, options):
@@ -81,3 +94,16 @@ def test_estimator_matches_numpy(numpy_path, options):
     np.testing.assert_allclose(a.pose, b.pose, atol=1e-9)
     np.testing.assert_allclose(a.pose_covariance, b.pose_covariance, rtol=1e-6, atol=1e-15)
     assert np.linalg.norm(a.pose[:3, 3]) > 0.05       # it moved: the comparison is not of two zeros
+
+
+def test_static_loads_match_numpy(numpy_path):
+    from snake_control.estimation.contact import static_loads
+    rng = np.random.default_rng(5)
+    for m in (1, 2, 3, 5, 12, 33):
+        for _ in range(20):
+            xy = rng.normal(0.0, 0.5, (m, 2))
+            centre = rng.normal(0.0, 0.3, 2)
+            (lk, ok_k), (ln, ok_n) = static_loads(xy, centre), numpy_path(static_loads, xy, centre)
+            assert ok_k == ok_n and lk.sum() == pytest.approx(1.0) and ln.sum() == pytest.approx(1.0)
+            if ok_n:          # a set that cannot hold the centre leaves a near-singular system: its split is rounding
+                np.testing.assert_allclose(lk, ln, atol=1e-9)

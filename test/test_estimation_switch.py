@@ -16,8 +16,7 @@ import pytest
 from snake_control.app.graph import GRAPH_IMU_ATTITUDE_S
 from snake_control.estimation.contact import shape_turn
 from snake_control.estimation.estimator import Estimator
-from snake_control.gaits.scheduler import GaitScheduler
-from snake_control.kinematics.lie import so3_exp, so3_log
+from snake_control.kinematics.lie import se2_relative, so3_exp, so3_log, xyyaw_from_se3
 from snake_control.physics import SnakeWorld
 from snake_control.physics.mjcf import matching_axial_weight
 from snake_control.robot import load_robot
@@ -26,30 +25,11 @@ from snake_control.validation import runs as V
 SWITCH_S = 4.0          # into the recording (after the 3 s warm-up of serpentine)
 
 
-def _switching_goals(robot, first, first_command, second, second_command, switch_at_s, second_params=None):
-    """goal_fn(t) of the scheduler the gait node runs, selecting `second` (with second_params) at
-    switch_at_s (a blend)."""
-    scheduler = GaitScheduler(robot, first, {}, initial_positions_rad=np.zeros(robot.n_joints))
-    scheduler.set_command(*first_command)
-    state = {'t': 0.0, 'q': scheduler.step(1e-9).positions_rad, 'switched': False}
-
-    def goal(t):
-        if not state['switched'] and t >= switch_at_s:
-            scheduler.select(second, second_params)
-            scheduler.set_command(*second_command)
-            state['switched'] = True
-        if t > state['t']:
-            state['t'], state['q'] = t, scheduler.step(t - state['t']).positions_rad
-        return state['q']
-
-    return goal
-
-
 @pytest.fixture(scope='module')
 def blend():
     robot = load_robot('pitch_yaw_32')
-    goal = _switching_goals(robot, 'serpentine', (0.25, 0.0, 0.0), 'aeh_sidewinding', (0.0, 0.15, 0.0),
-                            V.WARMUP_S + SWITCH_S)
+    goal = V.gait_goal_fn(robot, 'serpentine', (0.25, 0.0, 0.0),
+                          switches=[(V.WARMUP_S + SWITCH_S, 'aeh_sidewinding', (0.0, 0.15, 0.0), None)])
     return V.simulate(SnakeWorld(robot), goal, 10.0, warmup_s=V.WARMUP_S)
 
 
@@ -99,8 +79,8 @@ def blend_into_a_tread_turning_its_axes():
     """The same blend into AEH-sidewinding with psi0 = 1.2: the tread's second and third principal moments
     come near-equal, and the virtual chassis turns upside down within 0.3 s while the body stays upright."""
     robot = load_robot('pitch_yaw_32')
-    goal = _switching_goals(robot, 'serpentine', (0.25, 0.0, 0.0), 'aeh_sidewinding', (0.0, 0.15, 0.0),
-                            V.WARMUP_S + SWITCH_S, second_params={'psi0': 1.2})
+    goal = V.gait_goal_fn(robot, 'serpentine', (0.25, 0.0, 0.0),
+                          switches=[(V.WARMUP_S + SWITCH_S, 'aeh_sidewinding', (0.0, 0.15, 0.0), {'psi0': 1.2})])
     return V.simulate(SnakeWorld(robot), goal, 10.0, warmup_s=V.WARMUP_S)
 
 
@@ -149,8 +129,7 @@ def roll_over():
     Rolling's arc as seed 004 has it (A1 = 1 / (12 l), psi0 = 0, no taper), the blend this was measured on."""
     robot = load_robot('pitch_yaw_32')
     arc = {'A1': 1.0 / (12 * robot.link_length_m), 'psi0': 0.0, 'kappa_taper': 0.0}
-    goal = _switching_goals(robot, 'aeh_sidewinding', (0.0, 0.0, 0.0), 'rolling', (0.0, 0.0, 0.0), V.WARMUP_S + 2.0,
-                            arc)
+    goal = V.gait_goal_fn(robot, 'aeh_sidewinding', switches=[(V.WARMUP_S + 2.0, 'rolling', None, arc)])
     return V.simulate(SnakeWorld(robot), goal, 7.0, warmup_s=V.WARMUP_S)
 
 
@@ -176,3 +155,59 @@ def test_a_body_rolling_over_in_a_blend_is_left_to_its_contacts(roll_over):
     print(f'rolling over: end position error {error_m:.3f} m')
     assert np.degrees(np.arccos(np.clip(truth[:, 2, 2], -1.0, 1.0))).max() > 150.0     # it did roll over
     assert error_m < 0.035
+
+
+def _graph_estimate(rec, truth, **options):
+    """(T, 4, 4) the estimate with the graph's fusion (the IMU pulling, GRAPH_IMU_ATTITUDE_S) after the rest."""
+    est = Estimator(rec.robot, initial_pose=truth[0], axial_weight=matching_axial_weight(), imu_link=rec.imu_link,
+                    imu_attitude_s=GRAPH_IMU_ATTITUDE_S, **options)
+    V.feed_rest(est, rec)
+    poses = np.empty((len(rec.times_s), 4, 4))
+    for k, t in enumerate(rec.times_s):
+        est.update_imu(t, rec.gyro_rad_s[k], rec.accel_m_s2[k])
+        poses[k] = est.update(t, rec.positions_rad[k]).pose
+    return poses
+
+
+@pytest.mark.slow
+def test_the_ground_plane_holds_through_a_blend_with_the_graphs_imu_pull(blend):
+    """Issue 14: hold the ground plane consistently through a blend. With the graph's fusion the floor was the
+    hull's face nearest the IMU's down; in the blend the body tips on edges and capsule ends, that face
+    changes as the shape morphs (up to 17 degrees from the IMU's down) and each change turned the chassis and
+    moved it: 10 degrees of tilt error and a 22 mm step of its own. An IMU seen to agree with the floor
+    while the body lay flat (serpentine) now stands for it: the tilt follows the truth's and no step jumps."""
+    truth = V.true_body_poses(blend.robot, blend.link_poses)
+    poses = _graph_estimate(blend, truth)
+    during = (blend.times_s >= SWITCH_S) & (blend.times_s <= SWITCH_S + 2.0)
+    # Chassis z against the truth's, either sign (the chassis's y and z have no sign of their own).
+    tilt_error_deg = np.degrees(np.arccos(np.clip(np.abs(np.einsum('ka,ka->k', poses[:, :3, 2], truth[:, :3, 2])),
+                                                  0.0, 1.0)))
+    # Each step's move on the floor beyond the truth's (mm).
+    excess_mm = 1000.0 * np.linalg.norm(np.diff(poses[:, :2, 3], axis=0) - np.diff(truth[:, :2, 3], axis=0), axis=1)
+    print(f'through the blend: tilt error up to {tilt_error_deg[during].max():.1f} deg, a step up to '
+          f'{excess_mm[during[1:]].max():.1f} mm beyond the truth\'s')
+    assert tilt_error_deg[during].max() < 5.0
+    assert excess_mm[during[1:]].max() < 12.0
+    # The blend did lift the body off its flat floor (few contacts: the IMU's turn held the chassis).
+    assert blend.contacts[during].mean() < 0.5
+
+
+@pytest.mark.slow
+def test_the_blend_into_a_tread_moves_with_the_modules_on_the_floor(blend):
+    """Issue 14: the blend into AEH-sidewinding with the graph's fusion. The tread stands on a few modules while
+    the rest lift and pass over the floor; with the whole contact band (15/30 mm) those passing 8-30 mm up
+    counted as contacts and the blend's 2 s ended 0.21 m off the truth's 0.45 m. While the contacts are weak
+    the band is now half (weak_contact_band): 0.07 m, and the tread after it no worse."""
+    truth = V.true_body_poses(blend.robot, blend.link_poses)
+    poses = _graph_estimate(blend, truth)
+
+    def error_m(a_s, b_s):
+        ka, kb = np.searchsorted(blend.times_s, [a_s, b_s - 1e-9])
+        est = xyyaw_from_se3(poses[kb])[None], xyyaw_from_se3(poses[ka])
+        true = xyyaw_from_se3(truth[kb])[None], xyyaw_from_se3(truth[ka])
+        return float(np.hypot(*(se2_relative(*est)[0, :2] - se2_relative(*true)[0, :2])))
+
+    in_blend, tread = error_m(SWITCH_S, SWITCH_S + 2.0), error_m(SWITCH_S + 2.0, blend.times_s[-1])
+    print(f'blend into the tread: {in_blend:.3f} m off; the tread after it: {tread:.3f} m off')
+    assert in_blend < 0.12
+    assert tread < 0.03

@@ -10,7 +10,7 @@ import yaml
 
 from snake_control.cli import main
 from snake_control.gaits import catalog
-from snake_control.gaits.calibration import (Calibration, CycleSample, GaitCalibration, arc_factor,
+from snake_control.gaits.calibration import (SIM_SUFFIX, Calibration, CycleSample, GaitCalibration, arc_factor,
                                              calibration_from_dict,
                                              calibration_path, cycle_motion, find_calibration, load_calibration)
 from snake_control.gaits.scheduler import GaitScheduler
@@ -133,6 +133,12 @@ def test_file_round_trip_and_the_shipped_file(py32, tmp_path):
     s = GaitScheduler(py32, 'serpentine', calibration=shipped)
     assert s.state().mapping == 'calibration'
     assert GaitScheduler(py32, 'serpentine').state().mapping == 'stride parameter'
+    # The MuJoCo graph's (pyramidal cone) calibration: every gait, measured with today's default parameters.
+    sim = load_calibration(calibration_path(py32, SIM_SUFFIX), py32)
+    assert set(sim.gaits) == set(V.calibratable_gaits(py32)) and 'pyramidal' in sim.method
+    for gait in sim.gaits:
+        assert sim.for_gait(gait, catalog.resolve_params(catalog.GAITS[gait], py32, {})) is not None, gait
+    assert 'pitch_yaw_32.sim.calibration' not in robot_names()
 
 
 def _valid(py32):
@@ -302,3 +308,41 @@ def test_snake_calibrate_in_mujoco_writes_what_the_gait_node_loads(tmp_path, cap
                                atol=1e-3)
     assert main(['calibrate', '--robot', 'pitch_yaw_32', '--gait', 'wheeled_undulation']) == 2
     assert 'not a moving gait of pitch_yaw_32' in capsys.readouterr().err
+
+
+def test_a_turn_command_does_not_make_serpentine_surge_in_mujoco(py32):
+    """From straight at 0.1 m/s, a 0.25 rad/s turn: the body takes up the new bend over about a cycle,
+    so a phase rate mapped through the new offset at once drove serpentine 1.21x the commanded speed
+    over the first cycle on the graph's world; following the offset a quarter cycle behind, 0.98x."""
+    from snake_control.physics.mjcf import PhysicsOptions
+    from snake_control.validation.cmdvel import turn_step_cycles
+    cal = load_calibration(calibration_path(py32, SIM_SUFFIX), py32)
+    got, = turn_step_cycles(py32, 'serpentine', (0.1, 0.0, 0.25), 8.0, cycles=1, calibration=cal,
+                            options=PhysicsOptions(cone='pyramidal'))
+    assert got.cycles == 1
+    assert got.forward_m_s == pytest.approx(0.1, rel=0.10)
+    assert got.yaw_rate_rad_s > 0.05          # it turns the commanded way
+
+
+def test_the_phase_rate_follows_a_turn_offset_a_quarter_cycle_behind(py32):
+    """Calibrated serpentine: a turn command changes the shape's offset within 0.5 s, but the phase rate
+    moves from the straight rate to the turning one as the offset is taken up by the moving body (e-folding
+    over a quarter cycle of phase), and then is the model's."""
+    cal = find_calibration(py32)
+    s = GaitScheduler(py32, 'serpentine', calibration=cal)
+    s.set_command(0.1, 0.0, 0.0)
+    for _ in range(1000):
+        s.step(0.01)
+    straight = s.state().phase_rate_rad_s
+    turning = cal.gaits['serpentine'].command(0.1, 0.25, math.inf).phase_rate_rad_s
+    assert turning > 1.3 * straight
+    s.set_command(0.1, 0.0, 0.25)
+    for _ in range(30):
+        s.step(0.01)
+    st = s.state()
+    assert st.turn_offset == pytest.approx(cal.gaits['serpentine'].command(0.1, 0.25).turn, rel=1e-6)
+    assert st.phase_rate_rad_s < straight + 0.25 * (turning - straight)
+    start = st.phase_rad
+    while s.state().phase_rad < start + 3 * 2 * PI:
+        s.step(0.01)
+    assert s.state().phase_rate_rad_s == pytest.approx(turning, rel=1e-3)

@@ -48,8 +48,10 @@ def test_list_for_a_robot_resolves_defaults(capsys):
 
 
 @pytest.mark.parametrize('argv,message', [
-    (['--set', 'B1'], '--set expects NAME=VALUE'),
-    (['--set', 'B1=big'], 'value must be a number'),
+    (['--set', 'B1'], "argument --set: expected NAME=VALUE, got 'B1'"),
+    (['--set', '=4'], "argument --set: expected NAME=VALUE, got '=4'"),
+    (['--set', 'B1=big'], "--set B1: value must be a number, got 'big'"),
+    (['--set', 'B1='], "--set B1: value must be a number, got ''"),
     (['--set', 'zeta=1'], "no parameter 'zeta'"),
     (['--set', 'w1=-3'], "'w1' of gait 'serpentine' must be in"),
     (['--duration', '0'], 'argument --duration: must be between'),

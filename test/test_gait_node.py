@@ -2,6 +2,7 @@
 live parameters through the parameter services (what `ros2 param set` calls), garbage on every input."""
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -265,6 +266,33 @@ def test_starts_from_measured_pose():
         from snake_control.gaits import GaitScheduler
         own_shape = GaitScheduler(node.robot, node.initial_gait).positions_rad
         assert np.max(np.abs(own_shape - pose)) > 0.1, 'the check above tells the two starts apart'
+    finally:
+        h.close()
+
+
+def test_under_a_fast_bus_the_gait_ticks_at_most_100_hz(tmp_path):
+    """A robot YAML at 400 Hz: the gait's default rate is 100 Hz (the driver moves the goals between its
+    commands); rate_hz still sets any rate."""
+    from rclpy.parameter import Parameter
+
+    from rosutil import RosHarness, wait_until
+    from snake_control.nodes.gait_node import GaitNode
+    from snake_control.paths import resolve_robot
+
+    fast = tmp_path / 'wheeled_8_fast.yaml'
+    fast.write_text(Path(resolve_robot('wheeled_8')).read_text().replace('control_rate_hz: 100',
+                                                                          'control_rate_hz: 400'))
+    h = RosHarness()
+    try:
+        node = h.add(GaitNode(context=h.context, parameter_overrides=[
+            Parameter('robot', value=str(fast)), Parameter('start_from_joint_states', value=False)]))
+        assert node.robot.bus.control_rate_hz == 400
+        assert node.rate_hz == 100.0 and node.controller.period_s == pytest.approx(0.01)
+        assert wait_until(lambda: node.ticks > 3)
+        given = h.add(GaitNode(context=h.context, node_name='gait_400', parameter_overrides=[
+            Parameter('robot', value=str(fast)), Parameter('start_from_joint_states', value=False),
+            Parameter('rate_hz', value=400.0)]))
+        assert given.rate_hz == 400.0
     finally:
         h.close()
 

@@ -67,6 +67,24 @@ def test_graph_follows_arguments():
     assert sim['driver_node'].parameters['port'] == '/dev/pts/9'
 
 
+def test_gait_runs_at_its_own_rate_under_a_faster_bus():
+    """Above 100 Hz the gait keeps 100 Hz and the driver carries its commands on for one gait period;
+    at 100 Hz and below both run at the control rate, with nothing carried on."""
+    def rates(**kw):
+        specs = {s.name: s for s in build_graph(GraphArgs(robot='pitch_yaw_32', bus='sim', **kw), port='/dev/null')}
+        driver = specs['driver_node'].parameters
+        return driver['rate'], specs['gait_node'].parameters['rate_hz'], driver['command_extrapolation']
+    assert rates(rate=400) == (400.0, 100.0, 0.01)
+    assert rates() == (100.0, 100.0, 0.0)
+    assert rates(rate=50) == (50.0, 50.0, 0.0)
+    assert rates(rate=400, gait_rate=200) == (400.0, 200.0, 0.005)
+    assert rates(rate=400, gait_rate=400) == (400.0, 400.0, 0.0)
+    assert rates(rate=100, gait_rate=400) == (100.0, 100.0, 0.0)     # never above the bus
+    assert GraphArgs.from_strings({'rate': '400', 'gait_rate': '50'}).gait_rate == 50.0
+    with pytest.raises(ValueError, match='gait_rate'):
+        GraphArgs.from_strings({'gait_rate': '5'})
+
+
 def test_launch_arguments_described_and_typed():
     args = launch_arguments()
     assert [a.name for a in args] == [f.name for f in fields(GraphArgs)], 'one launch argument per field'

@@ -126,3 +126,21 @@ def test_batched_quaternions_equal_one_at_a_time_in_every_branch():
     np.testing.assert_allclose(lie.quaternions_from_matrices(np.array(rs)), expected, atol=1e-15)
     with pytest.raises(ValueError):
         lie.quaternions_from_matrices(np.eye(3))
+
+
+def test_xyyaw_from_se3_is_the_planar_pose_of_a_3d_one_at_any_batch_shape():
+    """A pose yawed, then pitched and rolled: the projection keeps x, y and the x axis's heading on the floor;
+    a batch gives each pose's own."""
+    twists = np.random.default_rng(4).uniform(-3.0, 3.0, (2, 3, 6))
+    poses = np.array([[lie.se3_exp(t) for t in row] for row in twists])
+    got = lie.xyyaw_from_se3(poses)
+    assert got.shape == (2, 3, 3)
+    for g, xyyaw in zip(poses.reshape(-1, 4, 4), got.reshape(-1, 3)):
+        x_axis = g[:3, 0]
+        np.testing.assert_allclose(xyyaw, [g[0, 3], g[1, 3], np.arctan2(x_axis[1], x_axis[0])], atol=1e-15)
+    # A planar pose through its 4x4 matrix comes back as it was.
+    g = np.eye(4)
+    g[:2, :2], g[:2, 3] = lie.rot2(-2.5), (0.3, -0.7)
+    np.testing.assert_allclose(lie.xyyaw_from_se3(g), [0.3, -0.7, -2.5], atol=1e-15)
+    with pytest.raises(ValueError, match=r'\(\.\.\., 4, 4\)'):
+        lie.xyyaw_from_se3(np.eye(3))

@@ -329,6 +329,10 @@ def test_the_world_imu_is_stamped_in_order_however_slowly_it_is_published(monkey
         def now_ns():
             return time.time_ns()
 
+        @staticmethod
+        def ns_at(monotonic_s):
+            return time.time_ns() - round((time.monotonic() - monotonic_s) * 1e9)
+
         def publish(self, sim_time_s, gyro, accel, age_s=0.0, now_ns=None):
             stamps.append(((time.time_ns() if now_ns is None else now_ns) - round(age_s * 1e9)) * 1e-9)
             time.sleep(0.003)

@@ -231,7 +231,7 @@ def test_odometry_from_the_recording_equals_the_live_estimator(bringup_recording
     from snake_control.mcap_io import ros2_messages
 
     robot, path = bringup_recording
-    from snake_control.app.demo import se2_relative, yaw_from_quaternion
+    from snake_control.kinematics.lie import se2_relative, yaw_from_quaternion
 
     live = []
     for m in ros2_messages(path):

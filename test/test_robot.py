@@ -268,6 +268,29 @@ def test_a_robot_may_split_its_joints_over_several_buses():
     assert shipped.joints == load_robot('pitch_yaw_32').joints
 
 
+def test_the_two_bus_robot_has_pitch_yaw_32s_skin_and_calibration():
+    """Only its wiring differs: the estimator's axial weight and the gaits' cmd_vel mapping are the same."""
+    from snake_control.gaits.calibration import SIM_SUFFIX, calibration_path, find_calibration
+    from snake_control.gaits.reach import cmd_vel_meaning
+
+    two, one = load_robot('pitch_yaw_32_two_buses'), load_robot('pitch_yaw_32')
+    assert two.axial_weight == one.axial_weight
+    for suffix in ('.calibration.yaml', SIM_SUFFIX):
+        assert calibration_path(two, suffix) == calibration_path(one, suffix)
+    assert find_calibration(two) is not None
+    for gait in ('serpentine', 'rolling', 'aeh_sidewinding'):
+        a, b = cmd_vel_meaning(two, gait), cmd_vel_meaning(one, gait)
+        assert (a.mapping, a.max_speed, a.stride) == ('calibration', b.max_speed, b.stride)
+
+
+@pytest.mark.parametrize('value', ['../pitch_yaw_32', 'a/b', 5, ['x']])
+def test_a_calibration_name_that_is_no_robot_beside_it_is_refused(value):
+    data = _base()
+    data['calibration'] = value
+    with pytest.raises(ConfigError, match='robots/bad.yaml: calibration: expected the name of a robot YAML'):
+        robot_from_dict(data, 'robots/bad.yaml')
+
+
 def test_a_one_bus_robot_has_one_line_with_every_joint():
     robot = load_robot('wheeled_8')
     (line,) = robot.bus_lines

@@ -28,7 +28,9 @@ def workspace(tmp_path_factory):
     """The package as a ROS user has it: `colcon build` in a workspace, from the tracked files."""
     ws = build_workspace(tmp_path_factory.mktemp('ws'))
     assert (ws / 'install' / 'snake_control' / 'lib' / 'snake_control' / 'driver_node').exists()
-    return ws
+    yield ws
+    # `ros2 param set` starts the ros2 daemon, which would outlive the tests (and their virtualenv).
+    subprocess.run(shell(ws, 'ros2 daemon stop'), capture_output=True, text=True, timeout=60)
 
 
 def run(ws: Path, command: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess:
@@ -85,6 +87,16 @@ def poll(fn, timeout_s: float = 30.0, what: str = ''):
     raise AssertionError(f'{what}: still {value!r} after {timeout_s:g} s')
 
 
+def node_list_naming(ws: Path, nodes) -> str | None:
+    """`ros2 node list`'s output when it names every one of nodes, else None. Without the daemon each call
+    is a new DDS participant that discovers the graph afresh within its spin time: 5 s rather than the
+    default 0.5, because a participant whose first announcements went unanswered hears the others only
+    at their periodic ones, 3 s apart (a CI run listed the launched graph's nodes in none of its calls
+    for 30 s, while its nodes ran and talked)."""
+    out = run(ws, 'ros2 node list --no-daemon --spin-time 5').stdout
+    return out if all(n in out for n in nodes) else None
+
+
 def gait_state(ws: Path, ns: str = 'snake') -> dict:
     """One gait/state message through `ros2 topic echo --once`, as key -> value."""
     out = run(ws, f'ros2 topic echo --once /{ns}/gait/state diagnostic_msgs/msg/DiagnosticStatus',
@@ -127,8 +139,7 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
         assert 'Traceback' not in text
 
         names = ('driver_node', 'gait_node', 'estimator_node', 'teleop_node')
-        poll(lambda: (lambda out: all(f'/snake/{n}' in out for n in names))(
-            run(ws, 'ros2 node list --no-daemon').stdout), what=f'ros2 node list naming {names}')
+        poll(lambda: node_list_naming(ws, [f'/snake/{n}' for n in names]), what=f'ros2 node list naming {names}')
 
         hz = run(ws, 'timeout -s INT 12 ros2 topic hz /snake/joint_states', timeout_s=40).stdout
         rates = [float(x) for x in re.findall(r'average rate: ([0-9.]+)', hz)]
@@ -176,8 +187,8 @@ def test_ros2_run_each_node_by_its_graph_name(workspace, tmp_path):
             runs[node] = Background(ws, f'ros2 run snake_control {node} --ros-args -r __ns:=/r1 '
                                         f'-p robot:=kinematic_snake_3{extra}', tmp_path / f'{node}.log')
         try:
-            listed = poll(lambda: (lambda out: out if all(f'/r1/{n}' in out for n in runs) else '')(
-                run(ws, 'ros2 node list --no-daemon').stdout), timeout_s=60, what='ros2 node list')
+            listed = poll(lambda: node_list_naming(ws, [f'/r1/{n}' for n in runs]), timeout_s=60,
+                          what='ros2 node list')
             assert '/r1/driver\n' not in listed and '/r1/estimator\n' not in listed
         finally:
             codes = {node: bg.ctrl_c() for node, bg in runs.items()}
@@ -195,3 +206,52 @@ def test_display_launch_leaves_out_missing_packages(workspace, tmp_path):
     for package in ('robot_state_publisher', 'joint_state_publisher_gui', 'rviz2'):
         assert f'{package} is not installed' in text or f'[{package}' in text, text[-2000:]
     assert 'Traceback' not in text and 'Caught exception' not in text, text[-2000:]
+
+
+def processes_with(text: str) -> list[str]:
+    """Command lines of running processes that contain text."""
+    out = subprocess.run(['pgrep', '-af', text], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if 'pgrep' not in line]
+
+
+@pytest.mark.parametrize('signum, prefixed', [(signal.SIGTERM, False), (signal.SIGKILL, False),
+                                             (signal.SIGTERM, True)], ids=['SIGTERM', 'SIGKILL', 'SIGTERM-prefix'])
+def test_ros2_launch_ended_by_a_signal_still_turns_torque_off(workspace, tmp_path, signum, prefixed):
+    """`ros2 launch` ended by SIGTERM (systemd stopping a service, `kill`, a supervisor) or SIGKILL exits
+    without signalling its nodes. The driver must notice its launcher is gone, turn every servo's torque
+    off and exit; so must the other nodes (nothing of the graph left running). Sent as soon as the driver
+    has turned torque on, while the other nodes may still be starting. `prefixed`: with a launch prefix
+    that starts each node as its own child (as `--launch-prefix 'gdb --args'` does), which a killed launch
+    leaves running: the nodes must start, and stop all the same."""
+    from snake_control.app.sim_bus import sim_bus_args
+    from snake_control.dynamixel.simproc import SimBusProcess
+
+    ns = 'sigterm_launch'
+    prefix = ''
+    if prefixed:
+        wrapper = tmp_path / 'wrapper.sh'
+        wrapper.write_text('#!/bin/bash\n"$@"\nexit $?\n')
+        wrapper.chmod(0o755)
+        prefix = f'--launch-prefix {wrapper} '
+    with SimBusProcess(sim_bus_args('kinematic_snake_3', 1_000_000)) as sim:
+        launch = Background(workspace, f'exec ros2 launch {prefix}snake_control gait.launch.py robot:=kinematic_snake_3 '
+                                       f'bus:=real port:={sim.path} baud:=1000000 namespace:={ns} joy:=false '
+                                       f'rviz:=false', tmp_path / 'launch.log')
+        try:
+            servos = sim.command('state')['servos']
+            assert servos and not any(s['torque'] for s in servos.values())
+            poll(lambda: all(s['torque'] for s in sim.command('state')['servos'].values()), timeout_s=90,
+                 what='the driver turning torque on')
+            nodes = lambda: [line for line in processes_with(f'__ns:=/{ns}') if 'wrapper.sh' not in line]  # noqa: E731
+            assert len(nodes()) == 4, nodes()      # none stopped itself at start (a prefix is not the launcher)
+            os.kill(launch.process.pid, signum)      # the launch process alone, not its group
+            launch.process.wait(timeout=60)
+            state = poll(lambda: (lambda s: s if not any(v['torque'] for v in s.values()) else None)(
+                sim.command('state')['servos']), timeout_s=30, what=f'torque off after {signum.name} to ros2 launch')
+            assert state.keys() == servos.keys()
+            poll(lambda: not processes_with(f'__ns:=/{ns}'), timeout_s=30, what='the graph\'s nodes exiting')
+        finally:
+            for line in processes_with(f'__ns:=/{ns}'):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+            launch.kill()
+    assert 'Traceback' not in launch.text(), launch.text()[-3000:]

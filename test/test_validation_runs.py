@@ -114,6 +114,77 @@ def test_true_imu_orientation_removes_the_heading_error(rolling):
     np.testing.assert_allclose(result.estimated_heading_rad, result.true_heading_rad, atol=1e-6)
 
 
+def _rolled_straight_body(robot, t, roll_rate_rad_s, velocity_m_s):
+    """(T, n_links, 4, 4): a straight body along x lying on the floor, turned about its axis at
+    roll_rate_rad_s and moved at velocity_m_s (x, y)."""
+    poses = np.zeros((t.size, robot.n_links, 4, 4))
+    for k, tk in enumerate(t):
+        c, s = math.cos(roll_rate_rad_s * tk), math.sin(roll_rate_rad_s * tk)
+        poses[k, :, :3, :3] = [[1, 0, 0], [0, c, -s], [0, s, c]]
+        poses[k, :, 0, 3] = np.arange(robot.n_links) * robot.link_length_m + velocity_m_s[0] * tk
+        poses[k, :, 1, 3] = velocity_m_s[1] * tk
+        poses[k, :, 2, 3] = robot.module_radius_m
+        poses[k, :, 3, 3] = 1.0
+    return poses
+
+
+def _poses_recording(robot, t, poses, contacts):
+    z = np.zeros((t.size, robot.n_joints))
+    return V.Recording(robot, t, z, z, z, z, poses, contacts)
+
+
+def test_contact_slip_reads_a_rolling_module_as_static_and_a_sliding_one_at_its_speed():
+    robot = load_robot('pitch_yaw_32')
+    t = np.arange(6) * 0.01
+    touching = np.ones((t.size, robot.n_links), dtype=bool)
+    # Rolling about its own axis at 2 rad/s, the body moves sideways at 2 r: the touching skin stands
+    # still (the module centres themselves move at 0.06 m/s).
+    rolling = V.contact_slip(_poses_recording(robot, t, _rolled_straight_body(
+        robot, t, 2.0, (0.0, -2.0 * robot.module_radius_m)), touching))
+    assert rolling.mean_m_s < 1e-4 and rolling.lateral_mean_m_s < 1e-4
+    assert rolling.path_speed_m_s == pytest.approx(0.06) and rolling.net_speed_m_s == pytest.approx(0.06)
+    # Sliding: sideways the slip is lateral, along the body it is not.
+    across = V.contact_slip(_poses_recording(robot, t, _rolled_straight_body(robot, t, 0.0, (0.0, 0.1)), touching))
+    assert across.median_m_s == pytest.approx(0.1) and across.lateral_mean_m_s == pytest.approx(0.1)
+    assert across.ratio == pytest.approx(1.0) and across.lateral_ratio == pytest.approx(1.0)
+    along = V.contact_slip(_poses_recording(robot, t, _rolled_straight_body(robot, t, 0.0, (0.1, 0.0)), touching))
+    assert along.median_m_s == pytest.approx(0.1) and along.lateral_mean_m_s == pytest.approx(0.0, abs=1e-9)
+    # Off the floor a module has no slip; the ends of the run have no central difference.
+    lifted = touching.copy()
+    lifted[:, 5] = False
+    some = V.contact_slip(_poses_recording(robot, t, _rolled_straight_body(robot, t, 0.0, (0.0, 0.1)), lifted))
+    assert np.isnan(some.speeds_m_s[:, 5]).all() and np.isnan(some.speeds_m_s[[0, -1]]).all()
+    assert some.touching[5] == 0.0 and some.contacts_per_sample == robot.n_links - 1
+
+
+def test_contact_slip_takes_the_lower_end_of_a_tilted_module():
+    # A module tilted 0.3 rad (head end up) pitching further up at 0.5 rad/s with its lower end cap
+    # rolling on the floor: the skin under that end stands still while the module's centre moves
+    # (about 18 mm/s). Turned in place about the cap's centre instead, the skin slides at 0.5 r.
+    robot = load_robot('pitch_yaw_32')
+    t = np.arange(5) * 0.01
+    half, r = 0.5 * robot.link_length_m, robot.module_radius_m
+    touching = np.ones((t.size, robot.n_links), dtype=bool)
+
+    def tilting(roll_on_the_floor):
+        poses = np.zeros((t.size, robot.n_links, 4, 4))
+        for k, tk in enumerate(t):
+            a = 0.3 + 0.5 * tk
+            rot = np.array([[math.cos(a), 0, -math.sin(a)], [0, 1, 0], [math.sin(a), 0, math.cos(a)]])
+            cap = np.array([-0.5 * r * tk if roll_on_the_floor else 0.0, 0.0, r])    # the lower cap's centre
+            poses[k, :, :3, :3] = rot
+            poses[k, :, :3, 3] = cap - rot @ np.array([-half, 0.0, 0.0])
+            poses[k, :, 3, 3] = 1.0
+        return V.contact_slip(_poses_recording(robot, t, poses, touching))
+
+    assert tilting(True).mean_m_s < 1e-4
+    assert tilting(False).mean_m_s == pytest.approx(0.5 * r, rel=1e-3)
+    with pytest.raises(ValueError, match='pitch-yaw'):
+        wheeled = load_robot('wheeled_8')
+        V.contact_slip(_poses_recording(wheeled, t, np.zeros((t.size, wheeled.n_links, 4, 4)),
+                                        touching[:, :wheeled.n_links]))
+
+
 def test_format_table_and_plot(tmp_path):
     rec, c = recording('kinematic_snake_3', 'lateral_undulation', 2.0, warmup_s=1.0)
     result = V.evaluate(rec, c.gait)

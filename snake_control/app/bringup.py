@@ -116,6 +116,7 @@ class BringupResult:
     driver_diagnostics: dict = field(default_factory=dict)   # the driver's last /diagnostics
     joint_states_rate_hz: float | None = None                # as received in this process
     warnings: list = field(default_factory=list)             # loop_warnings of the run
+    host_cpu: object = None         # app.host_cpu.CpuShare: the run's and other programs' CPU; None: unknown
 
 
 @dataclass
@@ -230,6 +231,10 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
+    from snake_control.nodes.qos import choose_dds_transport
+
+    choose_dds_transport()      # before the emulated bus and the driver's process start: they inherit it
+
     from snake_control.nodes.bringup_node import BringupNode
     from snake_control.nodes.runner import SWITCH_INTERVAL_S, make_executor, spin_until, stop_executor
 
@@ -252,6 +257,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
         raise ValueError(f'--duration: expected a time > 0 in s, got {duration_s!r}')
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    from snake_control.app.host_cpu import CpuWatch
+    cpu_watch = CpuWatch()          # before any of the run's processes starts: they count as the run's
     result = BringupResult(record_path=record)
     stop = stop_event or threading.Event()
     sim = None
@@ -301,9 +308,15 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             else:
                 executor = make_executor(context)
 
+            signalled = []
+
             def request_stop(signum, frame):
-                result.stop_reason = signal.Signals(signum).name
-                stop.set()
+                # Once only: a signal arriving inside stop.set() would wait on the lock the frame it
+                # interrupted holds (runner.install_stop_signals).
+                if not signalled:
+                    signalled.append(True)
+                    result.stop_reason = signal.Signals(signum).name
+                    stop.set()
             if threading.current_thread() is threading.main_thread():
                 # SIGHUP: the terminal or ssh session closed; stop as for Ctrl-C.
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -436,6 +449,11 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
                 context.try_shutdown()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+    # Every process of the run has been waited for: their CPU is the run's.
+    result.host_cpu = cpu_watch.stop()
+    cpu_warning = result.host_cpu.warning() if result.host_cpu is not None else None
+    if cpu_warning:
+        result.warnings.append(cpu_warning)
     d = result.driver_diagnostics
     if d:
         c = d.get('counters', {})
@@ -452,6 +470,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
     if keyboard is not None:
         result.keyboard = keyboard.finish(time.monotonic())
         log(result.keyboard.line())
+    if result.host_cpu is not None:
+        log(result.host_cpu.line())
     for line in result.warnings:
         log(line)
     log(f'stopped ({result.stop_reason}) after {result.duration_s:.1f} s' +

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from snake_control.kinematics.lie import se2_relative, yaw_from_quaternion
+
 DEMO_ROBOTS = ('pitch_yaw_32', 'wheeled_8')
 QUICK_ROBOT, QUICK_DURATION_S = 'wheeled_8', 10.0
 DEMO_BAUD = 4_000_000
@@ -66,18 +68,6 @@ def bus_cycle_wire_time_s(n_servos: int, baud: int, state_bytes: int, fast: bool
     else:
         reply, delays = n * (11 + length), n
     return (write + request + reply) * 10.0 / baud + delays * return_delay_s
-
-
-def se2_relative(poses_xyyaw: np.ndarray, origin_xyyaw) -> np.ndarray:
-    """Poses (k, 3) (x m, y m, yaw rad in a world frame) expressed in the frame of origin (3,)."""
-    p = np.asarray(poses_xyyaw, dtype=float)
-    if p.ndim != 2 or p.shape[1] != 3:
-        raise ValueError(f'poses_xyyaw: expected shape (k, 3), got {p.shape}')
-    x0, y0, th0 = (float(v) for v in origin_xyyaw)
-    c, s = math.cos(th0), math.sin(th0)
-    dx, dy = p[:, 0] - x0, p[:, 1] - y0
-    yaw = np.arctan2(np.sin(p[:, 2] - th0), np.cos(p[:, 2] - th0))
-    return np.column_stack((c * dx + s * dy, -s * dx + c * dy, yaw))
 
 
 def path_length_m(t_s: np.ndarray, xy_m: np.ndarray, sample_s: float = PATH_SAMPLE_S) -> float:
@@ -230,7 +220,10 @@ def script_segments(gait_t_s, active, target, blending, moving) -> list[tuple[fl
 class SegmentError:
     """The estimate over one script segment: its own planar motion against the truth's, each in its own pose
     at the segment's start (the error the segment adds, whatever came before): true distance (m, start to
-    end), position error (m) and heading error (true less estimated turn, deg)."""
+    end), position error (m) and heading error (true less estimated turn, deg). The position error split
+    along the true travel (along_m: + the estimate went further, - it fell short; a speed's scale) and
+    across it (across_m: + to the left of the true travel; a direction); NaN where the truth moved under
+    SEGMENT_DIRECTION_MIN_M, which gives no direction to split by."""
 
     label: str
     t_start_s: float
@@ -238,6 +231,12 @@ class SegmentError:
     true_m: float
     error_m: float
     heading_error_deg: float
+    along_m: float = math.nan
+    across_m: float = math.nan
+
+
+# A segment's true travel gives the along/across split its direction only from this far (m).
+SEGMENT_DIRECTION_MIN_M = 0.01
 
 
 def segment_errors(est_t_s, est_xyyaw, true_t_s, true_xyyaw, segments) -> list[SegmentError]:
@@ -261,14 +260,14 @@ def segment_errors(est_t_s, est_xyyaw, true_t_s, true_xyyaw, segments) -> list[S
         e = se2_relative(est(b)[None, :], est(a))[0]
         tr = se2_relative(true(b)[None, :], true(a))[0]
         dyaw = tr[2] - e[2]
-        out.append(SegmentError(label, a, b, float(np.hypot(*tr[:2])), float(np.hypot(*(e[:2] - tr[:2]))),
-                                math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))))
+        true_m, miss = float(np.hypot(*tr[:2])), e[:2] - tr[:2]
+        along = across = math.nan
+        if true_m >= SEGMENT_DIRECTION_MIN_M:
+            ux, uy = tr[0] / true_m, tr[1] / true_m
+            along, across = float(miss[0] * ux + miss[1] * uy), float(miss[1] * ux - miss[0] * uy)
+        out.append(SegmentError(label, a, b, true_m, float(np.hypot(*miss)),
+                                math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw))), along, across))
     return out
-
-
-def yaw_from_quaternion(qx, qy, qz, qw):
-    """Yaw (rad) about the world z axis of a unit quaternion (arrays or floats)."""
-    return np.arctan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -312,6 +311,7 @@ class RobotSummary:
     picture: str = ''
     video: str = ''
     message_counts: dict = field(default_factory=dict)
+    host_cpu: object = None         # app.host_cpu.CpuShare of the session's run; None: unknown
 
     def lines(self) -> list[str]:
         """The summary of this session, one figure group per line."""
@@ -352,11 +352,14 @@ class RobotSummary:
                f'overruns {c.get("overruns", 0)}/{c.get("cycles", 0)} cycles, '
                f'goals clamped {c.get("clamped", 0)}, rejected {rejected}, '
                f'gait saturation reports {self.gait_saturation_messages}; torque {torque}']
+        if self.host_cpu is not None:
+            out.append(f'  {self.host_cpu.line()}')
         return out + [f'  {w}' for w in self.warnings()]
 
     def warnings(self) -> list[str]:
         """WARN lines for every figure that misses its aim: the loop (snake_control.app.bringup.loop_warnings),
-        the estimator's error, the achieved speed against the command, torque at the end."""
+        the estimator's error, the achieved speed against the command, torque at the end, and a computer
+        saturated by other programs (snake_control.app.host_cpu)."""
         from snake_control.app.bringup import FAULT_AIM, loop_warnings
         out = loop_warnings(self.control_rate_hz_target, self.cycle_rate_hz, self.joint_states_rate_hz,
                             self.counters, self.n_joints)
@@ -373,6 +376,9 @@ class RobotSummary:
                        f'x{SPEED_RATIO_AIM[1]:g})')
         if self.torque_off is not True:
             out.append('WARN torque not confirmed off at the end')
+        cpu = self.host_cpu.warning() if self.host_cpu is not None else None
+        if cpu:
+            out.append(cpu)
         return out
 
     def missed_rate(self) -> bool:
@@ -435,13 +441,24 @@ class _Extra:
 
 
 def _read_extra(path: Path, namespace: str) -> _Extra:
+    from mcap.reader import make_reader
+
     from snake_control.mcap_io import ros2_messages
 
     ex, gait, steady, names, reachable, diag = _Extra(), [], [], [], [], []
     targets, blending, turns = [], [], []
     gait_topic = f'/{namespace}/gait/state'
     previous_gait = None
-    for m in ros2_messages(path):
+    # Only the topics read here are decoded; the file's first message time is in its summary (a file
+    # without one, cut short, is read whole).
+    with open(path, 'rb') as f:
+        summary = make_reader(f).get_summary()
+    topics = None
+    if summary is not None and summary.statistics is not None:
+        ex.t_first_ns = summary.statistics.message_start_time
+        topics = [c.topic for c in summary.channels.values()
+                  if c.topic == gait_topic or c.topic.endswith('/diagnostics')]
+    for m in ros2_messages(path, topics):
         if not ex.t_first_ns:
             ex.t_first_ns = m.log_time_ns
         t = (m.log_time_ns - ex.t_first_ns) * 1e-9
@@ -479,6 +496,23 @@ def _read_extra(path: Path, namespace: str) -> _Extra:
         a = np.array(diag)
         ex.diag_t_s, ex.diag_rate_hz = a[:, 0], a[:, 1]
     return ex
+
+
+def _segments(ex: _Extra) -> list[tuple[float, float, str]]:
+    """script_segments of a recording's gait/state samples (times as in ex: s from its first message)."""
+    moving = (np.hypot(ex.gait_command_xy_m_s[:, 0], ex.gait_command_xy_m_s[:, 1]) > MOVING_M_S) \
+        | (np.abs(ex.gait_turn_rad_s) > MOVING_M_S)
+    return script_segments(ex.gait_t_s, ex.gait_names, ex.gait_targets, ex.gait_blending, moving)
+
+
+def recording_segments(path, namespace: str) -> list[tuple[float, float, str]]:
+    """script_segments of a recording's <namespace>/gait/state, times in s of the recorder's clock (log time,
+    the epoch for a recording of the graph); [] when it has fewer than two gait/state samples."""
+    ex = _read_extra(Path(path), namespace.strip('/'))
+    if len(ex.gait_t_s) < 2:
+        return []
+    t0 = ex.t_first_ns * 1e-9
+    return [(a + t0, b + t0, label) for a, b, label in _segments(ex)]
 
 
 # ---------------------------------------------------------------------------------------------- one robot
@@ -526,6 +560,7 @@ def run_robot(robot: str, out_dir: str | Path, script: str | Path | None = None,
     summary = analyse(robot, mcap_path, truth_path, anchors, diagnostics, out / f'demo_{robot}.png',
                       links_path=links_path)
     summary.torque_off = result.torque_off
+    summary.host_cpu = result.host_cpu
     summary.message_counts = result.message_counts
     summary.n_joints = load_robot(robot).n_joints
     return summary, mcap_path
@@ -599,10 +634,7 @@ def analyse(robot: str, mcap_path: Path, truth_path: Path, anchors: list, diagno
     summ.final_heading_error_deg = math.degrees(math.atan2(math.sin(dyaw), math.cos(dyaw)))
     if len(ex.gait_t_s) > 1:
         # What each part of the script adds to the error: the blends, each gait moving and standing.
-        moving = (np.hypot(ex.gait_command_xy_m_s[:, 0], ex.gait_command_xy_m_s[:, 1]) > MOVING_M_S) \
-            | (np.abs(ex.gait_turn_rad_s) > MOVING_M_S)
-        segments = script_segments(ex.gait_t_s, ex.gait_names, ex.gait_targets, ex.gait_blending, moving)
-        summ.segments = segment_errors(s.odom_t_s, est_rel, true_t, true_rel, segments)
+        summ.segments = segment_errors(s.odom_t_s, est_rel, true_t, true_rel, _segments(ex))
 
     # Commanded against achieved speed over the spans a motion command was in force, measured as the
     # acceptance harness does (span_speeds): the body frame's own path would count the wave's swing.

@@ -37,7 +37,7 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
     """Every argument of gait.launch.py (and the matching `snake bringup` options)."""
     from snake_control.paths import robot_names
     from snake_control.paths import teleop_names
-    from snake_control.robot import LIMITS
+    from snake_control.robot import GAIT_RATE_MAX_HZ, LIMITS
     rate = LIMITS['control_rate_hz']
     return (
         LaunchArgument('robot', 'pitch_yaw_32',
@@ -49,8 +49,11 @@ def launch_arguments() -> tuple[LaunchArgument, ...]:
                        'bus, comma-separated, in the YAML\'s order); empty: the robot YAML\'s (ignored with '
                        'bus:=sim)'),
         LaunchArgument('baud', '0', 'bus baud rate in bit/s; 0: the robot YAML\'s bus.baud'),
-        LaunchArgument('rate', '0', f'control rate in Hz of the gait and driver loops ({rate.low:g} to '
+        LaunchArgument('rate', '0', f'control rate in Hz of the driver\'s bus loop ({rate.low:g} to '
                        f'{rate.high:g}); 0: the robot YAML\'s bus.control_rate_hz'),
+        LaunchArgument('gait_rate', '0', f'rate in Hz of the gait and its joint_commands, at most `rate`; '
+                       f'0: `rate` up to {GAIT_RATE_MAX_HZ:g} Hz. Slower than the bus, the driver moves the '
+                       f'goals between commands along their velocities, for at most one gait period'),
         LaunchArgument('watchdog_ms', '-1', 'servo Bus Watchdog in ms: the servos stop when no packet has '
                        'reached them for this long (a killed or hung controller, a pulled cable); -1: five '
                        'control periods, at least 100 ms; 0: off'),
@@ -88,6 +91,7 @@ class GraphArgs:
     port: str = ''
     baud: int = 0
     rate: float = 0.0
+    gait_rate: float = 0.0
     watchdog_ms: int = -1
     namespace: str = 'snake'
     joy: bool = True
@@ -140,6 +144,7 @@ class GraphArgs:
         from snake_control.robot import check_baud, check_rate_hz, load_robot
         check_baud(self.baud, 'launch argument baud')
         check_rate_hz(self.rate, 'launch argument rate')
+        check_rate_hz(self.gait_rate, 'launch argument gait_rate')
         if not (self.watchdog_ms == -1 or 0 <= self.watchdog_ms <= 2540):
             raise ValueError(f'launch argument watchdog_ms: -1 (automatic), 0 (off) or 1..2540 ms, '
                              f'got {self.watchdog_ms}')
@@ -202,7 +207,7 @@ GRAPH_IMU_WAIT_S = 10.0
 
 TELEOP_GAIT_CYCLES = {
     # aeh_sidewinding before the serpenoid one: its contacts hold still (a real tread) in MuJoCo, where
-    # serpenoid sidewinding slips at about a third of the body speed.
+    # serpenoid sidewinding slips at about 0.28 of the body speed.
     'pitch_yaw': ('serpentine', 'lateral_undulation', 'aeh_sidewinding', 'sidewinding', 'rolling',
                   'turn_in_place'),
     'planar': ('wheeled_undulation', 'lateral_undulation', 'kinematic_snake_preset'),
@@ -238,16 +243,30 @@ def estimator_parameters(robot, robot_path: str, args: GraphArgs) -> dict:
     return params
 
 
+def gait_calibration(robot, args: GraphArgs) -> dict:
+    """gait_node's calibration parameter. The MuJoCo world of the graph runs the pyramidal friction cone
+    (faster than real time beside the controller), on which some gaits go faster or turn otherwise than
+    on the elliptic cone the shipped calibration is measured on (serpentine about 8 % faster,
+    docs/physics.md): the graph maps cmd_vel with <robot>.sim.calibration.yaml, measured on its own
+    floor, when there is one. Elsewhere the node's default: the calibration beside the robot YAML."""
+    if args.physics != 'mujoco':
+        return {}
+    from snake_control.gaits.calibration import SIM_SUFFIX, calibration_path
+    path = calibration_path(robot, SIM_SUFFIX)
+    return {'calibration': str(path)} if path.is_file() else {}
+
+
 def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
     """The node list for the launch arguments. `port` overrides the serial device (bringup passes the
     emulated bus's pty here once it has started it)."""
     from snake_control.dynamixel.driver_config import check_watchdog, default_watchdog_ms
     from snake_control.paths import resolve_robot
-    from snake_control.robot import load_robot
+    from snake_control.robot import command_extrapolation_s, gait_rate_hz, load_robot
 
     robot_path = str(Path(resolve_robot(args.robot)).resolve())
     robot = load_robot(robot_path)
     rate = float(args.rate or robot.bus.control_rate_hz)
+    gait_rate = gait_rate_hz(rate, args.gait_rate)
     watchdog_ms = default_watchdog_ms(rate) if args.watchdog_ms < 0 else int(args.watchdog_ms)
     try:
         check_watchdog(watchdog_ms, rate)
@@ -266,13 +285,15 @@ def build_graph(args: GraphArgs, port: str | None = None) -> list[NodeSpec]:
     cycle = default_gait_cycle(robot)
     gait = args.gait or cycle[0]
     estimator = estimator_parameters(robot, robot_path, args)
+    calibration = gait_calibration(robot, args)
 
     specs = [
         NodeSpec(PACKAGE, 'driver_node', 'driver_node', ns,
-                 {'robot': robot_path, **bus_ports, 'baud': baud, 'rate': rate, 'watchdog_ms': watchdog_ms},
+                 {'robot': robot_path, **bus_ports, 'baud': baud, 'rate': rate, 'watchdog_ms': watchdog_ms,
+                  'command_extrapolation': command_extrapolation_s(rate, gait_rate)},
                  module='snake_control.nodes.driver_node', class_name='DriverNode'),
         NodeSpec(PACKAGE, 'gait_node', 'gait_node', ns,
-                 {'robot': robot_path, 'rate_hz': rate, 'gait': gait,
+                 {'robot': robot_path, 'rate_hz': gait_rate, 'gait': gait, **calibration,
                   # The power-up rest teaches the estimator its gyro bias only if the IMU is heard by then.
                   **({'startup_imu_wait_s': GRAPH_IMU_WAIT_S} if estimator.get('use_imu') else {})},
                  module='snake_control.nodes.gait_node', class_name='GaitNode'),

@@ -75,6 +75,7 @@ def render_trajectory(robot, t_s, positions_rad, path, fps: float = 20.0, size=(
     import mujoco
 
     from snake_control.estimation.estimator import BodyFrameTracker, Estimator
+    from snake_control.kinematics.lie import xyyaw_from_se3
     from snake_control.physics.mjcf import matching_axial_weight
     from snake_control.physics.world import SnakeWorld
 
@@ -101,8 +102,7 @@ def render_trajectory(robot, t_s, positions_rad, path, fps: float = 20.0, size=(
     tracker = BodyFrameTracker(robot)
     truth0 = tracker(world.link_poses())
     options = {'axial_weight': matching_axial_weight()} if robot.kind == 'pitch_yaw' else {}
-    initial = (np.array([truth0[0, 3], truth0[1, 3], np.arctan2(truth0[1, 0], truth0[0, 0])])
-               if robot.kind == 'planar' else truth0)
+    initial = xyyaw_from_se3(truth0) if robot.kind == 'planar' else truth0
     estimator = Estimator(robot, initial_pose=initial, **options)
     estimator.update(0.0, world.joint_positions_rad())
     est_xy, true_xy = [truth0[:2, 3].copy()], [truth0[:2, 3].copy()]

@@ -34,7 +34,12 @@ def add_arguments(parser):
     parser.add_argument('--port', default='', help='serial device (default: the robot YAML\'s bus.port)')
     parser.add_argument('--baud', type=int, default=0, help='bus baud rate (default: the robot YAML\'s)')
     parser.add_argument('--rate', type=options.in_range('control_rate_hz', zero_means_default=True), default=0.0,
-                        help='control rate in Hz (default: the robot YAML\'s)')
+                        help='control rate in Hz of the bus loop (default: the robot YAML\'s)')
+    parser.add_argument('--gait-rate', type=options.in_range('control_rate_hz', zero_means_default=True),
+                        default=0.0, metavar='HZ',
+                        help='rate in Hz of the gait and its joint_commands, at most --rate (default: --rate '
+                             'up to 100 Hz; slower than the bus, the driver moves the goals between commands '
+                             'along their velocities)')
     parser.add_argument('--physics', choices=('mujoco',), default=None,
                         help='with --bus sim: couple the emulated servos to a MuJoCo world')
     parser.add_argument('--script', default=None, help='scripted teleop session YAML (see config/scripts)')
@@ -72,6 +77,7 @@ def run(args) -> int:
     if args.physics and args.bus != 'sim':
         raise CommandError('--physics needs --bus sim')
     graph_args = GraphArgs(robot=args.robot, bus=args.bus, port=args.port, baud=args.baud, rate=args.rate,
+                           gait_rate=args.gait_rate,
                            watchdog_ms=args.watchdog_ms, namespace=args.namespace, joy=False,
                            teleop=args.teleop, gait=args.gait,
                            physics=args.physics or 'none')

@@ -7,7 +7,8 @@ through it: phase rate and turning offset for a speed and a yaw rate.
 
 In MuJoCo (the default): 4 runs per gait that turns (offsets -u, 0, +u at one phase rate, 0 at a
 second), 2 per gait that does not; a few seconds per gait. The runs use the elliptic friction cone,
-the physics cmd_vel is validated on (--cone pyramidal: the running graph's faster one). With --gait,
+the physics cmd_vel is validated on (--cone pyramidal: the running graph's faster one, written to
+<robot>.sim.calibration.yaml, which the MuJoCo graph loads). With --gait,
 only those gaits' entries in an existing file are replaced; the other gaits are kept.
 
 From a real robot: run the gait at a known phase rate (gait/state phase_rate_rad_s) and turning
@@ -25,7 +26,8 @@ def add_arguments(parser):
     parser.add_argument('--robot', required=True, help='robot YAML name or path')
     parser.add_argument('--gait', action='append',
                         help='gait to calibrate (repeatable; default: every gait that moves)')
-    parser.add_argument('--output', help='calibration file to write (default: beside the robot YAML)')
+    parser.add_argument('--output', help='calibration file to write (default: beside the robot YAML, '
+                        '<robot>.calibration.yaml; with --cone pyramidal <robot>.sim.calibration.yaml)')
     parser.add_argument('--trajectory', action='append', default=[],
                         help='pose CSV of a recorded run of the (one) --gait (repeatable)')
     parser.add_argument('--phase-rate', action='append', type=float, default=[],
@@ -40,7 +42,7 @@ def run(args) -> int:
     from datetime import datetime, timezone
 
     from snake_control.commands import CommandError
-    from snake_control.gaits.calibration import Calibration, calibration_path, load_calibration
+    from snake_control.gaits.calibration import SIM_SUFFIX, SUFFIX, Calibration, calibration_path, load_calibration
     from snake_control.robot import load_robot
     from snake_control.validation import calibration as V
 
@@ -49,7 +51,7 @@ def run(args) -> int:
     for g in args.gait or []:
         if g not in known:
             raise CommandError(f'--gait {g}: not a moving gait of {robot.name}; known: {", ".join(known)}')
-    out = args.output or calibration_path(robot)
+    out = args.output or calibration_path(robot, SIM_SUFFIX if args.cone == 'pyramidal' else SUFFIX)
     from pathlib import Path
     old = load_calibration(out, robot) if args.gait and Path(out).is_file() else None
     if args.trajectory or args.phase_rate or args.turn:

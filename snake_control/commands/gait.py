@@ -30,7 +30,7 @@ def add_arguments(parser):
                         help='print the chain-to-curve fit error of every backbone gait on --robot and exit')
     parser.add_argument('--robot', help='shipped robot name or robot YAML path')
     parser.add_argument('--gait', help='gait name (see --list)')
-    parser.add_argument('--set', action='append', default=[], metavar='NAME=VALUE',
+    parser.add_argument('--set', action='append', default=[], metavar='NAME=VALUE', type=options.name_value,
                         help='override a gait parameter (repeatable), in the units shown by --list')
     parser.add_argument('--duration', type=options.in_range('trajectory_duration_s'), default=10.0,
                         help='seconds to run (default 10, at most an hour)')
@@ -51,13 +51,10 @@ def add_arguments(parser):
 
 
 def _parse_sets(items):
+    """The --set (name, value text) pairs as gait parameters {name: float}."""
     from snake_control.commands import CommandError
     out = {}
-    for item in items:
-        name, sep, value = item.partition('=')
-        name = name.strip()
-        if not sep or not name or not value.strip():
-            raise CommandError(f'--set expects NAME=VALUE, got {item!r}')
+    for name, value in items:
         try:
             out[name] = float(value)
         except ValueError:
@@ -258,6 +255,8 @@ def run(args) -> int:
     spec = catalog.gait_spec(args.gait)
     catalog.check_gait_fits(spec, robot)
     catalog.resolve_params(spec, robot, params)       # fail on bad --set before running
+    if round(args.duration * args.rate) < 1:
+        raise CommandError(f'--duration {args.duration:g} s is shorter than one tick at --rate {args.rate:g} Hz')
     res = run_gait(robot, args.gait, params, args.duration, args.rate, args.speed, args.turn)
     t, q, ticks = res.t_s, res.positions_rad, res.ticks
     st = res.scheduler.state()

@@ -2,7 +2,8 @@
 
 from snake_control.commands import options
 
-HELP = 'offline state estimation (odometry) from a joint-trajectory CSV or an .mcap recording'
+HELP = ('offline state estimation (odometry) from a joint-trajectory CSV or an .mcap recording; --replay: a '
+        'recording as estimator_node runs it, against the truth')
 DESCRIPTION = '''Run the same estimator as estimator_node over recorded joint angles and write the pose track.
 
 Planar wheeled robots use the nonholonomic local connection of their passive wheels; pitch-yaw robots use
@@ -12,7 +13,18 @@ Output: a pose CSV (t,x,y,z,qx,qy,qz,qw: the body frame in odom) and optionally 
 
   snake gait --robot wheeled_8 --gait lateral_undulation --duration 20 --rate 100 --csv gait.csv
   snake odometry --robot wheeled_8 --input gait.csv --output pose.csv --plot pose.png
-  snake odometry --robot pitch_yaw_32 --input run.mcap --body-frame chassis'''
+  snake odometry --robot pitch_yaw_32 --input run.mcap --body-frame chassis
+
+--replay runs the estimator on an .mcap recording as estimator_node runs it in the graph: its input gate,
+update-rate decimation and IMU fusion (imu beside joint_states, in stamp order), measurement times from
+the message headers, the node's defaults and the robot YAML's, and in a recording of the MuJoCo world
+(one with the truth tree /truth/tf) the parameters the graph gives the node there. It prints how far the
+replay is from the odom the graph recorded and, with the truth, the end error (% of the distance
+travelled, heading) and the error of each script segment (the demo's figures). Change a setting to try it
+on the same inputs (--no-imu, --axial-weight, --contact-band, --set NAME=VALUE); --json for scripts.
+
+  snake odometry --robot pitch_yaw_32 --input out/demo.mcap --replay
+  snake odometry --robot pitch_yaw_32 --input out/demo.mcap --replay --contact-band 7.5 15 --json'''
 
 
 def add_arguments(parser):
@@ -31,6 +43,24 @@ def add_arguments(parser):
                         help='pitch-yaw robots: weight of the no-slip condition along each module, '
                              '(axial / lateral skin friction)^2 (0..1; default: the robot YAML\'s '
                              'link.axial_weight)')
+    replay = parser.add_argument_group('replay (--replay, .mcap recordings)')
+    replay.add_argument('--replay', action='store_true',
+                        help='run the estimator as estimator_node does (input gate, decimation, IMU fusion) '
+                             'and compare with the recorded odom and the truth tree')
+    replay.add_argument('--no-imu', action='store_true', help='do not fuse the recording\'s imu')
+    replay.add_argument('--world', choices=('auto', 'mujoco', 'none'), default='auto',
+                        help='the node parameters of the graph in this world (default auto: mujoco when the '
+                             'recording has the truth tree)')
+    replay.add_argument('--contact-band', nargs=2, type=float, metavar=('ENTER_MM', 'EXIT_MM'),
+                        help='pitch-yaw robots: height above the lowest module at which a module enters and '
+                             'leaves ground contact, mm (default half the module radius and the radius)')
+    replay.add_argument('--imu-attitude-s', type=float, default=None,
+                        help='the node\'s imu_attitude_s: 0 takes the IMU attitude as it is, above 0 it pulls '
+                             'the contacts\' with this time constant (s)')
+    replay.add_argument('--set', action='append', default=[], metavar='NAME=VALUE', type=options.name_value,
+                        help='any other estimator parameter (an Estimator keyword or an estimator_node '
+                             'parameter, e.g. contact_loads=false, update_rate_hz=0); repeatable')
+    replay.add_argument('--json', action='store_true', help='print the replay\'s figures as one JSON object')
 
 
 def _body_frame(text):
@@ -39,7 +69,77 @@ def _body_frame(text):
     return int(text) if text.lstrip('-').isdigit() else text
 
 
+def _value(text: str):
+    low = text.strip().lower()
+    if low in ('true', 'false'):
+        return low == 'true'
+    if low in ('none', ''):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def replay_overrides(args) -> dict:
+    """The estimator settings the command line changes for a replay."""
+    from snake_control.commands import CommandError
+
+    out = {name: _value(value) for name, value in args.set}
+    if args.no_imu:
+        out['use_imu'] = False
+    if args.axial_weight is not None:
+        out['axial_weight'] = args.axial_weight
+    if args.body_frame is not None:
+        out['body_frame'] = _body_frame(args.body_frame)
+    if args.imu_attitude_s is not None:
+        out['imu_attitude_s'] = args.imu_attitude_s
+    if args.contact_band is not None:
+        enter, exit_ = args.contact_band
+        if not 0 < enter <= exit_:
+            raise CommandError(f'--contact-band: expected 0 < ENTER_MM <= EXIT_MM, got {enter:g} {exit_:g}')
+        out['contact_enter_m'], out['contact_exit_m'] = enter / 1000.0, exit_ / 1000.0
+    return out
+
+
+def run_replay(args) -> int:
+    import json
+    from pathlib import Path
+
+    from snake_control.app.replay import replay_recording
+    from snake_control.commands import CommandError
+
+    if Path(args.input).suffix.lower() != '.mcap':
+        raise CommandError(f'--replay: {args.input}: expected an .mcap recording')
+    report = replay_recording(args.input, args.robot, topic=args.topic, world=args.world,
+                              **replay_overrides(args))
+    if args.output:
+        from snake_control.estimation.trajectory_io import write_pose_csv
+        write_pose_csv(args.output, report.track.t_s, report.track.pose_xyz_quat)
+    if args.plot:
+        from snake_control.app.replay import plot_replay
+        plot_replay(report, args.plot)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print('\n'.join(report.lines()))
+        for written in (args.output, args.plot):
+            if written:
+                print(f'wrote {written}')
+    return 0
+
+
 def run(args) -> int:
+    if args.replay:
+        return run_replay(args)
+    if args.no_imu or args.contact_band or args.set or args.json or args.imu_attitude_s is not None \
+            or args.world != 'auto':
+        from snake_control.commands import CommandError
+        raise CommandError('--no-imu, --world, --contact-band, --imu-attitude-s, --set and --json go with --replay')
     import numpy as np
 
     from snake_control.estimation.estimator import Estimator

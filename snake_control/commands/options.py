@@ -67,3 +67,17 @@ def output_dir(text: str) -> str:
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f'{text} is a file, expected a directory')
     return text
+
+
+def name_value(text: str) -> tuple[str, str]:
+    """NAME=VALUE (a repeatable setting such as --set) as (name, value text), white space around the name
+    dropped; the value may be empty, each command reads it as it needs.
+
+    >>> name_value(' lam=0.2')
+    ('lam', '0.2')
+    """
+    name, sep, value = text.partition('=')
+    name = name.strip()
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f'expected NAME=VALUE, got {text!r}')
+    return name, value

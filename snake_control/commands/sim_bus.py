@@ -12,11 +12,12 @@ request, reply and return delay at that baud.
   snake sim-bus --servos 4 --baud 1000000 --faults corrupt=0.01,silent=3@2+1.5,unplug=5+1
 
 Faults (comma-separated): corrupt=RATE (bytes garbled, both ways), drop=RATE (replies lost),
+late=RATE+MS (that share of requests answered whole but MS ms late; MS 5 when left out),
 silent=ID@START+DURATION (servo stops answering; no duration: forever), trip=ID:overload@TIME or
 trip=ID:overheating@TIME, unplug=TIME+DURATION, seed=N. Times in seconds from start.
 
 Control channel: commands on stdin (state, goals, silent ID S, trip ID KIND, unplug S, corrupt R,
-drop R, set ID REGISTER VALUE, stall S), one JSON line back on stdout each.'''
+drop R, late R [MS], set ID REGISTER VALUE, stall S), one JSON line back on stdout each.'''
 
 
 def add_arguments(parser):

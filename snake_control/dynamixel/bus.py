@@ -18,10 +18,9 @@ import os
 import re
 import select
 import time
-from contextlib import contextmanager
 
 import dynamixel_sdk as sdk
-from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
+from dynamixel_sdk.protocol2_packet_handler import TXPACKET_MAX_LEN, Protocol2PacketHandler
 
 from snake_control.dynamixel import protocol as P
 from snake_control.dynamixel.late_replies import LateReplies
@@ -60,6 +59,11 @@ class SnakePortHandler(sdk.PortHandler):
         self.backlog_bytes = 0
         # Watches the bytes a request clears for late replies of reads that missed servos (ServoBus).
         self.late: LateReplies | None = None
+        # The reply latency (read_strategy.ReplyLatency) of the last read when it ended waiting for a
+        # reply: bytes that still come before the next request were replies later than its margin;
+        # when it had no reply at all and none comes, its request (or every reply) was garbled.
+        self.unanswered = None
+        self.unanswered_any = False
 
     def take_backlog_ms(self, request_bytes: int) -> float:
         """Wire time of the unanswered backlog plus this request (ms); clears the backlog."""
@@ -171,18 +175,32 @@ class SnakePortHandler(sdk.PortHandler):
             try:
                 chunk = os.read(self.ser.fd, 4096)
             except BlockingIOError:
-                return out
+                break
             except OSError as exc:
                 raise PortGone(f'{self.port_name}: adapter gone (read: {exc})') from exc
             if not chunk:
-                return out
+                break
             out += chunk
+        self.heard_after(out)
+        return out
+
+    def heard_after(self, data: bytes) -> None:
+        """Bytes that came after a read stopped waiting for its replies: they were replies (whole or
+        garbled; a garbled request gets none), later than the read's margin."""
+        if data and self.unanswered is not None:
+            self.unanswered.missed()
+            self.unanswered = None
 
     def clearPort(self):
         if self.late is not None and self.late.outstanding:
             # A read missed servos: whether what waits here is their whole replies, late, tells a
             # slow answer from a noisy line (late_replies).
             self.late.feed(self.take_pending())
+        elif self.unanswered is not None:
+            self.take_pending()
+        if self.unanswered is not None and not self.unanswered_any:
+            self.unanswered.silent()
+        self.unanswered = None          # from here on, bytes are this request's
         try:
             self.ser.reset_input_buffer()
         except Exception as exc:      # termios.error on a hung-up tty
@@ -239,6 +257,54 @@ def latency_timer_warning(port: str, sysfs_root: str = '/sys/bus/usb-serial/devi
             f'DRIVER=="ftdi_sio", ATTR{{latency_timer}}="1" (then: sudo udevadm control --reload; replug)')
 
 
+class _BoundedCache(dict):
+    """A dict that builds a missing value as build(*key) and, holding limit entries, starts over: the
+    packets a bus sends again and again are framed once, a hit costs one dict lookup, and a caller that
+    keeps changing its keys cannot grow it without bound."""
+
+    __slots__ = ('limit', 'build')
+
+    def __init__(self, limit: int, build):
+        super().__init__()
+        self.limit, self.build = limit, build
+
+    def __missing__(self, key):
+        if len(self) >= self.limit:
+            self.clear()
+        value = self[key] = self.build(*key)
+        return value
+
+
+def _sync_read_packet(address: int, size: int, fast: bool, ids: tuple) -> bytes:
+    """The (fast) sync read instruction packet for ``size`` bytes at ``address`` of ``ids``."""
+    params = P.le(address, 2) + P.le(size, 2) + bytes(ids)
+    return P.build_instruction(P.BROADCAST_ID, P.FAST_SYNC_READ if fast else P.SYNC_READ, params)
+
+
+class _Transaction:
+    """ServoBus.transaction: the SDK's port-busy flag released whatever happens inside; a vanished
+    adapter marks the bus closed; on any other error a held packet is dropped, so that it never leaves
+    later, out of its cycle. A class, not a generator: two exchanges in every control cycle use it."""
+
+    __slots__ = ('bus',)
+
+    def __init__(self, bus: 'ServoBus'):
+        self.bus = bus
+
+    def __enter__(self):
+        self.bus.port.is_using = False
+
+    def __exit__(self, kind, exc, tb):
+        bus = self.bus
+        if kind is not None:
+            if issubclass(kind, PortGone):
+                bus.is_open = False
+            else:
+                bus.port._held = b''
+        bus.port.is_using = False
+        return False
+
+
 class ServoBus:
     """One open port and the Protocol 2.0 packet handler; every call names the servo on failure."""
 
@@ -246,6 +312,13 @@ class ServoBus:
     # clears what is left in the input buffer before it leaves, so a short drain only has to cover a
     # reply in flight at that moment.
     drain_quiet_ms: float | None = None
+    # Whether a block of the last fast sync read's reply came in time, whole in length, and broke (its
+    # CRC, or the header's): the line garbles (a late or truncated reply is only short, never this).
+    garbled_in_time = False
+    # Called once, right after the next sync read's request has left and before its wait for the replies
+    # starts (the wait's deadline counts from its return): work that can overlap the replies' wire time.
+    # Dropped unrun when the request does not leave.
+    after_send = None
 
     def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
         if baud not in SUPPORTED_BAUDS:
@@ -256,6 +329,11 @@ class ServoBus:
         self.ph = SnakePacketHandler()
         self.is_open = False
         self.late = self.port.late = LateReplies()
+        # Sync read packets by (address, size, fast, ids): a cycle asks for the same block of the same
+        # servos in a few orders (read_order). Sync write frames by (address, size, ids).
+        self._requests = _BoundedCache(256, _sync_read_packet)
+        self._frames = _BoundedCache(64, P.SyncWriteFrame)
+        self._transaction = _Transaction(self)
 
     @property
     def byte_time_ms(self) -> float:
@@ -291,20 +369,9 @@ class ServoBus:
         self.port.baudrate = baud
         self.port.setBaudRate(baud)
 
-    @contextmanager
-    def transaction(self):
+    def transaction(self) -> '_Transaction':
         """Guard one SDK exchange: the port-busy flag is released whatever happens inside."""
-        self.port.is_using = False
-        try:
-            yield
-        except PortGone:
-            self.is_open = False
-            raise
-        except BaseException:
-            self.port._held = b''       # never let a held packet leave later, out of its cycle
-            raise
-        finally:
-            self.port.is_using = False
+        return self._transaction
 
     def _check(self, result: int, error: int, what: str, servo_id) -> None:
         if result != sdk.COMM_SUCCESS:
@@ -444,6 +511,7 @@ class ServoBus:
             if not chunk:
                 break
             dropped += len(chunk)
+            self.port.heard_after(chunk)
             self.late.feed(chunk)
         return dropped
 
@@ -468,32 +536,67 @@ class ServoBus:
             out += chunk
         return out
 
+    def _read_fast_reply(self, reply_bytes: int, size: int) -> bytes:
+        """A fast sync read's reply: up to ``reply_bytes`` (every servo's block), waiting no longer than the
+        deadline already set on the port. The chain of blocks stops at a servo that does not answer; a
+        reply whose own LEN declares fewer blocks, each of which checks, is whole:
+        nothing more of it can come, so waiting out the deadline for the missing servos would only cost
+        the cycle the follow-up read that fetches them."""
+        head = self._read_raw(7)
+        width = size + 4
+        if len(head) == 7 and head[:5] == P.HEADER + bytes((P.BROADCAST_ID,)):
+            total = 7 + (head[5] | head[6] << 8)
+            blocks, extra = divmod(total - 8, width)
+            if not extra and 1 <= blocks and total < reply_bytes:
+                raw = head + self._read_raw(total - 7)
+                if len(raw) == total and P.fast_block_rows(raw, size, blocks)[0].all():
+                    return raw
+                return raw + self._read_raw(reply_bytes - len(raw))
+        return head + self._read_raw(reply_bytes - len(head))
+
     # -------------------------------------------------------------- groups
+    def _send(self, packet: bytes) -> int:
+        """Send one framed instruction packet as the SDK's txPacket does (input buffer cleared first,
+        late replies in it watched; the packet written whole); the SDK's result code."""
+        if len(packet) > TXPACKET_MAX_LEN:
+            return sdk.COMM_TX_ERROR
+        self.port.clearPort()
+        if self.port.writePort(packet) != len(packet):
+            return sdk.COMM_TX_FAIL
+        return sdk.COMM_SUCCESS
+
     def sync_write(self, address: int, size: int, data_by_id: dict[int, bytes], hold: bool = False) -> None:
         """One sync write (no reply). Raises CommError only when the packet could not be sent.
 
         ``hold``: keep the packet back and send it together with the next packet (the read that
         follows in a control cycle): one write to the adapter instead of two.
         """
-        param = []
         for sid, data in data_by_id.items():
             if len(data) != size:
                 raise ValueError(f'sync write: servo {sid} data has {len(data)} bytes, expected {size}')
-            param.append(sid)
-            param.extend(data)
+        self.sync_write_blocks(address, size, bytes(data_by_id), b''.join(data_by_id.values()), hold)
+
+    def sync_write_blocks(self, address: int, size: int, ids: bytes, data: bytes, hold: bool = False) -> None:
+        """sync_write of ``size`` bytes to each servo of ``ids`` (one byte each, in packet order), their
+        data one block after another in ``data``. Framed here in a few whole-packet operations rather
+        than through the SDK's per-byte lists (every control cycle sends one), each set of servos' frame
+        once (protocol.SyncWriteFrame); the same bytes."""
+        if len(data) != size * len(ids):
+            raise ValueError(f'sync write: {len(data)} bytes of data for {len(ids)} servos of {size}')
+        packet = self._frames[address, size, bytes(ids)].packet(data)
         with self.transaction():
             self.port.corked = hold
             try:
-                result = self.ph.syncWriteTxOnly(self.port, address, size, param, len(param))
+                result = self._send(packet)
             finally:
                 self.port.corked = False
-        self.port.backlog_bytes += 14 + len(param)
+        self.port.backlog_bytes += 14 + len(ids) * (1 + size)
         if result != sdk.COMM_SUCCESS:
             raise CommError(f'{self.port_name}: sync write at {address}: {self.ph.getTxRxResult(result)}')
 
     def sync_read(self, address: int, size: int, ids: list[int], fast: bool,
                   timeout_ms: float | None = None, drain: bool = True,
-                  extra_ms: float = 0.0) -> dict[int, tuple[int, bytes]]:
+                  extra_ms: float = 0.0, latency=None) -> dict[int, tuple[int, bytes]]:
         """{id: (error byte, data)} for every servo whose reply arrived intact; missing ones absent.
 
         Fast: one packet of blocks; a truncated or partly corrupted reply still yields the blocks
@@ -502,6 +605,8 @@ class ServoBus:
         ``drain=False``: an incomplete read is not drained; the caller makes sure no late reply can pass
         for a later read's (each request clears the input buffer before it leaves). ``extra_ms``: wait
         this much longer for the (first) reply, as when the servos' side is known to answer late.
+        ``latency`` (read_strategy.ReplyLatency, sync read only): observes how long the first reply took
+        beyond the wire time of what was sent and of its own bytes.
         """
         if not ids:
             self.port.flush_held()
@@ -510,23 +615,34 @@ class ServoBus:
         reply_bytes = P.sync_read_reply_bytes(n, size, fast)
         if timeout_ms is None:
             timeout_ms = reply_bytes * self.byte_time_ms + self.port.margin_ms
-        timeout_ms += self.port.take_backlog_ms(14 + n) + extra_ms
+        sent_ms = self.port.take_backlog_ms(14 + n)     # wire time of the request and what it follows
+        timeout_ms += sent_ms + extra_ms
         out: dict[int, tuple[int, bytes]] = {}
+        after_send, self.after_send = self.after_send, None
         with self.transaction():
-            result = self.ph.syncReadTx(self.port, address, size, list(ids), n, fast)
+            result = self._send(self._requests[address, size, fast, tuple(ids)])
             if result != sdk.COMM_SUCCESS:
                 raise CommError(f'{self.port_name}: sync read: {self.ph.getTxRxResult(result)}')
+            if after_send is not None:
+                after_send()
             self.port.setPacketTimeoutMillis(timeout_ms)
             # Read the raw replies ourselves: the SDK's receiver trusts a garbled LEN field and then
             # swallows the replies behind it; ours re-hunts for headers past a bad CRC.
             wanted = set(ids)
             if fast:
-                raw = self._read_raw(reply_bytes)
+                raw = self._read_fast_reply(reply_bytes, size)
                 start = raw.find(P.HEADER + bytes((P.BROADCAST_ID,)))
                 if start >= 0:
-                    for err, sid, data in P.parse_fast_blocks(raw[start:], [size] * n):
-                        if sid in wanted:
-                            out[sid] = (err, data)
+                    body = raw[start:] if start else raw
+                else:
+                    # A garbled header: the blocks behind it are still where the whole reply puts them,
+                    # and each is checked on its own (the first against the header the servos sent).
+                    body = P.fast_reply_head(reply_bytes) + raw[8:] if len(raw) > 8 else b''
+                out = P.fast_reply_blocks(body, size, n, wanted)
+                # Garbled: blocks that came whole broke, beside good ones when the header was not found
+                # (else the bytes may be another reply's tail, not this one's blocks out of place).
+                self.garbled_in_time = (start >= 0 or len(out) > 0) \
+                    and len(out) < min(n, (len(body) - 8) // (size + 4))
                 if len(out) < n:
                     self.late.expect([sid for sid in ids if sid not in out], size, True,
                                      raw[start:] if start >= 0 else raw)
@@ -542,16 +658,22 @@ class ServoBus:
                 gap_ms = (11 + size) * self.byte_time_ms + port.margin_ms
                 # The first reply: the request's wire time, one reply and the margin.
                 port.packet_timeout -= (reply_bytes - (11 + size)) * self.byte_time_ms
-                # An earlier read's fast reply still due may come first: it is watched for here.
-                in_flight = self.late.outstanding and self.late.fast_size is not None
+                # An earlier fast read's reply still due may come first: it is watched for here (every
+                # byte parsed twice, so only while one may: on a noisy line, reads are sync reads).
+                in_flight = self.late.fast_outstanding
                 # Every byte the replies can have has arrived (some garbled), or the last servo asked has
                 # answered (replies come in the order asked, so the missing ones before it are lost):
                 # waiting longer gains nothing.
                 while len(out) < n and received < reply_bytes and last_id not in out:
                     chunk = port.readPort(min(11 + size, reply_bytes - received))
                     if not chunk:
+                        port.unanswered = latency   # gave up waiting: anything still coming was late
+                        port.unanswered_any = received > 0
                         break
                     now_ms = port.getCurrentTime()
+                    if not received and latency is not None:
+                        latency.observe(now_ms - port.packet_start_time
+                                        - sent_ms - len(chunk) * self.byte_time_ms)
                     port.packet_start_time, port.packet_timeout = now_ms, min(gap_ms, deadline_ms - now_ms)
                     received += len(chunk)
                     if in_flight:

@@ -28,6 +28,8 @@ TRANSMIT_FAULT_RECONNECT_S = 0.5
 # Upper bound of velocity_lead_s: a lead is meant to cancel the servo's lag (tens of ms); a larger one
 # would send goals far ahead of the command on a stale or jumping velocity.
 VELOCITY_LEAD_MAX_S = 0.2
+# Upper bound of command_extrapolation_s: one period of the slowest control rate (10 Hz).
+COMMAND_EXTRAPOLATION_MAX_S = 0.1
 
 
 class StartupError(RuntimeError):
@@ -58,6 +60,10 @@ class DriverConfig:
     # Goal = commanded position + commanded velocity x velocity_lead_s (0: off): cancels the lag of the
     # servo's own profile (docs/dynamixel.md, "Command velocities").
     velocity_lead_s: float = 0.04
+    # Between commands the goal moves on along the commanded velocity for the command's age, at most this
+    # long (0: off): a gait slower than the bus (the graph's gait at 100 Hz under a 400 Hz bus) passes its
+    # period here, so its joints move every bus cycle and stop one gait period after its last command.
+    command_extrapolation_s: float = 0.0
 
     def validate(self):
         for name in ('stale_policy', 'alert_policy', 'estop_policy'):
@@ -76,6 +82,11 @@ class DriverConfig:
         lead = self.velocity_lead_s
         if not (isinstance(lead, (int, float)) and math.isfinite(lead) and 0 <= lead <= VELOCITY_LEAD_MAX_S):
             raise ValueError(f'velocity_lead_s must be finite, in [0, {VELOCITY_LEAD_MAX_S}], got {lead!r}')
+        reach = self.command_extrapolation_s
+        if not (isinstance(reach, (int, float)) and math.isfinite(reach)
+                and 0 <= reach <= COMMAND_EXTRAPOLATION_MAX_S):
+            raise ValueError(f'command_extrapolation_s must be finite, in [0, {COMMAND_EXTRAPOLATION_MAX_S}], '
+                             f'got {reach!r}')
 
 
 

@@ -12,6 +12,10 @@ the end of its request plus the servo's return delay plus its own bytes, and the
 last reply has left. The baud the driver set on its port is read from the tty: servos whose Baud
 Rate register disagrees do not hear it (as on a real bus, `snake dxl scan` must find the right one).
 
+The emulator's own work stays off that timeline as far as it can: a packet's replies are made one at
+a time as they go out, and a mechanics step that comes due is run between requests, not in front of one
+(BusEmulator.poll), so a reply leaves within the scheduler's wake-up of its modelled time.
+
 Timing also counts what is not a packet: junk bytes occupy the wire like any others, and a packet
 whose bytes arrive more than BYTE_TIMEOUT_S apart is discarded, as the servo firmware drops a packet
 that stops arriving.
@@ -61,18 +65,26 @@ from snake_control.dynamixel.faults import FaultSpec
 from snake_control.dynamixel.models import (
     BAUD_BY_REGISTER, REGISTER_BY_BAUD, RETURN_DELAY_UNIT_S, SUPPORTED_BAUDS, ServoModel)
 from snake_control.dynamixel.plant import MotorModel, Plant
+from snake_control.dynamixel.realtime import precise_sleeps
 from snake_control.dynamixel.servo import ADDR_GOAL, ADDR_HW_ERROR, Servo
 
 # The Dynamixel rates Linux names with a termios constant; others (4.5 Mbit/s) are read via termios2.
 _TERMIOS_BAUD = {getattr(termios, f'B{b}'): b for b in SUPPORTED_BAUDS if hasattr(termios, f'B{b}')}
 _TCGETS2 = 0x802C542A           # Linux ioctl: read struct termios2 (custom baud rates)
-MECHANICS_STEP_S = 0.002     # present values are at most this old, as on a servo's own sampling
+# Present values come from the last mechanics step, as from a servo's own sampling: less than this old
+# as a rule, less than twice this when a request found a step due (see BusEmulator.poll).
+MECHANICS_STEP_S = 0.002
 # A packet whose next byte comes later than this after the previous one is dropped. The e-Manual gives
 # no figure; servos drop a stalled packet well within the time of the next instruction, and a host
 # writes a packet in one go, so any gap this long means the packet was cut.
 BYTE_TIMEOUT_S = 0.01
+# While bytes came within this long, the serving loop wakes for each mechanics step (see poll); an
+# idle bus wakes only at the caller's poll timeout.
+DRIVER_ACTIVE_S = 0.1
 # From this firmware on, X-series servos ignore a broadcast Factory Reset with option 0xFF (Reset All).
 FACTORY_RESET_ALL_BROADCAST_IGNORED_FROM = 42
+_GROUP_INSTRUCTIONS = frozenset((P.SYNC_READ, P.SYNC_WRITE, P.FAST_SYNC_READ, P.BULK_READ, P.BULK_WRITE,
+                                 P.FAST_BULK_READ))
 
 
 # -------------------------------------------------------------------------------------------- bus
@@ -194,7 +206,10 @@ class BusEmulator:
         self._corrupt_countdown = self._next_corrupt()
         self.stop_requested = False
         self._last_rx = 0.0
+        self._step_cost_s = 0.001       # running mean of a mechanics step's duration (starts cautious)
         self.stalled_until = 0.0        # monotonic time until which the wire is not read (`stall`)
+        self._by_id: dict[int, Servo] = {}     # ID -> servo at _by_id_baud (see _servo_finder)
+        self._by_id_baud = None
         self._mech_lock = threading.Lock()
         self._mech_state = None         # latest {id: (q, v, i)} of a threaded plant
         self._mech_thread = None
@@ -301,6 +316,12 @@ class BusEmulator:
     # -------------------------------------------------------------- time
     def tick(self, now: float, watch: bool = True):
         """Advance mechanics and scheduled faults to ``now`` (``watch``: and the bus watchdogs)."""
+        self._advance_schedule(now)
+        self._step(now, watch)
+
+    def _advance_schedule(self, now: float) -> None:
+        """Scheduled trips, unplugs and replugs up to ``now`` (cheap: done before any byte is served, so
+        they happen at their time whatever the mechanics' pace)."""
         t_rel = now - self.t0
         while self._pending_trips and self._pending_trips[0][0] <= t_rel:
             _, sid, kind = self._pending_trips.pop(0)
@@ -312,10 +333,21 @@ class BusEmulator:
         if self.plugged_until is not None and now >= self.plugged_until:
             self.plugged_until = None
             self._open_pty()
+
+    def _step(self, now: float, watch: bool) -> None:
+        """The mechanics and the servos' own checks (temperature, overload, ``watch``: the bus
+        watchdog) up to ``now``, once a mechanics step is due."""
         dt = now - self.last_tick
         if dt < MECHANICS_STEP_S:
             return                  # the mechanics advance in steps of at least 2 ms (cheap enough per cycle)
         self.last_tick = now
+        t0 = time.monotonic()
+        try:
+            self._advance_mechanics(now, dt, watch)
+        finally:
+            self._step_cost_s += 0.1 * (time.monotonic() - t0 - self._step_cost_s)
+
+    def _advance_mechanics(self, now: float, dt: float, watch: bool) -> None:
         if self.mechanics is not None:
             self._mech_seen, state = self.mechanics.take(self._mech_seen)
             if state:
@@ -365,53 +397,96 @@ class BusEmulator:
     # -------------------------------------------------------------- instructions
     def handle(self, pkt: P.Packet, now: float, baud: int) -> list[tuple[float, bytes]]:
         """Replies to one packet as (wire_end_time, bytes) in order; updates bus_free_at."""
+        return list(self.replies(pkt, now, baud))
+
+    def replies(self, pkt: P.Packet, now: float, baud: int):
+        """handle() as an iterator: each reply is made when the previous one has been taken, so the
+        serving loop sends the first reply of a sync read when its wire time is up, not after all 32
+        are made. Their content is as of ``now`` either way (nothing else runs in between), and
+        bus_free_at is set once the last one has been taken. A late request (the ``late`` fault) is
+        decided after all its replies, as before: then they are made at once."""
+        gen = self._replies(pkt, now, baud)
+        if not self.faults.late_rate:
+            return gen
+        replies = list(gen)
+        if replies and self.rng.random() < self.faults.late_rate:
+            self.counters['late'] += 1
+            late_s = self.faults.late_ms / 1000.0
+            replies = [(t + late_s, raw) for t, raw in replies]
+            self.bus_free_at += late_s
+        return replies
+
+    def _servo_finder(self, baud: int):
+        """find(id) -> the Servo with that ID hearing ``baud`` (None: none). The ID map is kept between
+        packets and checked on each use (ID and Baud Rate registers change by writes, resets, backups,
+        the control channel): a miss or a mismatch rebuilds it."""
+        def rebuild():
+            self._by_id = {s.table[7]: s for s in self.servos.values()      # 7: ID, 8: Baud Rate
+                           if BAUD_BY_REGISTER.get(s.table[8]) == baud}
+            self._by_id_baud = baud
+            return self._by_id
+        if self._by_id_baud != baud:
+            rebuild()
+
+        def find(sid: int):
+            s = self._by_id.get(sid)
+            if s is not None and s.table[7] == sid and BAUD_BY_REGISTER.get(s.table[8]) == baud:
+                return s
+            return rebuild().get(sid)
+        return find, rebuild
+
+    def _replies(self, pkt: P.Packet, now: float, baud: int):
         byte_s = 10.0 / baud
-        clock = [max(now, self.bus_free_at) + pkt.size * byte_s]
+        clock = max(now, self.bus_free_at) + pkt.size * byte_s
         self.counters['packets'] += 1
-        by_id = {s.table[7]: s for s in self.servos.values() if BAUD_BY_REGISTER.get(s.table[8]) == baud}  # 7: ID
-        replies: list[tuple[float, bytes]] = []
+        find, all_at_baud = self._servo_finder(baud)
 
         def emit(s: Servo, data: bytes, droppable: bool = True):
-            clock[0] += s.table[9] * RETURN_DELAY_UNIT_S + len(data) * byte_s
+            """(wire end, bytes) of a reply, None when the line drops it (it took the wire all the same)."""
+            nonlocal clock
+            clock += s.table[9] * RETURN_DELAY_UNIT_S + len(data) * byte_s
             if droppable and self.faults.drop_rate and self.rng.random() < self.faults.drop_rate:
                 self.counters['dropped'] += 1
-                return
-            replies.append((clock[0], data))
+                return None
+            return clock, data
 
         try:
             if not pkt.crc_ok:
                 self.counters['crc_errors'] += 1
-                s = by_id.get(pkt.servo_id)
+                s = find(pkt.servo_id)
                 if s is not None and self.answers(s, now) and s.table[68] == 2:
-                    emit(s, P.build_status(s.id, P.ERR_CRC | s.alert))
-                return replies
+                    r = emit(s, P.build_status(s.id, P.ERR_CRC | s.alert))
+                    if r:
+                        yield r
+                return
             inst, prm, target = pkt.instruction, pkt.params, pkt.servo_id
             bcast = target == P.BROADCAST_ID
-            if inst in (P.SYNC_READ, P.SYNC_WRITE, P.FAST_SYNC_READ, P.BULK_READ, P.BULK_WRITE,
-                        P.FAST_BULK_READ):
+            if inst in _GROUP_INSTRUCTIONS:
                 if bcast:
-                    self._group(inst, prm, by_id, now, emit)
-                return replies
-            addressed = list(by_id.values()) if bcast else ([by_id[target]] if target in by_id else [])
+                    for r in self._group(inst, prm, find, now, emit):
+                        if r:
+                            yield r
+                return
+            if bcast:
+                addressed = list(all_at_baud().values())
+            else:
+                s = find(target)
+                addressed = [s] if s is not None else []
             for s in addressed:
                 s.last_instruction_t = now
                 if not self.answers(s, now):
                     continue
                 reply = self._single(s, inst, prm, now, bcast)
                 if reply is not None and not (bcast and inst != P.PING):
-                    emit(s, reply)
+                    r = emit(s, reply)
+                    if r:
+                        yield r
             for s in addressed:
                 if s.pending_reboot:
                     s.pending_reboot = False
                     s.reboot(now)
-            return replies
         finally:
-            if replies and self.faults.late_rate and self.rng.random() < self.faults.late_rate:
-                self.counters['late'] += 1
-                late_s = self.faults.late_ms / 1000.0
-                replies[:] = [(t + late_s, raw) for t, raw in replies]     # the list being returned
-                clock[0] += late_s
-            self.bus_free_at = clock[0]
+            self.bus_free_at = clock
 
     def _single(self, s: Servo, inst: int, prm: bytes, now: float, bcast: bool) -> bytes | None:
         """Status reply of one servo to a non-group instruction (None: no reply)."""
@@ -491,7 +566,8 @@ class BusEmulator:
             reply = status(P.ERR_INSTRUCTION)
         return reply if level >= 2 else None
 
-    def _group(self, inst, prm, by_id, now, emit):
+    def _group(self, inst, prm, find, now, emit):
+        """The replies of a group instruction, one at a time (None for one the line dropped)."""
         if inst in (P.SYNC_READ, P.FAST_SYNC_READ, P.SYNC_WRITE):
             if len(prm) < 4:
                 return
@@ -499,7 +575,7 @@ class BusEmulator:
             if inst == P.SYNC_WRITE:
                 step = 1 + length
                 for k in range(4, len(prm) - step + 1, step):
-                    s = by_id.get(prm[k])
+                    s = find(prm[k])
                     if s is not None:
                         s.last_instruction_t = now
                         if self.answers(s, now):
@@ -510,7 +586,7 @@ class BusEmulator:
             k = 0
             while k + 5 <= len(prm):
                 sid, addr, length = prm[k], prm[k + 1] | prm[k + 2] << 8, prm[k + 3] | prm[k + 4] << 8
-                s = by_id.get(sid)
+                s = find(sid)
                 if s is not None:
                     s.last_instruction_t = now
                     if self.answers(s, now):
@@ -524,7 +600,7 @@ class BusEmulator:
         blocks = []
         first = None
         for sid, addr, length in items:
-            s = by_id.get(sid)
+            s = find(sid)
             if s is None or not self.answers(s, now) or s.table[68] < 1:
                 if fast:
                     break           # the chain of blocks stops at the first servo that does not answer
@@ -541,9 +617,9 @@ class BusEmulator:
                 first = first or s
                 blocks.append((err | s.alert, s.id, data if not err else bytes(length)))
             else:
-                emit(s, P.build_status(s.id, err | s.alert, data))
+                yield emit(s, P.build_status(s.id, err | s.alert, data))
         if blocks:
-            emit(first, P.build_fast_status(blocks), droppable=False)
+            yield emit(first, P.build_fast_status(blocks), droppable=False)
 
     # -------------------------------------------------------------- loop
     def _write(self, data: bytes):
@@ -569,8 +645,21 @@ class BusEmulator:
         self.counters['replies'] += 1
 
     def poll(self, timeout_s: float, extra_fds=()) -> list[int]:
-        """Wait up to timeout_s for bytes; answer every complete packet. Returns ready extra fds."""
-        stalled = time.monotonic() < self.stalled_until
+        """Wait up to timeout_s for bytes; answer every complete packet. Returns ready extra fds.
+
+        Order: bytes waiting are served before a mechanics step that can wait. A step costs a sizeable
+        fraction of a millisecond (every servo's plant and checks): run in front of a request, it would
+        delay the reply beyond the wire time, which a real servo (return delay 0: microseconds) never
+        does. So while a driver talks, the loop wakes when a step comes due, to run it between requests.
+        A request that finds one due anyway: when the wire time of the bytes just read covers the step
+        (twice its running mean), the step goes first, hidden in that wire time; otherwise the request
+        is answered from the last step's state (less than two steps old) and the step follows as of the
+        moment those bytes were read. Scheduled faults (trips, unplugs) are applied before any byte is
+        served, at their time."""
+        now = time.monotonic()
+        stalled = now < self.stalled_until
+        if now - self._last_rx < DRIVER_ACTIVE_S:
+            timeout_s = max(0.0, min(timeout_s, self.last_tick + MECHANICS_STEP_S - now))
         fds = list(extra_fds) + ([self.master] if self.master >= 0 and not stalled else [])
         try:
             ready, _, _ = select.select(fds, [], [], timeout_s)
@@ -578,10 +667,17 @@ class BusEmulator:
             ready = []
         now = time.monotonic()
         waiting = self.master >= 0 and self.master in ready and not stalled
-        # Bytes already waiting reached the servos before now: an emulator that was itself kept from
-        # running must serve them before a watchdog judges the silence (a real servo is never late).
+        self._advance_schedule(now)
+        waiting = waiting and self.master >= 0          # an unplug just now: nothing to read
+        # A step more than one step overdue (the emulator itself was kept from running) goes first, so
+        # no reply reports state older than two steps.
+        step_after = waiting and now - self.last_tick < 2 * MECHANICS_STEP_S
         due = now - self.last_tick >= MECHANICS_STEP_S      # the servos' checks run at the mechanics' pace
-        self.tick(now, watch=not waiting)
+        if not step_after:
+            # Bytes already waiting reached the servos before now: an emulator that was itself kept
+            # from running must serve them before a watchdog judges the silence (a real servo is never
+            # late).
+            self._step(now, watch=not waiting)
         if waiting:
             try:
                 data = os.read(self.master, 65536)
@@ -595,14 +691,24 @@ class BusEmulator:
                 cut = bool(self.parser.buffer) and (data.startswith(P.HEADER)
                                                     or now - self._last_rx > BYTE_TIMEOUT_S)
                 self._last_rx = now
-                self._serve(data, now, cut)
-            if due:
+                baud = self.port_baud() or 0
+                if step_after and due and baud and len(data) * 10.0 / baud >= 2.0 * self._step_cost_s:
+                    # These requests' own wire time hides the step (say, a cycle's goal writes and its
+                    # read): it goes first, as before any reply is due, and the state is fresher.
+                    self._step(now, watch=False)
+                    step_after = False
+                self._serve(data, now, cut, baud)
+            if step_after:
+                # As of `now`: every byte that had arrived by then has been served, so the watchdog
+                # judges only real silence.
+                self._step(now, watch=True)
+            elif due:
                 for s in self.servos.values():
                     s.watch_bus(now)
         return [fd for fd in ready if fd in extra_fds]
 
-    def _serve(self, data: bytes, now: float, cut: bool = False):
-        baud = self.port_baud() or 0
+    def _serve(self, data: bytes, now: float, cut: bool = False, baud: int | None = None):
+        baud = (self.port_baud() or 0) if baud is None else baud
         discarded = self.parser.discarded
         if cut:
             self.parser.discard_partial()
@@ -615,7 +721,7 @@ class BusEmulator:
         for pkt in packets:
             if not baud:
                 continue
-            for t_end, raw in self.handle(pkt, now, baud):
+            for t_end, raw in self.replies(pkt, now, baud):
                 # Sleep (never spin: the driver under test needs the CPU) until the reply's last byte
                 # would have left; a reply may leave late, never early.
                 wait = t_end - time.monotonic()
@@ -628,6 +734,7 @@ class BusEmulator:
         """Run until stop_requested; read control commands from the control_in text stream if given."""
         cfd = control_in.fileno() if control_in is not None else None
         buf = b''
+        precise_sleeps()
         while not self.stop_requested:
             ready = self.poll(0.005, [cfd] if cfd is not None else [])
             if ready:

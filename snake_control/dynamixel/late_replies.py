@@ -12,6 +12,7 @@ the losses it cannot explain this way toward a noisy line (``LateWindow`` matche
 from __future__ import annotations
 
 import collections
+import time
 
 from snake_control.dynamixel import protocol as P
 
@@ -21,16 +22,31 @@ class LateReplies:
     ``feed`` with the bytes that came after it; ``take`` the late replies seen so far (servo ID ->
     how many); ``watch_only`` the servos still worth watching for."""
 
+    # How long after a fast read missed servos their reply may still turn up inside a later read (s): the
+    # driver's window for late replies.
+    fast_watch_s = 0.25
+
     def __init__(self):
         self.missing: set[int] = set()     # servos whose reply the watched reads missed
         self.late: collections.Counter = collections.Counter()
         self.fast_size: int | None = None   # data bytes per block of the watched fast reads' replies
+        self.fast_missing: set[int] = set()  # of missing, those a fast read missed
+        self._fast_until = 0.0              # (monotonic s) until when they are watched for
         self._parser = P.PacketParser()
 
     @property
     def outstanding(self) -> bool:
         """Whether a read missed servos whose replies may still come."""
         return bool(self.missing)
+
+    @property
+    def fast_outstanding(self) -> bool:
+        """Whether a fast read missed servos whose reply may still come (inside a later read's bytes).
+        Each later read's bytes are then parsed here too: on a noisy line, whose reads are sync reads
+        missing servos every cycle, only until fast_watch_s after the last fast read that missed some."""
+        if self.fast_missing and time.monotonic() > self._fast_until:
+            self.fast_missing.clear()
+        return bool(self.fast_missing)
 
     def expect(self, missing, size: int, fast: bool, tail: bytes = b'', in_flight: bool = False) -> None:
         """A read ended without the replies of ``missing`` (servo IDs). ``tail``: the bytes of its last,
@@ -45,6 +61,8 @@ class LateReplies:
         self.missing.update(missing)
         if fast:
             self.fast_size = size
+            self.fast_missing.update(missing)
+            self._fast_until = time.monotonic() + self.fast_watch_s
 
     def feed(self, data: bytes, in_flight: bool = False) -> None:
         """Bytes that came after the watched reads' deadlines. ``in_flight``: they are a later read's own
@@ -81,9 +99,11 @@ class LateReplies:
 
     def watch_only(self, ids: set[int]) -> None:
         """Stop watching for the replies of servos outside ``ids`` (their reads were judged)."""
-        self.missing &= ids
-        if not self.missing:
-            self._parser = P.PacketParser()
+        if self.missing:                # (once none is left, nothing feeds the parser until expect)
+            self.missing &= ids
+            self.fast_missing &= ids
+            if not self.missing:
+                self._parser = P.PacketParser()
 
 
 class LateWindow:
@@ -96,29 +116,41 @@ class LateWindow:
     def __init__(self, cycles: int):
         self.cycles = max(1, cycles)
         self._open: collections.deque = collections.deque()    # [asked, lost set, late set]
+        # Servo ID -> open cycles that lost it and were not credited for it: kept as the window moves,
+        # because the window spans LATE_WINDOW_S of cycles (100 at 400 Hz) and a clean line loses none,
+        # so going through them all every cycle would cost more than the read it judges.
+        self._uncredited: collections.Counter = collections.Counter()
 
     def add(self, asked: int, lost: set[int], caught_late: int = 0) -> None:
         self._open.append([asked, lost, set(), caught_late])
+        if lost:
+            self._uncredited.update(lost)
 
     def credit(self, late: collections.Counter) -> None:
         for sid, count in late.items():
+            if not self._uncredited[sid]:
+                continue
             for entry in self._open:
                 if count <= 0:
                     break
                 if sid in entry[1] and sid not in entry[2]:
                     entry[2].add(sid)
+                    self._uncredited[sid] -= 1
                     count -= 1
 
     def judged(self) -> list[tuple[int, int, int, int]]:
         out = []
         while len(self._open) > self.cycles:
             asked, lost, late, caught = self._open.popleft()
+            if lost:
+                self._uncredited.subtract(lost - late)
             out.append((asked, len(lost), len(late), caught))
         return out
 
     def watched(self) -> set[int]:
         """The servos whose lost replies may still be credited."""
-        return set().union(*(entry[1] - entry[2] for entry in self._open)) if self._open else set()
+        return {sid for sid, n in self._uncredited.items() if n > 0}
 
     def clear(self) -> None:
         self._open.clear()
+        self._uncredited.clear()

@@ -200,7 +200,14 @@ def _child_main(k, robot, config, ports, shared, conn, wake, epoch, thread_setup
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     term = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: term.set())
+    termed = []
+
+    def on_term(*_):
+        # Once only: a second SIGTERM inside term.set() would wait on the lock the first one holds.
+        if not termed:
+            termed.append(True)
+            term.set()
+    signal.signal(signal.SIGTERM, on_term)
     logging.basicConfig(level=logging.INFO, format=f'[bus {ports[k]}] %(levelname)s %(message)s')
     me = shared[k]
     d = Driver(robot, config=config)

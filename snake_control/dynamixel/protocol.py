@@ -197,6 +197,46 @@ def build_instruction(servo_id: int, instruction: int, params: bytes = b'') -> b
     return _frame(servo_id, bytes((instruction,)) + bytes(params))
 
 
+class SyncWriteFrame:
+    """The sync write packet of ``size`` bytes at ``address`` to the servos ``ids``, less their data:
+    ``packet(data)`` fills in the data blocks and the CRC. A control cycle writes the same servos'
+    goals every time, so everything but the data is laid out once; the CRC is linear, so it is the
+    data-free packet's CRC XOR the data bytes' own contributions (one table lookup each, one reduce).
+
+    >>> SyncWriteFrame(116, 4, [1, 2]).packet(bytes((0, 8, 0, 0, 255, 7, 0, 0))).hex(' ')
+    'ff ff fd 00 fe 11 00 83 74 00 04 00 01 00 08 00 00 02 ff 07 00 00 8c 40'
+    """
+
+    def __init__(self, address: int, size: int, ids):
+        ids = bytes(ids)
+        self.n, self.size = len(ids), size
+        params = len(ids) * (1 + size)
+        length = 7 + params                 # instruction, address, size, params, CRC
+        frame = np.zeros(7 + length, np.uint8)
+        frame[:12] = np.frombuffer(HEADER + bytes((BROADCAST_ID, length & 0xFF, length >> 8, SYNC_WRITE))
+                                   + le(address, 2) + le(size, 2), np.uint8)
+        blocks = frame[12:12 + params].reshape(len(ids), 1 + size)
+        blocks[:, 0] = np.frombuffer(ids, np.uint8)
+        self._body, self._blocks = frame[:-2], blocks[:, 1:]
+        self._crc_free = crc16(self._body.tobytes())
+        # Each data byte's CRC table row (by its distance from the CRC), laid out like the data, into
+        # the table flattened (a table is never changed, only replaced by a larger one).
+        at = np.arange(12, 12 + params).reshape(len(ids), 1 + size)[:, 1:]
+        self._rows = (len(frame) - 3 - at) * 256
+        self._table = _crc_shifted(len(frame) - 2).reshape(-1)
+
+    def packet(self, data: bytes) -> bytes:
+        if len(data) != self.n * self.size:
+            raise ValueError(f'{len(data)} bytes of data for {self.n} servos of {self.size}')
+        values = np.ndarray((self.n, self.size), np.uint8, data)
+        self._blocks[...] = values
+        crc = self._crc_free ^ int(np.bitwise_xor.reduce(self._table[self._rows + values], axis=None))
+        body = self._body.tobytes()
+        if _STUFF_MARK in body[7:]:         # never for goal positions: stuffed as any instruction
+            return build_instruction(BROADCAST_ID, SYNC_WRITE, body[8:])
+        return body + bytes((crc & 0xFF, crc >> 8))
+
+
 def build_status(servo_id: int, error: int, params: bytes = b'') -> bytes:
     """A complete, stuffed status packet.
 
@@ -220,8 +260,7 @@ def build_fast_status(blocks: list[tuple[int, int, bytes]]) -> bytes:
     >>> build_fast_status([(0, 1, b'ab'), (0, 2, b'cd')]).hex(' ')
     'ff ff fd 00 fe 0d 00 55 00 01 61 62 17 fa 00 02 63 64 cc 3c'
     """
-    length = 1 + sum(len(d) + 4 for _, _, d in blocks)
-    head = HEADER + bytes((BROADCAST_ID, length & 0xFF, length >> 8, STATUS))
+    head = fast_reply_head(8 + sum(len(d) + 4 for _, _, d in blocks))
     if len(blocks) >= _FAST_STATUS_NUMPY_FROM:
         size = len(blocks[0][2])
         if all(len(d) == size for _, _, d in blocks):
@@ -363,15 +402,14 @@ def parse_fast_blocks(raw: bytes, lengths: list[int]) -> list[tuple[int, int, by
     """Blocks (error, id, data) of a fast sync/bulk read reply, as far as their running CRCs hold.
 
     ``raw`` may be truncated (a servo missing from the chain) or corrupted partway: every block whose
-    running CRC checks is returned, in order, and parsing stops at the first that does not.
+    running CRC checks is returned, in order, each checked on its own from the CRC field before it (a
+    garbled block costs itself, see fast_block_rows); parsing stops where ``raw`` ends.
     ``lengths`` gives each expected block's data length in reply order.
     """
-    if len(raw) < 8 or raw[:4] != HEADER or raw[4] != BROADCAST_ID or raw[7] != STATUS:
+    if not _is_fast_reply(raw):
         return []
     if lengths and len(set(lengths)) == 1:
-        count, _ = fast_block_rows(raw, lengths[0], len(lengths))
-        width = lengths[0] + 4
-        return [(raw[i], raw[i + 1], bytes(raw[i + 2:i + width - 2])) for i in range(8, 8 + count * width, width)]
+        return _uniform_blocks(raw, lengths[0], len(lengths))
     out = []
     crc = crc16(raw[:8])
     idx = 8
@@ -379,45 +417,134 @@ def parse_fast_blocks(raw: bytes, lengths: list[int]) -> list[tuple[int, int, by
         end = idx + 2 + n
         if end + 2 > len(raw):
             break
-        crc = crc16(raw[idx:end], crc)
-        if crc != (raw[end] | (raw[end + 1] << 8)):
-            break
-        crc = crc16(raw[end:end + 2], crc)
-        out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        field = raw[end] | (raw[end + 1] << 8)
+        if crc16(raw[idx:end], crc) == field:
+            out.append((raw[idx], raw[idx + 1], bytes(raw[idx + 2:end])))
+        # The next block continues from this field as its servo sent it, good block or not.
+        crc = crc16(raw[end:end + 2], field)
         idx = end + 2
     return out
 
 
-def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[int, np.ndarray]:
+def fast_block_rows(raw: bytes, size: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     """The blocks of a fast sync read reply whose blocks all carry ``size`` data bytes, checked in one
-    vectorised pass: (how many blocks from the first on have a good running CRC, their rows).
+    vectorised pass: (which blocks are good, as a bool array; their rows).
 
     Each row is one block's bytes, a view into ``raw``: error, id, data, CRC low, CRC high (uint8).
     ``raw`` starts with the reply's header (checked by the caller). The running CRC after a good block
     equals that block's CRC field, so each block is checked on its own, continuing from the field
     before it (see crc16): the CRC from 0 of the previous block's two CRC bytes, each XORed with the
-    high and low byte of their value (both give low XOR high), then this block's error, id and data,
-    must equal this block's CRC field. The first block continues from the header's first six bytes.
+    high and low byte of their value (both give lo XOR hi), then this block's error, id and data, must
+    equal this block's CRC field. The CRC is linear, so the two leading bytes' share is S[lo] XOR S[hi]
+    (S: the CRC of a byte followed by the block, twice over): every block's check is then one table
+    lookup per byte of the window from the two bytes before it, all blocks in a few whole-array
+    operations. The first block continues from the header's first six bytes (its two leading
+    bytes' share is put right afterwards).
 
-    >>> raw = build_fast_status([(0, 1, b'ab'), (0, 2, b'cd')])
-    >>> n, rows = fast_block_rows(raw, 2, 2)
-    >>> n, rows[:, 1].tolist()
-    (2, [1, 2])
+    A block is good when its own check holds, whatever happened before it: a byte garbled in one
+    block fails that block (and the next, when it hit the CRC field the next continues from), not the
+    rest of the chain. Each good block has passed a 16-bit CRC over its own bytes, as strong a check
+    as a servo's own status packet gets.
+
+    >>> raw = build_fast_status([(0, 1, b'ab'), (0, 2, b'cd'), (0, 3, b'ef')])
+    >>> bad = bytearray(raw); bad[8 + 2] ^= 1                     # a data byte of the first block
+    >>> good, rows = fast_block_rows(bytes(bad), 2, 3)
+    >>> good.tolist(), rows[good, 1].tolist()
+    ([False, True, True], [2, 3])
     """
     width = size + 4
     m = max(0, min(count, (len(raw) - 8) // width))
     rows = np.ndarray((m, width), np.uint8, raw, 8)
     if not m:
-        return 0, rows
-    fields = np.ndarray((m,), '<u2', raw, 8 + width - 2, (width,))
-    lanes = np.ndarray((m, width), np.uint8, raw, 6).copy()     # each block with the 2 bytes before it
-    mixed = lanes[:, 0] ^ lanes[:, 1]
-    lanes[:, 0] = mixed
-    lanes[:, 1] = mixed
-    head = crc16(raw[:6])
-    lanes[0, 0], lanes[0, 1] = raw[6] ^ (head >> 8), raw[7] ^ (head & 0xFF)
-    bad = np.flatnonzero(crc16_lanes(lanes) != fields)
-    return (int(bad[0]) if len(bad) else m), rows
+        return np.zeros(0, bool), rows
+    flat, offsets, s_row, first, second = _block_tables(width)
+    # Window j: the two CRC bytes before block j and the block up to its own CRC field (overlapping
+    # views of raw, no copy). flat: each position's table row laid end to end.
+    windows = np.ndarray((m, width), np.uint8, raw, 6, (width, 1))
+    crcs = np.bitwise_xor.reduce(flat[windows + offsets], axis=1)
+    head = _HEAD_CRC.get(raw[:6])
+    if head is None:
+        head = _HEAD_CRC[bytes(raw[:6])] = crc16(raw[:6])
+    crcs[0] ^= (s_row[raw[6]] ^ s_row[raw[7]] ^ first[raw[6] ^ (head >> 8)]
+                ^ second[raw[7] ^ (head & 0xFF)])
+    return crcs == np.ndarray((m,), _U16LE, raw, 6 + width, (width,)), rows
+
+
+_U16LE = np.dtype('<u2')
+_HEAD_CRC: dict[bytes, int] = {}           # CRC of a fast reply's first six bytes (few: one per length)
+_BLOCK_TABLES: dict[int, tuple] = {}
+
+
+def _block_tables(width: int) -> tuple:
+    """fast_block_rows' tables for a window of ``width`` bytes (the two CRC bytes before a block, its
+    error, id and data): the table row of each window position laid end to end (S at the first two,
+    see fast_block_rows) with each position's offset into them; and as lists S and the plain table rows
+    of the first two positions."""
+    got = _BLOCK_TABLES.get(width)
+    if got is None:
+        shifted = _crc_shifted(width)
+        rows = shifted[_REVERSED[-width:]].copy()       # position p: the row of width - 1 - p zeros
+        s_row = rows[0] ^ rows[1]
+        first, second = rows[0].tolist(), rows[1].tolist()
+        rows[0] = rows[1] = s_row
+        got = _BLOCK_TABLES[width] = (rows.ravel(), np.arange(width, dtype=np.intp) * 256, s_row.tolist(),
+                                      first, second)
+    return got
+
+
+def fast_reply_blocks(raw: bytes, size: int, count: int, wanted=None) -> dict[int, tuple[int, bytes]]:
+    """{id: (error, data)} of the blocks of a fast sync read reply of ``count`` servos with ``size`` data
+    bytes each, as far as their running CRCs hold (parse_fast_blocks; a later block of an ID wins), of
+    the IDs in ``wanted`` only when given.
+
+    >>> fast_reply_blocks(build_fast_status([(0, 1, b'ab'), (0x80, 2, b'cd')]), 2, 2)
+    {1: (0, b'ab'), 2: (128, b'cd')}
+    """
+    if not _is_fast_reply(raw):
+        return {}
+    errs, sids, data = _uniform_columns(raw, size, count)
+    out = dict(zip(sids, zip(errs, data)))
+    if wanted is not None and not wanted.issuperset(out):
+        return {sid: reply for sid, reply in out.items() if sid in wanted}
+    return out
+
+
+def _is_fast_reply(raw: bytes) -> bool:
+    """Whether raw starts like a fast sync/bulk read reply: header, broadcast ID, a LEN, Status."""
+    return len(raw) >= 8 and raw[:4] == HEADER and raw[4] == BROADCAST_ID and raw[7] == STATUS
+
+
+def _uniform_columns(raw: bytes, size: int, count: int) -> tuple[list, list, list]:
+    """The error bytes, IDs and data (bytes) of the blocks of a fast reply (``_is_fast_reply``) of
+    ``count`` blocks of ``size`` data bytes each whose running CRC holds (fast_block_rows), as three
+    lists in reply order: taken from the reply by whole-array views (the data as one ``size``-byte
+    void per block), not block by block, as a control cycle reads every servo's block each time."""
+    good, rows = fast_block_rows(raw, size, count)
+    m = len(good)
+    if not m:
+        return [], [], []
+    data = np.ndarray((m,), f'V{size}', raw, 10, (size + 4,))
+    errs, sids = rows[:, 0], rows[:, 1]
+    if np.count_nonzero(good) != m:
+        errs, sids, data = errs[good], sids[good], data[good]
+    return errs.tolist(), sids.tolist(), data.tolist()
+
+
+def _uniform_blocks(raw: bytes, size: int, count: int) -> list:
+    """(error, id, data) of the blocks of a fast reply (``_is_fast_reply``) of ``count`` blocks of
+    ``size`` data bytes each whose running CRC holds (fast_block_rows)."""
+    return list(zip(*_uniform_columns(raw, size, count)))
+
+
+def fast_reply_head(reply_bytes: int) -> bytes:
+    """The first eight bytes of a whole fast sync/bulk read reply of ``reply_bytes`` bytes on the wire:
+    header, broadcast ID, LEN, Status (build_fast_status).
+
+    >>> fast_reply_head(20) == build_fast_status([(0, 1, b'ab'), (0, 2, b'cd')])[:8]
+    True
+    """
+    length = reply_bytes - 7
+    return HEADER + bytes((BROADCAST_ID, length & 0xFF, length >> 8, STATUS))
 
 
 def sync_read_reply_bytes(n_servos: int, size: int, fast: bool) -> int:

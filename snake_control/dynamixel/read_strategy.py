@@ -1,21 +1,23 @@
 """How a control cycle reads the servos' state, chosen from the recent reply-failure rate.
 
-A fast sync read answers for every servo in one packet (8 + N(L + 4) bytes), and a corrupted byte breaks
-the running CRC of every block after it: at a byte error rate p the k-th servo's block survives
-(1 - p)^(22 + N + 18k) (request and reply, L = 14), so at p = 1 % the 584-byte reply for 32 servos is
-whole about 0.3 % of the time and every servo pays for one bad byte. A sync read answers with one status
-packet per servo: a bad byte in a reply costs that servo only ((1 - p)^25 each), one in the request
-(14 + N bytes) costs the read. The servos still missing are then read again, as one sync read, while the
-cycle has time: after r reads a servo is missing with probability about q^r, q the loss of one read.
+A fast sync read answers for every servo in one packet (8 + N(L + 4) bytes). Each block is checked on
+its own (a garbled byte costs the block it hit), but a servo that does not answer ends the chain of
+blocks, and a garbled request (14 + N bytes) gets no reply at all: at 1 % of bytes garbled and 1 % of
+replies lost, about half the servos of a 32-servo read are lost. A sync read answers with one status
+packet per servo: a bad byte in a reply, or a lost reply, costs that servo only ((1 - p)^25 each), one
+in the request costs the read. The servos still missing are then read again, as one sync read, while
+the cycle has time: after r reads a servo is missing with probability about q^r, q the loss of one
+read.
 
 Modes (``ReadStrategy.mode``, reported as read_mode in /diagnostics):
 
 - ``fast``: one fast sync read of all servos, then follow-ups of the missing (a clean line).
 - ``slow``: the same with sync read (a clean line, firmware without fast sync read).
-- ``noisy``: sync read (the first with the configured margin, which covers the adapter's latency),
-  the missing ones read again with the short margin while the cycle has time, health reads with the
-  short margin, goals in short sync write packets: on a noisy line a lost reply is lost for good, and
-  waiting the full margin for each leaves no time to ask again.
+- ``noisy``: sync read, the missing ones read again while the cycle has time, goals in short sync
+  write packets. The reply margins are learnt from this line's reply latency (``ReplyLatency``,
+  ``best_margin_ms``; the configured margin and the short one until then): a garbled request gets no
+  reply, so every read it hits costs the whole margin, and waiting the configured one (which covers a
+  loaded host) leaves no time to ask again.
 
 Splitting the first read into groups does not pay: a group's request saves a few bytes of exposure but
 costs a round trip (the adapter's latency), and for a fixed number of reads per cycle one read of all
@@ -24,15 +26,19 @@ then retries of the missing keeps the most servos fresh (docs/dynamixel.md, "A n
 The failure rate is an exponential average (SMOOTHING) of the share of servo replies lost in a cycle's
 first read, before any retry, less those that arrived whole after the read's deadline (late_replies):
 a late reply is a slow host or emulator, not a noisy line, and per-servo packets would only add round
-trips to wait for (the late rate is kept apart, ``late_rate``). ``fast``/``slow`` go ``noisy`` above ENTER_NOISY (a clean line loses
-none; a servo that stopped answering alone costs 1/N and is soon quarantined); ``noisy`` goes back after
-at least MIN_NOISY_CYCLES once the rate is under LEAVE_NOISY: a sync read of 32 servos losing 1 % of
-them means p ~ 1.4e-4 per byte (71 bytes each, its own reply and the shared request), at which the fast
-read's 630 bytes are whole 92 % of the time and it loses about 5 % of the servos. If the fast read then
-loses as much again within MIN_NOISY_CYCLES (the firmware or the adapter, not the line), the next return
-waits twice as long, up to MAX_BACKOFF_CYCLES.
+trips to wait for (the late rate is kept apart, ``late_rate``). ``fast``/``slow`` go ``noisy`` above
+ENTER_NOISY (a clean line loses none; a servo that stopped answering alone costs 1/N and is soon
+quarantined); ``noisy`` goes back after at least MIN_NOISY_CYCLES once the rate is under LEAVE_NOISY: a
+sync read of 32 servos losing 1 % of them means p ~ 1.4e-4 per byte (71 bytes each, its own reply and
+the shared request), at which the fast read's 46-byte request is lost 0.6 % of the time and each
+20-byte block 0.3 %: about 1 % of the servos. If the fast read then loses as much again within
+MIN_NOISY_CYCLES (the firmware or the adapter, not the line), the next return waits twice as long, up
+to MAX_BACKOFF_CYCLES.
 """
 from __future__ import annotations
+
+import collections
+import math
 
 import numpy as np
 
@@ -105,6 +111,107 @@ class ReadStrategy:
         self.mode = mode
         self.switches += 1
         self._cycles_in_mode = 0
+
+
+# The learnt reply margin of a noisy line (ReplyLatency): how long a read waits, beyond the wire time
+# of its bytes, for a reply before it takes the request for lost.
+LATENCY_WINDOW = 400        # reads kept (a few seconds of a noisy line)
+LATENCY_MIN_SAMPLES = 20    # fewer than this: no margin learnt yet (the configured one applies)
+LATENCY_SLACK_MS = 0.1      # added to a wait seen: the reply's bytes trickling in
+LATENCY_FLOOR_MS = 0.2      # never shorter (a line that answered at once so far may not always)
+# The margin is worked out again after this many new reads, not after each: on a noisy line a cycle makes
+# several reads, and working it out (a sort of the window) took about a tenth of a millisecond each time,
+# time the cycle's follow-ups then lacked. A few cycles of delay are nothing against a 400-read window.
+LATENCY_RECOMPUTE = 10
+
+
+def best_margin_ms(waits: np.ndarray, read_ms: float, floor_ms: float, ceiling_ms: float) -> float:
+    """The reply margin (ms) that gets the most replies per ms from reads whose first reply took
+    ``waits`` (ms beyond the wire time; inf: it came after its read's deadline; nan: the read got no
+    reply at all, nor did one come later: a garbled request, or every reply garbled or lost).
+
+    A read of ``read_ms`` (the wire time of its bytes) whose reply comes w ms late takes read_ms +
+    min(w, M) with margin M, and gets its reply when w <= M; one that gets no reply takes read_ms + M.
+    One given up while its replies are still to come leaves them on the line, and the next read waits
+    behind them: read_ms more. So the replies per ms are a F / (read_ms + a E[min(w, M)] + (1 - a) M
+    + a (1 - F) read_ms), a the share of reads answered and F the share of those answered within M. A
+    reply that came late counts as coming at ``ceiling_ms`` (the configured margin). The margin is one
+    of the waits seen (plus LATENCY_SLACK_MS) or the ceiling, within ``floor_ms``..``ceiling_ms``.
+
+    >>> w = np.array([0.3] * 60 + [0.6] * 20 + [3.0] * 30)
+    >>> round(best_margin_ms(w, 0.5, 0.2, 8.0), 2)      # a short read: the 3 ms tail is asked again
+    0.7
+    >>> round(best_margin_ms(w, 2.0, 0.2, 8.0), 2)      # a long one: worth waiting for
+    3.1
+    >>> round(best_margin_ms(np.append(w, [np.nan] * 150), 2.0, 0.2, 8.0), 2)  # unless requests get lost
+    0.7
+    """
+    waits = np.asarray(waits, dtype=float)
+    answered = waits[~np.isnan(waits)]
+    if not len(answered):
+        return ceiling_ms
+    a = len(answered) / len(waits)
+    seen = np.sort(np.minimum(answered + LATENCY_SLACK_MS, ceiling_ms))
+    margins = np.clip(np.unique(np.append(seen, ceiling_ms)), floor_ms, ceiling_ms)
+    within = np.searchsorted(seen, margins, side='right')          # replies within each margin
+    share = within / len(seen)
+    waited = (np.concatenate(([0.0], np.cumsum(seen)))[within] + margins * (len(seen) - within)) / len(seen)
+    per_ms = a * share / (read_ms + a * waited + (1.0 - a) * margins + a * (1.0 - share) * read_ms)
+    return float(margins[int(np.argmax(per_ms))])
+
+
+class ReplyLatency:
+    """How long this line's replies take beyond the wire time of the bytes (ms), and the reply margin
+    learnt from it: ``observe`` each wait for a first reply that came in time, ``missed`` a read whose
+    replies came after its deadline, ``silent`` a read that got no reply at all, ``margin_ms`` the
+    margin.
+
+    On a noisy line a garbled request gets no reply at all, and the read can only tell after its
+    margin: every such read costs the margin. A fixed margin is either too long for a line that answers
+    in 0.1 ms or too short for a USB adapter with a 1 ms latency timer; the margin here is the one that
+    gets the most replies per ms from what this line's replies took (best_margin_ms). ``also``: another
+    ReplyLatency that learns from these reads too.
+    """
+
+    def __init__(self, window: int = LATENCY_WINDOW, also: 'ReplyLatency | None' = None):
+        self.also = also
+        self._waits: collections.deque = collections.deque(maxlen=window)
+        self._margin: float | None = None       # best_margin_ms of _waits, None when to be computed
+        self._for = (math.nan, math.nan)        # the (ceiling, read) it was computed for
+        self._new = 0                           # reads seen since
+
+    def __len__(self) -> int:
+        return len(self._waits)
+
+    def observe(self, wait_ms: float) -> None:
+        """A reply came ``wait_ms`` after the wire time of the request (and what preceded it) and of
+        the reply's own bytes."""
+        self._add(max(0.0, float(wait_ms)))
+
+    def missed(self) -> None:
+        """A read's replies came after its deadline."""
+        self._add(math.inf)
+
+    def silent(self) -> None:
+        """A read got no reply, in time or since."""
+        self._add(math.nan)
+
+    def _add(self, value: float) -> None:
+        self._waits.append(value)
+        self._new += 1
+        if self.also is not None:
+            self.also._add(value)
+
+    def margin_ms(self, ceiling_ms: float, read_ms: float) -> float | None:
+        """The learnt margin (ms) within LATENCY_FLOOR_MS..``ceiling_ms`` (the configured margin) for
+        reads of ``read_ms`` on the wire; None until LATENCY_MIN_SAMPLES reads were seen."""
+        if len(self._waits) < LATENCY_MIN_SAMPLES:
+            return None
+        if self._margin is None or self._new >= LATENCY_RECOMPUTE or self._for != (ceiling_ms, read_ms):
+            self._margin = best_margin_ms(np.fromiter(self._waits, float), read_ms, LATENCY_FLOOR_MS,
+                                          ceiling_ms)
+            self._for, self._new = (ceiling_ms, read_ms), 0
+        return self._margin
 
 
 def expected_all_fresh(p_byte: float, p_drop: float, n: int, reads: int, size: int = 11,

@@ -127,7 +127,7 @@ def stale_replies(tick_ms: np.ndarray, asked_s: float, lead_ms: np.ndarray, at_s
     # across the wrap; NaN compares false.
     drift = (asked_s - at_s) * _DRIFT_MS_PER_S
     stale = (tick_ms - lead_ms + drift + (1.0 + _HALF - asked_s * 1000.0)) % TICK_WRAP <= _HALF
-    if stale.any():
+    if np.count_nonzero(stale):
         stale &= drift < _CLOCK_KEPT_MS
     return stale
 
@@ -152,7 +152,7 @@ def clock_leads(tick_ms: np.ndarray, replied_s, lead_ms: np.ndarray, at_s: np.nd
     new = (tick_ms - np.asarray(replied_s) * 1000.0) % TICK_WRAP
     drift = (replied_s - at_s) * _DRIFT_MS_PER_S
     lower = (new - lead_ms + drift + _HALF) % TICK_WRAP < _HALF      # NaN compares false
-    if lower.any():
+    if np.count_nonzero(lower):
         lower &= drift < _CLOCK_KEPT_MS
     return np.where(lower, lead_ms, new), np.where(lower, at_s, replied_s)
 
@@ -273,6 +273,9 @@ class Counters:
     policy_actions: int = 0
     ramps: int = 0                       # resumes ramped from a held pose
     stale_hold_cycles: int = 0           # cycles held (or torque off) because a servo's state went stale
+    pipelined_cycles: int = 0            # cycles that read with the host's work on the wire (Driver.pipeline)
+    extrapolation_capped: int = 0        # running cycles whose command was older than command_extrapolation_s:
+                                         # the goal stopped at its bound (a late or stopped command stream)
 
 
 @dataclass

@@ -191,8 +191,11 @@ class Servo:
     def _read_plan(self, address: int, length: int) -> tuple:
         """(Indirect Address spans, their bytes, gather) of a read; gather(table) gives its bytes'
         values in order (None: a direct read, one slice)."""
+        if len(self._read_plans) >= _READ_PLANS_MAX:
+            self._read_plans.clear()
         if self._direct(address, length):
-            return (), b'', None
+            plan = self._read_plans[address, length] = ((), b'', None)
+            return plan
         slots = sorted({_INDIRECT_SLOT[a] for a in range(address, address + length) if a in _INDIRECT_SLOT})
         spans = []
         for slot in slots:                  # consecutive 2-byte entries merge into one span
@@ -203,8 +206,6 @@ class Servo:
         spans = tuple((lo, hi) for lo, hi in spans)
         addrs = self.resolve(address, length)
         gather = operator.itemgetter(*addrs) if length > 1 else (lambda t, a=addrs[0]: (t[a],))
-        if len(self._read_plans) >= _READ_PLANS_MAX:
-            self._read_plans.clear()
         plan = self._read_plans[address, length] = (spans, _slot_key(self.table, spans), gather)
         return plan
 

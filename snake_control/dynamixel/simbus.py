@@ -36,8 +36,8 @@ def add_arguments(parser, physics_help: str = 'plant moving the servos: motor (t
     parser.add_argument('--baud', type=int, help='bus baud rate (default 1000000)')
     parser.add_argument('--initial', default='',
                         help='initial servo angles, ID:RAD,... (rad from the centre tick); others from --spread')
-    parser.add_argument('--faults', default='', help='fault injection spec (corrupt=, drop=, silent=, trip=, '
-                                                     'unplug=, seed=)')
+    parser.add_argument('--faults', default='', help='fault injection spec (corrupt=, drop=, late=, silent=, '
+                                                     'trip=, unplug=, seed=)')
     parser.add_argument('--physics', default=DEFAULT_PHYSICS, help=physics_help)
     parser.add_argument('--physics-arg', default=None,
                         help='text handed to the plant factory as its third argument (a robot YAML for mujoco)')

@@ -128,13 +128,11 @@ def detach_but_follow_parent():
     """In the child before exec: its own process group, so a Ctrl-C in the terminal reaches the
     controller, which turns torque off through the bus before stopping the bus; and SIGTERM when the
     parent dies (Linux prctl PR_SET_PDEATHSIG)."""
+    import signal
+
+    from snake_control.dynamixel.realtime import die_with_parent
     os.setpgrp()
-    try:
-        import ctypes
-        import signal
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)   # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    die_with_parent(signal.SIGTERM)
 
 
 def _pump(stream, lines: collections.deque, first: queue.Queue | None):

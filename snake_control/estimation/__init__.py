@@ -6,6 +6,9 @@
   no-slip least squares with the module radius.
 - estimator: the stateful ``Estimator`` (odometry with covariance) used by estimator_node and
   ``snake odometry``; ``body_pose_from_links`` for ground-truth comparisons.
+- pipeline: ``EstimatorPipeline``, estimator_node's per-message logic (input gate, decimation, IMU stamp
+  order, re-anchoring, counters) that the node and the offline replay (replay: ``replay_estimator``)
+  both run; ``EstimatorParams``, the node's parameters and defaults.
 - trajectory_io: joint-trajectory CSV / .mcap input, pose CSV output.
 - metrics: ``track_error`` (position error in % of distance, heading error in deg/m) against truth.
 """

@@ -298,7 +298,7 @@ def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: floa
     eg = e[:, idx]
     gram = np.einsum('kta,lta->klt', eg, eg)                      # (2, 2, m) edge dot products
     rhs = np.einsum('kta,ta->kt', eg, p.sum(axis=0) / p.shape[0] - a[idx])
-    det = gram[0, 0] * gram[1, 1] - gram[0, 1] * gram[0, 1]
+    det = norm2[idx]              # = gram[0, 0] gram[1, 1] - gram[0, 1]^2, without its cancellation
     u = (gram[1, 1] * rhs[0] - gram[0, 1] * rhs[1]) / det
     v = (gram[0, 0] * rhs[1] - gram[0, 1] * rhs[0]) / det
     stable = (u >= -1e-9) & (v >= -1e-9) & (u + v <= 1.0 + 1e-9)
@@ -336,6 +336,106 @@ class ContactSelector:
         else:
             self.mask = enter | (self.mask & (rel <= self.exit_m))
         return self.mask.copy()
+
+    def widen(self, mask) -> None:
+        """Take ``mask`` (N,) bool as the contacts the hysteresis goes on from: modules added because the
+        ones chosen by height could not hold the body stay contacts until they rise above exit_m."""
+        self.mask = np.array(mask, dtype=bool)
+
+
+# Loads below this fraction of the largest still count a little in contact_step: a contact the statics leave
+# unloaded may carry some weight all the same (the attitude, and so the heights, are a degree or two off).
+LOAD_FLOOR = 0.05
+
+
+def static_loads(contact_xy_m, centre_xy_m):
+    """Normal loads (m,) (fractions of the body's weight, >= 0, summing to 1) of contacts at contact_xy_m
+    (m, 2) (m, in the floor plane) holding a body whose centre of mass is over centre_xy_m (2,), and
+    whether they can hold it: (loads, supported).
+
+    A rigid body on more than three contacts is statically indeterminate; this takes the least-norm loads
+    that balance the weight and its two moments (the most even split), dropping the most negative one until
+    all are >= 0 (an active set; kernels.static_loads_kernel compiles it). The body is supported when the centre stands over the hull of the
+    contacts that remain, i.e. the moments balance. Modules of one mass: the centre is the centroid of the
+    module centres, the virtual chassis origin.
+    """
+    p = np.asarray(contact_xy_m, dtype=float)
+    m = p.shape[0]
+    if m == 0:
+        return np.zeros(0), False
+    kern = compiled()
+    if kern is not None:
+        loads = np.empty(m)
+        ok = kern.static_loads_kernel(np.ascontiguousarray(p), np.ascontiguousarray(centre_xy_m, dtype=float), loads)
+        return loads, bool(ok)
+    r = p - np.asarray(centre_xy_m, dtype=float)
+    a = np.empty((3, m))
+    a[0] = 1.0
+    a[1:] = r.T
+    rhs = np.array([1.0, 0.0, 0.0])
+    active = np.ones(m, dtype=bool)
+    loads = np.zeros(m)
+    for _ in range(m):
+        aa = a[:, active]
+        gram = aa @ aa.T
+        gram[_DIAG3] += 1e-12 * (np.trace(gram) + 1.0)
+        n = aa.T @ np.linalg.solve(gram, rhs)
+        if n.min() >= -1e-12 or active.sum() == 1:
+            break
+        active[np.flatnonzero(active)[int(np.argmin(n))]] = False
+    loads[active] = np.maximum(n, 0.0)
+    total = loads.sum()
+    if total > 0.0:
+        loads /= total
+    # Supported: the loads balance the moments (the centre over the contacts' hull), to 1 mm of lever.
+    supported = bool(np.abs(r.T @ loads).max() < 1e-3)
+    return loads, supported
+
+
+# Heights this close count as level when supporting_contacts widens the contact set (m).
+TIE_M = 1e-9
+
+
+def supporting_contacts(mask, heights_m, centres_m, down, min_contacts: int = 3):
+    """The contact mask (N,) bool widened, lowest module first, until the contacts can hold the body: at
+    least min_contacts of them and the centroid of the module centres over their hull (static_loads).
+
+    mask (N,) the contacts chosen by height; heights_m (N,) each module's lowest point above the lowest
+    (m); centres_m (N, 3) module centres and down (3,) unit, one frame (the chassis's). A body on flat
+    ground rests on contacts around its centre of mass: one or two modules chosen (their neighbours
+    were taken for lifted by a degree or two of attitude) cannot hold it, and a single contact fixes the
+    translation only through its lever arm, times the rotation's error.
+    Returns (mask, loads (N,) the static load fractions of the contacts, 0 elsewhere).
+    """
+    mask = np.asarray(mask, dtype=bool).copy()
+    h = np.asarray(heights_m, dtype=float)
+    q = np.asarray(centres_m, dtype=float)
+    d = np.asarray(down, dtype=float)
+    # Floor-plane coordinates: two unit vectors perpendicular to down.
+    u = _cross3(d, _X if abs(d[0]) < 0.9 else _Y)
+    u /= math.sqrt(u @ u)
+    v = _cross3(d, u)
+    xy = np.column_stack([q @ u, q @ v])
+    centre = xy.sum(axis=0) / xy.shape[0]
+    order = np.argsort(h, kind='stable')
+    k = 0
+    while True:
+        idx = np.flatnonzero(mask)
+        if idx.size >= min_contacts:
+            loads, ok = static_loads(xy[idx], centre)
+            if ok or idx.size == mask.size:
+                break
+        while k < order.size and mask[order[k]]:
+            k += 1
+        if k >= order.size:
+            loads, _ = static_loads(xy[idx], centre)
+            break
+        # Modules level with the next lowest (within rounding) join with it: which of two equal heights
+        # comes first must not depend on the last bit of a sum.
+        mask |= h <= h[order[k]] + TIE_M
+    out = np.zeros(mask.size)
+    out[idx] = loads
+    return mask, out
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ API
 ``Estimator(robot, body_frame=None, *, weights=None, initial_pose=None, slip_std_m_s=0.01,
 slip_correlation_s=0.1, imu_link=0, contact_enter_m=None, contact_exit_m=None, axial_weight=None,
 singular_threshold=0.02, hold_time_s=1.0, flat_ground=True, contact_ends=True, ground_plane=True,
-coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0)``
+coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0, contact_loads=True,
+weak_contact_band=0.5)``
 
 - robot: a snake_control.robot.Robot or a robot name / YAML path.
 - body_frame: 'middle' (default for planar robots: link n_links // 2), 'head', 'tail', 'chassis'
@@ -38,7 +39,10 @@ coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0)`
   pose covariance grows by dt * max(dt, slip_correlation_s) * twist covariance per step, transported
   along the path with the adjoint.
 - contact_enter_m, contact_exit_m: pitch-yaw contact hysteresis (height above the lowest module;
-  defaults radius / 2 and radius). axial_weight: weight of the no-slip condition along each module's
+  defaults radius / 2 and radius). weak_contact_band: while the last step's contacts were weak (the body
+  standing in 3D on a few modules: a sidewinding tread, a gait blend) both heights are this fraction of
+  themselves (1: the same band throughout; docs/estimation.md, "A narrower band while the contacts are
+  weak"). axial_weight: weight of the no-slip condition along each module's
   axis (1: no slip at all; 0: modules may slide lengthwise, like wheels); None (default) takes the
   robot YAML's ``link.axial_weight``, the skin's (axial / lateral friction)^2.
 - flat_ground (pitch-yaw): the contact modules rest on the plane z = 0 of odom: after each step the
@@ -56,12 +60,18 @@ coulomb_iterations=3, static_slip_m_s=0.01, imu_gap_s=0.05, imu_attitude_s=0.0)`
 - imu_gap_s (pitch-yaw, with update_imu): raw IMU readings further apart are a gap, bridged with the
   contacts; imu_attitude_s: 0 (default) gives each update the IMU's attitude as it is and leaves the
   contacts only the translation; above 0 the contacts turn the chassis and the IMU's attitude pulls it with
-  that time constant (s), for joint vectors read inconsistently in time (see docs/estimation.md).
+  that time constant (s), for joint vectors read inconsistently in time (see docs/estimation.md); while the
+  contacts are weak (a gait blend) the IMU's turn turns the chassis, and once its down has been seen to agree
+  with the floor the body lay flat on, its down is the floor there (docs/estimation.md, "The two blends").
 - coulomb_iterations, static_slip_m_s (pitch-yaw): contacts weighted by their slip, so the estimate
   follows the ones that stick (contact.contact_step: reweighted least squares toward the least power
   dissipated by dry friction, the quasi-static motion of a body on a Coulomb floor; slips under
   static_slip_m_s count as sticking); 0 iterations is plain least squares (a viscous floor). In MuJoCo
   it takes serpentine from 3 % to 0.4 % of distance and serpenoid sidewinding from 140 % to 109 %.
+- contact_loads (pitch-yaw): the contacts must be able to hold the body (the next lowest modules join while
+  the centroid does not stand over their hull, contact.supporting_contacts), and each is weighted by its
+  static normal load (contact.static_loads): a body whose contacts all scrub (a gait blend reshaping it
+  at rest) moves as its loaded contacts let it, not as a lone or unloaded module would.
 - singular_threshold: normalised singular value of the no-slip constraints below which a direction of
   the twist counts as unobservable (near the singular set); along it the previous twist is held, decaying
   with time constant hold_time_s (s), and the covariance is raised (``singular`` is set).
@@ -107,12 +117,13 @@ import numpy as np
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, _connection, body_frame_index,
                                                  planar_frame_offset)
 from snake_control.estimation.imu import AttitudeFilter, _log_rotation, _rodrigues
-from snake_control.estimation.contact import (ContactSelector, _cross3, chain_poses, compiled, contact_step,
-                                              resting_down, shape_turn, support_plane, virtual_chassis)
+from snake_control.estimation.contact import (LOAD_FLOOR, ContactSelector, _cross3, chain_poses, compiled,
+                                              contact_step, resting_down, shape_turn, support_plane,
+                                              supporting_contacts, virtual_chassis)
 from snake_control.kinematics.lie import (hat3, matrix_from_quaternion, orthonormalize, quaternion_from_matrix,
                                           se2_adjoint, se2_compose, se2_exp, se2_inverse, se3_adjoint, se3_inverse,
                                           se3_exp_fast, se3_log, se3_matrix, so3_exp, so3_log,
-                                          wrap_angle)
+                                          wrap_angle, xyyaw_from_se3)
 
 _UP = np.array([0.0, 0.0, 1.0])
 
@@ -153,7 +164,7 @@ class EstimatorState:
 
     @property
     def pose_se2(self) -> np.ndarray:
-        return np.array([self.pose[0, 3], self.pose[1, 3], np.arctan2(self.pose[1, 0], self.pose[0, 0])])
+        return xyyaw_from_se3(self.pose)
 
 
 def _rot_z(angle_rad: float) -> np.ndarray:
@@ -189,7 +200,8 @@ class Estimator:
                  axial_weight: float | None = None, singular_threshold: float = DEFAULT_SINGULAR_THRESHOLD,
                  hold_time_s: float = 1.0, flat_ground: bool = True, contact_ends: bool = True,
                  ground_plane: bool = True, coulomb_iterations: int = 3, static_slip_m_s: float = 0.01,
-                 imu_gap_s: float = 0.05, imu_attitude_s: float = 0.0):
+                 imu_gap_s: float = 0.05, imu_attitude_s: float = 0.0, contact_loads: bool = True,
+                 weak_contact_band: float = 0.5):
         if isinstance(robot, str) or hasattr(robot, '__fspath__'):
             from snake_control.robot import load_robot
             robot = load_robot(robot)
@@ -239,9 +251,15 @@ class Estimator:
             raise ValueError(f'imu_attitude_s must be >= 0, got {imu_attitude_s}')
         self.imu_attitude_s = float(imu_attitude_s)
         self.static_slip_m_s = float(static_slip_m_s)
+        self.contact_loads = bool(contact_loads)
         enter = 0.5 * self.radius if contact_enter_m is None else float(contact_enter_m)
         exit_ = max(enter, self.radius if contact_exit_m is None else float(contact_exit_m))
         self.selector = ContactSelector(enter, exit_)
+        if not 0.0 < weak_contact_band <= 1.0:
+            raise ValueError(f'weak_contact_band must be in (0, 1], got {weak_contact_band}')
+        self.weak_contact_band = float(weak_contact_band)
+        # The contacts while the last step's were weak; the full band (selector) still judges whether they are.
+        self.weak_selector = ContactSelector(enter * weak_contact_band, exit_ * weak_contact_band)
         self.length_scale = float(np.mean(self.lengths))
         self.half_length = 0.5 * self.length_scale if contact_ends else 0.0
         self.initial_pose = None if initial_pose is None else _pose_matrix(initial_pose)
@@ -256,10 +274,12 @@ class Estimator:
         self._t = None
         self._q = None
         self._v = None
+        self._anchor_rot = None     # reanchor(): the chassis rotation (tail frame) the next shape continues
         self.skipped = 0
         self.stale_held = 0
         self.updates = 0
         self.selector.reset()
+        self.weak_selector.reset()
         n = self.robot.n_links
         self._state = EstimatorState(0.0, np.eye(4), np.zeros(6), np.zeros((6, 6)), np.zeros((6, 6)),
                                      np.zeros(n), 0.0, 0, 3 if self.planar else 6, False, np.ones(n, bool))
@@ -278,6 +298,9 @@ class Estimator:
         self._contacts_weak = False  # the last step's contacts could not be trusted to turn the chassis
         self._plane_down = None     # ground-plane down in the last chassis frame (support_plane)
         self._body_turn = None      # how the body turned in chassis axes since the IMU's chassis was last level
+        # imu_attitude_s > 0: how far (rad, averaged over IMU_FLOOR_AVERAGE_S) the IMU's down lay from the floor
+        # the body lay flat on, at its last steps with strong contacts; None before any (see _update_3d).
+        self._imu_floor_rad = None
         # IMU (update_imu): the attitude filter of the IMU link; it outlives reset() of the pose
         # only through reanchor(), which keeps it (its bias was learnt while still).
         self.imu = AttitudeFilter()
@@ -311,6 +334,7 @@ class Estimator:
         # anchor the filter's attitude then, as after a gap.
         self._imu_t = None
         self._imu_anchor = True
+        self._imu_floor_rad = None
         self._q_rest = None         # the rest starts again in the new time base
 
     def reanchor(self, pose=None) -> None:
@@ -321,6 +345,8 @@ class Estimator:
         if self._t is None:
             return
         p2, p3 = self._p2.copy(), self._p3.copy()
+        # Its own pose is in its own chassis frame: the next shape's axes continue that frame's signs.
+        anchor_rot = self._geom['r_tc'].copy() if pose is None and self._geom is not None else None
         pose = self.pose.copy() if pose is None else pose
         skipped, updates, held = self.skipped, self.updates, self.stale_held
         imu, imu_t, imu_used, imu_rate = self.imu, self._imu_t, self._imu_used, self._imu_rate
@@ -329,6 +355,7 @@ class Estimator:
         self._p2, self._p3, self.skipped, self.updates, self.stale_held = p2, p3, skipped, updates, held
         self.imu, self._imu_t, self._imu_used, self._imu_rate = imu, imu_t, imu_used, imu_rate
         self.imu_gaps, self.imu_late, self.imu_bridged = counts
+        self._anchor_rot = anchor_rot
 
     @property
     def state(self) -> EstimatorState:
@@ -388,6 +415,12 @@ class Estimator:
     # a body rolling over (the blend into rolling) is left to its contacts, which carry its turn and travel
     # together.
     GYRO_TURN_MAX_TILT_RAD = math.radians(45.0)
+    # ... unless the IMU's down has been seen to lie within IMU_FLOOR_AGREE_RAD of the floor the body lay flat on
+    # (the hull face under strong contacts, averaged over IMU_FLOOR_AVERAGE_S): then, while the contacts are
+    # weak, the IMU's down is the floor (heights, contacts, the height the chassis rests at) and its turn the
+    # chassis's, whether or not the body rolls over (see _update_3d).
+    IMU_FLOOR_AGREE_RAD = math.radians(2.0)
+    IMU_FLOOR_AVERAGE_S = 0.5
     IMU_CLOCK_STEP_S = 1.0      # an IMU stamp this far behind the last is a clock that stepped back: a gap
 
     def update_imu(self, t_s: float, gyro_rad_s, accel_m_s2=None) -> np.ndarray:
@@ -424,6 +457,7 @@ class Estimator:
             if self._imu_t is not None:
                 self.imu_gaps += 1
                 self._imu_anchor = True
+                self._imu_floor_rad = None      # re-anchored from the joints: its down is to be seen again
             self._imu_t = t_s
             if accel_m_s2 is not None:
                 # Only sets the level at the first reading; it never integrates across a gap.
@@ -492,7 +526,8 @@ class Estimator:
             # The filter gives the attitude only near its last reading (within imu_gap_s either way) and
             # once anchored to the joints' attitude (not after a gap); otherwise this update bridges with
             # the contacts' rotation, as without an IMU, rather than hold a stale rate.
-            fresh = self._imu_used and self.imu.initialised and abs(t_s - self._imu_t) <= self.imu_gap_s
+            fresh = self._imu_used and self.imu.initialised and self._imu_t is not None \
+                and abs(t_s - self._imu_t) <= self.imu_gap_s
             self._filtered = quat is None and fresh and not (self._imu_anchor and self._t is not None)
             r_imu = None
             if self._filtered:
@@ -602,7 +637,9 @@ class Estimator:
         # A gyro alone will do: on flat ground the heading is the turn about the vertical the IMU sees. Its
         # bias must be known first: a MEMS gyro's few tenths of a degree per second turn the heading as
         # fast as skidding wheels do.
-        if not (self._imu_used and abs(t_s - self._imu_t) <= self.imu_gap_s and self.imu.bias_learnt):
+        # No reading yet since rebase_time (_imu_t None): bridged, as after a gap.
+        if not (self._imu_used and self._imu_t is not None and abs(t_s - self._imu_t) <= self.imu_gap_s
+                and self.imu.bias_learnt):
             if self._imu_used and self._t is not None:
                 self.imu_bridged += 1
             self._gyro_offset = None
@@ -675,8 +712,7 @@ class Estimator:
         if self._t is None:
             self._g2 = np.zeros(3)
             if self.initial_pose is not None:
-                g = self.initial_pose
-                self._g2 = np.array([g[0, 3], g[1, 3], np.arctan2(g[1, 0], g[0, 0])])
+                self._g2 = xyyaw_from_se3(self.initial_pose)
             if self.body_link is None:
                 # The pose given (or the origin) is the chassis pose: start the integrated link frame there.
                 h, _, _ = self._chassis_offset(q)
@@ -742,11 +778,18 @@ class Estimator:
             r_imu = matrix_from_quaternion(quat)
         if self._t is None:
             up_tail = None
-            if r_imu is not None:
+            if r_imu is not None and self.initial_pose is None:
                 # The IMU link's frame in odom; the tail's up follows from the chain.
                 rot_t, _ = chain_poses(q, self.axes, self.lengths)
                 up_tail = rot_t[self.imu_link] @ (r_imu.T @ _UP)
-            geom = self._geometry(q, None, up_tail)
+            # A virtual chassis's y and z have no sign of their own, so a given pose is only meaningful
+            # in the convention it was made in: body_pose_from_links's (the tail's z for up) for a pose
+            # from outside, or this estimator's own continued frame after reanchor() (_anchor_rot). Signs
+            # taken from gravity instead put a body started with its tail rolled over upside down in odom
+            # (and the IMU's filter, started there, spent seconds pulling the wrong tilt: AEH-sidewinding
+            # 127 deg off); the filter is not consulted for the pose either, as it may not have seen how
+            # the body moved since its last reading.
+            geom = self._geometry(q, self._anchor_rot, up_tail)
             if r_imu is not None:
                 r_wc = r_imu @ geom['rot'][self.imu_link].T
             else:
@@ -792,9 +835,25 @@ class Estimator:
         # the attitude itself: the chassis keeps the attitude the contacts and the pull gave it, so passing
         # from one way to the other turns it by nothing. The ground plane is the hull's face nearest the
         # IMU's down: the face nearest the contacts' own down flips as the shape changes. Not while the body
-        # rolls over: the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
+        # rolls over (unless imu_floor, below): the IMU's turn imposed there left the travel to a few contacts, which sent it sideways
         # (the demo's blend into rolling, 0.55-0.75 m off its 0.40 m, against 0.04-0.06 m left to the contacts).
-        rolling = pull_wc is not None and self._rolling_over(pull_wc, g0['q'], geom['q'])
+        #
+        # An IMU whose down has been seen to agree with the floor (imu_floor) holds the blend alone: its down is
+        # the floor and its turn the chassis's, rolling over or not. The hull's faces are no floor there: the
+        # body is not lying on one (it tips about an edge or a corner, its capsules on their ends), the face
+        # nearest the IMU's down changes as the shape morphs, 3-15 deg from it and from the face before, and
+        # every change handed the contacts a tilt and the rest on the plane a jump (up to 4 cm in one step);
+        # while it rolls over, the contacts' own turn fell 50 deg behind the IMU's and sent the travel
+        # sideways. Five demo recordings: the blend into AEH-sidewinding 0.11-0.20 m -> 0.08-0.14 m off (its
+        # heading error up to 6.8 deg -> within 1.8), the blend into rolling 0.16-0.25 m -> 0.09-0.20 m
+        # (docs/estimation.md, "The two blends").
+        imu_floor = (pull_wc is not None and self._imu_floor_rad is not None
+                     and self._imu_floor_rad < self.IMU_FLOOR_AGREE_RAD)
+        if imu_floor:
+            rolling = False
+            self._body_turn = None
+        else:
+            rolling = pull_wc is not None and self._rolling_over(pull_wc, g0['q'], geom['q'])
         if pull_wc is None:
             self._body_turn = None       # no IMU attitude this step: the body's turn starts again with it
         gyro_turn = (pull_wc is not None and self._pull_attitude is not None and self._contacts_weak
@@ -802,12 +861,20 @@ class Estimator:
         if gyro_turn:
             down = -pull_wc[2]
         plane = None
-        if self.flat_ground and self.ground_plane and r_imu is None:
+        if self.flat_ground and self.ground_plane and r_imu is None and not (gyro_turn and imu_floor):
             # The ground is the face of the hull of module centres nearest to the predicted down: it fixes
             # the attitude's tilt each step, so contact selection does not drift with it.
             plane = support_plane(geom['q'], down)
             if plane is not None:
                 down = plane[0]
+                if pull_wc is not None and not gyro_turn and not self._contacts_weak:
+                    # Strong contacts on a face: the floor. How far the IMU's down lies from it says whether the
+                    # IMU may stand for the floor when the contacts are weak (its tilt is a few degrees off for
+                    # seconds after it starts or is re-anchored: a long flat body then takes only part of its
+                    # modules for contacts, which keeps them weak).
+                    off = math.acos(min(1.0, max(-1.0, -float(plane[0] @ pull_wc[2]))))
+                    self._imu_floor_rad = off if self._imu_floor_rad is None else \
+                        self._imu_floor_rad + (off - self._imu_floor_rad) * min(1.0, dt / self.IMU_FLOOR_AVERAGE_S)
         tilt = None
         if plane is not None and self._plane_down is not None:
             # The chassis turned so that gravity, seen as d0 before and d1 now, is one vector: the
@@ -826,7 +893,31 @@ class Estimator:
             if self.half_length:
                 # A tilted capsule's lowest point is its lower end.
                 heights -= self.half_length * np.abs(geom['rot'][:, :, 0] @ down)
-        contacts = self.selector.update(heights)
+        # A body standing on a few modules (weak contacts) is lifted in 3D, its floor from the IMU or the hull
+        # face under them: a module 8-30 mm above the lowest is one of the lifted, passing over the floor,
+        # and taking it for a contact pins the step to a module that moves through the air. A body lying
+        # flat keeps the whole band: over its length an attitude a degree off puts real contacts that high.
+        # Whether the contacts are weak is judged on the whole band (the full selector), or a flat body
+        # that once read weak would keep itself so on the narrow one. Eight demo recordings: AEH-sidewinding
+        # 0.023-0.033 m -> 0.002-0.010 m, steady rolling unchanged (docs/estimation.md).
+        full = self.selector.update(heights)
+        narrow = self._contacts_weak and self.weak_contact_band < 1.0
+        selector = self.weak_selector if narrow else self.selector
+        if self.weak_contact_band < 1.0:
+            low = self.weak_selector.update(heights)
+        contacts = low if narrow else full
+        weights = self.weights
+        if self.contact_loads and not contacts.all():
+            # The contacts must hold the body (its centre over their hull; a lone module chosen by a
+            # degree of attitude error cannot), and each counts by the load it carries: the quasi-static
+            # motion on a dry floor is the least power sum_i N_i |slip_i|, and where the floor
+            # scrubs (a gait blend reshaping a standing body) unloaded modules would move the estimate.
+            contacts, loads = supporting_contacts(contacts, heights, geom['q'], down)
+            selector.widen(contacts)
+            if narrow:
+                self.selector.widen(full | contacts)
+            load_w = np.where(contacts, loads * (1.0 / max(float(loads.max()), 1e-12)) + LOAD_FLOOR, 0.0)
+            weights = load_w if weights is None else weights * load_w
         rot_inc = None
         if gyro_turn:
             rot_inc = _log_rotation(self._pull_attitude.T @ pull_wc)
@@ -839,7 +930,7 @@ class Estimator:
             rel = geom['rot'][self.imu_link] @ g0['rot'][self.imu_link].T
             rot_inc = geom['rot'][self.imu_link] @ (rate * dt) - so3_log(rel)
         step = contact_step(g0['q'], g0['rot'], geom['q'], geom['rot'], down, self.radius, contacts,
-                            self.weights, self.axial_weight, rot_inc, self.length_scale,
+                            weights, self.axial_weight, rot_inc, self.length_scale,
                             self.singular_threshold, self._held_twist(q - self._q, dt) * dt,
                             self.half_length, tilt, self.coulomb_iterations, self.static_slip_m_s * dt)
         self._xi_last = step.displacement / dt
@@ -873,7 +964,8 @@ class Estimator:
         elif self.flat_ground:
             gc = _settle_on_floor(gc, geom['q'][contacts], self.radius, keep_attitude=r_imu is not None or gyro_turn)
         self._pull_attitude = pull_wc
-        self._contacts_weak = (int(np.count_nonzero(contacts)) < self.WEAK_CONTACT_FRACTION * n_links
+        n_full = int(np.count_nonzero(full | contacts))
+        self._contacts_weak = (n_full < self.WEAK_CONTACT_FRACTION * n_links
                                or step.singular or step.rank < step.rank_needed)
         if pull is not None:
             # imu_attitude_s: the IMU link's attitude pull (3, 3) draws the contacts' chassis attitude toward
@@ -1047,8 +1139,8 @@ def body_pose_from_links(robot, link_poses, body_frame=None, previous=None) -> n
         body_frame = 'middle' if planar else 'chassis'
     link = body_frame_index(body_frame, n_links)
     if planar:
-        headings = np.arctan2(poses[:, 1, 0], poses[:, 0, 0])
-        centres = poses[:, :2, 3]
+        planar_poses = xyyaw_from_se3(poses)
+        centres, headings = planar_poses[:, :2], planar_poses[:, 2]
         if link is not None:
             return _pose_matrix(np.array([centres[link, 0], centres[link, 1], headings[link]]))
         c = centres.mean(axis=0)

@@ -3,7 +3,7 @@
 The estimator handles one joint_states message at a time: a few hundred numpy calls on arrays of 33
 modules, so the fixed cost of each call, not arithmetic, sets its speed. These loops do the same
 arithmetic as the numpy functions of ``snake_control.estimation.contact`` (``chain_poses``, the rows of
-``contact_step``, ``support_plane``, the Coulomb contact weights) in one call each. Results agree with the numpy path to rounding
+``contact_step``, ``support_plane``, the Coulomb contact weights, ``static_loads``) in one call each. Results agree with the numpy path to rounding
 (test/test_estimation_kernels.py); without numba (``AVAILABLE`` false) the numpy path runs instead.
 
 Signatures are explicit, so compilation happens at import and is cached on disk (``cache=True``): the
@@ -192,7 +192,9 @@ def _support_plane(p, guess, candidates, cos_min, tolerance, out):
                 rx, ry, rz = cx - p[a, 0], cy - p[a, 1], cz - p[a, 2]
                 r0 = e0x * rx + e0y * ry + e0z * rz
                 r1 = e1x * rx + e1y * ry + e1z * rz
-                det = g00 * g11 - g01 * g01
+                # g00 g11 - g01^2 is |e0 x e1|^2: norm2, which a thin face's cancellation took to 0 (division by
+                # zero in a replayed demo).
+                det = norm2
                 u = (g11 * r0 - g01 * r1) / det
                 v = (g00 * r1 - g01 * r0) / det
                 stable = u >= -1e-9 and v >= -1e-9 and u + v <= 1.0 + 1e-9
@@ -336,6 +338,58 @@ def _coulomb_weights(a, r, iterations, static, w):
             w[c] = static / max(math.sqrt(s2), static)
 
 
+def _static_loads(xy, centre, loads):
+    """Least-norm non-negative loads (contact.static_loads) of contacts xy (m, 2) under a centre (2,), filled
+    into loads (m,); returns whether they hold it (the moments balance to 1 mm of lever)."""
+    m = xy.shape[0]
+    active = np.ones(m, dtype=np.bool_)
+    n = np.zeros(m)
+    for _ in range(m):
+        g = np.zeros((3, 3))
+        count = 0
+        for i in range(m):
+            if active[i]:
+                count += 1
+                v0, v1, v2 = 1.0, xy[i, 0] - centre[0], xy[i, 1] - centre[1]
+                g[0, 0] += v0 * v0
+                g[0, 1] += v0 * v1
+                g[0, 2] += v0 * v2
+                g[1, 1] += v1 * v1
+                g[1, 2] += v1 * v2
+                g[2, 2] += v2 * v2
+        g[1, 0], g[2, 0], g[2, 1] = g[0, 1], g[0, 2], g[1, 2]
+        ridge = 1e-12 * (g[0, 0] + g[1, 1] + g[2, 2] + 1.0)
+        for a in range(3):
+            g[a, a] += ridge
+        # Solve g y = (1, 0, 0): y is the first column of g's inverse (cofactors over the determinant).
+        c00 = g[1, 1] * g[2, 2] - g[1, 2] * g[2, 1]
+        c01 = g[1, 2] * g[2, 0] - g[1, 0] * g[2, 2]
+        c02 = g[1, 0] * g[2, 1] - g[1, 1] * g[2, 0]
+        det = g[0, 0] * c00 + g[0, 1] * c01 + g[0, 2] * c02
+        y0, y1, y2 = c00 / det, c01 / det, c02 / det
+        worst, low = -1, 0.0
+        for i in range(m):
+            if active[i]:
+                n[i] = y0 + y1 * (xy[i, 0] - centre[0]) + y2 * (xy[i, 1] - centre[1])
+                if worst < 0 or n[i] < low:
+                    worst, low = i, n[i]
+        if low >= -1e-12 or count == 1:
+            break
+        active[worst] = False
+    total = 0.0
+    for i in range(m):
+        loads[i] = max(n[i], 0.0) if active[i] else 0.0
+        total += loads[i]
+    if total > 0.0:
+        for i in range(m):
+            loads[i] /= total
+    mx, my = 0.0, 0.0
+    for i in range(m):
+        mx += (xy[i, 0] - centre[0]) * loads[i]
+        my += (xy[i, 1] - centre[1]) * loads[i]
+    return max(abs(mx), abs(my)) < 1e-3
+
+
 if AVAILABLE:
     _f8_1, _f8_2, _f8_3 = 'float64[::1]', 'float64[:, ::1]', 'float64[:, :, ::1]'
     chain_poses_kernel = njit(f'void({_f8_1}, {_f8_2}, {_f8_1}, {_f8_3}, {_f8_2})', cache=True)(_chain_poses)
@@ -351,6 +405,8 @@ if AVAILABLE:
                                 cache=True)(_rest_on_plane)
     coulomb_weights_kernel = njit(f'void({_f8_2}, {_f8_1}, int64, float64, {_f8_1})',
                                   cache=True)(_coulomb_weights)
+    static_loads_kernel = njit(f'boolean({_f8_2}, {_f8_1}, {_f8_1})', cache=True)(_static_loads)
 else:
     chain_poses_kernel = to_frame_kernel = contact_rows_kernel = support_plane_kernel = None
     heights_kernel = se3_step_kernel = rest_on_plane_kernel = coulomb_weights_kernel = None
+    static_loads_kernel = None

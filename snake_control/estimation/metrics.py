@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from snake_control.kinematics.lie import wrap_angle
+from snake_control.kinematics.lie import se2_relative, wrap_angle, xyyaw_from_se3
 
 
 def _planar(track, name) -> np.ndarray:
     a = np.asarray(track, dtype=float)
     if a.ndim == 3 and a.shape[1:] == (4, 4):
-        return np.stack([a[:, 0, 3], a[:, 1, 3], np.arctan2(a[:, 1, 0], a[:, 0, 0])], axis=1)
+        return xyyaw_from_se3(a)
     if a.ndim == 2 and a.shape[1] == 3:
         return a
     raise ValueError(f'{name} must be (T, 4, 4) poses or (T, 3) planar poses (x, y, theta), got {a.shape}')
@@ -42,7 +42,7 @@ def track_error(estimated, truth, align_start: bool = True) -> dict:
         raise ValueError(f'estimated and truth must have the same number (>= 2) of samples, '
                          f'got {est.shape[0]} and {tru.shape[0]}')
     if align_start:
-        est, tru = _relative(est), _relative(tru)
+        est, tru = se2_relative(est, est[0]), se2_relative(tru, tru[0])
     distance = float(np.sum(np.hypot(*np.diff(tru[:, :2], axis=0).T)))
     pos_err = float(np.hypot(*(est[-1, :2] - tru[-1, :2])))
     head_err = float(np.degrees(abs(wrap_angle(est[-1, 2] - tru[-1, 2]))))
@@ -51,10 +51,3 @@ def track_error(estimated, truth, align_start: bool = True) -> dict:
             'position_error_percent': 100.0 * pos_err / per, 'heading_error_deg': head_err,
             'heading_error_deg_per_m': head_err / per}
 
-
-def _relative(track) -> np.ndarray:
-    x0, y0, t0 = track[0]
-    c, s = np.cos(t0), np.sin(t0)
-    d = track[:, :2] - (x0, y0)
-    return np.stack([c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1], wrap_angle(track[:, 2] - t0)],
-                    axis=1)

@@ -49,6 +49,9 @@ from snake_control.paths import ConfigError
 PI = math.pi
 FORMAT = 1
 SUFFIX = '.calibration.yaml'
+# The calibration measured in the running graph's MuJoCo world (snake calibrate --cone pyramidal): the
+# graph's floor, where the one beside the robot is measured on the elliptic cone cmd_vel is validated on.
+SIM_SUFFIX = '.sim' + SUFFIX
 _ITERATIONS = 6
 # A turn must leave the gait at least this share of its straight drive per cycle: an offset that curls
 # the body until it barely moves is not a turn a user asks for while moving (vertical undulation's
@@ -306,7 +309,7 @@ class GaitCalibration:
         if abs(drive_value) < 1e-9:
             return Command(0.0, straight, 0.0, 0.0, abs(omega_rad_s) < 1e-9)
         u, ok = straight, True
-        rate, rate_ok = self._rate_for(drive_value, u, max_rate_rad_s)
+        rate, rate_ok = self.rate_for(drive_value, u, max_rate_rad_s)
         for _ in range(_ITERATIONS):
             if can_turn and self.drive != 'turn':
                 u = self._solve_u(omega_rad_s / drive_value, self._f(rate))
@@ -315,7 +318,7 @@ class GaitCalibration:
             d, _ = self.per_cycle(u, rate)
             if d * self.stride <= 0 or abs(d) < 1e-9:      # the offset reverses or stops the gait
                 return Command(0.0, u, 0.0, 0.0, False)
-            rate, rate_ok = self._rate_for(drive_value, u, max_rate_rad_s)
+            rate, rate_ok = self.rate_for(drive_value, u, max_rate_rad_s)
         ok = ok and rate_ok
         d, dth = self.per_cycle(u, rate)
         cycles = rate / (2 * PI)
@@ -344,7 +347,7 @@ class GaitCalibration:
                 out['curvature_rad_m'] = (float(min(curv)), float(max(curv)))
         return out
 
-    def _rate_for(self, drive_value: float, u: float, max_rate_rad_s: float) -> tuple[float, bool]:
+    def rate_for(self, drive_value: float, u: float, max_rate_rad_s: float = math.inf) -> tuple[float, bool]:
         """(phase rate rad/s, reached) whose speed |f| D(u, |f|) / 2 pi is drive_value at offset u: the
         lowest such rate up to max_rate_rad_s (or 4x the measured range), else the rate that comes
         closest. A grid search, not a fixed point: D may change a lot with the rate (rolling gaits)."""
@@ -430,11 +433,13 @@ class Calibration:
         return path
 
 
-def calibration_path(robot) -> Path:
-    """Where a robot's calibration lives: <robot YAML without .yaml>.calibration.yaml beside it."""
+def calibration_path(robot, suffix: str = SUFFIX) -> Path:
+    """Where a robot's calibration lives: <robot YAML without .yaml>.calibration.yaml beside it
+    (suffix SIM_SUFFIX: <robot>.sim.calibration.yaml, the one the MuJoCo graph loads), or the files of the
+    robot its YAML names in `calibration:` (the same body on another wiring), beside it too."""
     src = Path(robot.source)
     stem = src.name[:-len(src.suffix)] if src.suffix in ('.yaml', '.yml') else src.name
-    return src.with_name(stem + SUFFIX)
+    return src.with_name((robot.calibration_stem or stem) + suffix)
 
 
 # --- loading, with errors naming the file and key ------------------------------------------------
@@ -468,7 +473,7 @@ def calibration_from_dict(data, robot, source: str = '<calibration>') -> Calibra
     _keys(src, '', data, ('format', 'robot', 'gaits'), ('method',))
     if data['format'] != FORMAT:
         raise ConfigError(src, 'format', f'expected {FORMAT}, got {data["format"]!r}')
-    if data['robot'] != robot.name:
+    if data['robot'] not in (robot.name, robot.calibration_robot):
         raise ConfigError(src, 'robot', f'calibration of {data["robot"]!r}, not of robot {robot.name!r}')
     if not isinstance(data['gaits'], dict):
         raise ConfigError(src, 'gaits', 'expected a mapping of gait name -> calibration')

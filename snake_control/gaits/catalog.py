@@ -240,8 +240,8 @@ VERTICAL_UNDULATION = GaitSpec(
 # body down where the horizontal wave crosses zero, a tread on an elliptic helix like AEH-sidewinding,
 # with the horizontal amplitude the larger (A_pitch >= A_yaw rolls the other way instead). In the MuJoCo
 # world these defaults move straight sideways at the commanded speed with contacts slipping at about
-# 0.35 of the body speed; the earlier delta = pi/4, A_yaw = 0.6, A_pitch = 0.25 slipped faster than the
-# body moved and drifted forward and turned 100 degrees in 20 s.
+# 0.28 of the body speed (validation.runs.contact_slip); the earlier delta = pi/4, A_yaw = 0.6,
+# A_pitch = 0.25 slipped faster than the body moved and drifted forward and turned 100 degrees in 20 s.
 SIDEWINDING = GaitSpec(
     'sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',
     # w_s = 0.6: at 0.4 the longer lifted runs asked 113 % of the stall torque (dynamics.gait_check).

@@ -35,6 +35,42 @@ def wrap_angle(theta):
 
 # --- SE(2) --------------------------------------------------------------------------------------
 
+def se2_relative(poses_xyyaw, origin_xyyaw) -> np.ndarray:
+    """Poses (k, 3) (x m, y m, yaw rad in a world frame) expressed in the frame of origin (3,)."""
+    p = np.asarray(poses_xyyaw, dtype=float)
+    if p.ndim != 2 or p.shape[1] != 3:
+        raise ValueError(f'poses_xyyaw: expected shape (k, 3), got {p.shape}')
+    x0, y0, th0 = (float(v) for v in origin_xyyaw)
+    c, s = math.cos(th0), math.sin(th0)
+    dx, dy = p[:, 0] - x0, p[:, 1] - y0
+    yaw = np.arctan2(np.sin(p[:, 2] - th0), np.cos(p[:, 2] - th0))
+    return np.column_stack((c * dx + s * dy, -s * dx + c * dy, yaw))
+
+
+def yaw_from_quaternion(qx, qy, qz, qw):
+    """Yaw (rad) about the world z axis of a unit quaternion (arrays or floats)."""
+    return np.arctan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
+
+
+def xyyaw_from_se3(poses) -> np.ndarray:
+    """The planar pose (..., 3) of SE(3) poses (..., 4, 4) (any number of leading axes): x m, y m of the
+    origin and yaw rad in (-pi, pi], the heading of the frame's x axis projected on the xy plane
+    (atan2(R[1, 0], R[0, 0])).
+
+    >>> g = np.eye(4)
+    >>> g[:2, :2] = rot2(np.pi / 2)
+    >>> g[:3, 3] = (1.0, 2.0, 0.5)
+    >>> xyyaw_from_se3(g).round(6)
+    array([1.      , 2.      , 1.570796])
+    >>> xyyaw_from_se3(np.stack([np.eye(4), g])).shape
+    (2, 3)
+    """
+    g = np.asarray(poses, dtype=float)
+    if g.shape[-2:] != (4, 4):
+        raise ValueError(f'poses must have shape (..., 4, 4), got {g.shape}')
+    return np.stack((g[..., 0, 3], g[..., 1, 3], np.arctan2(g[..., 1, 0], g[..., 0, 0])), axis=-1)
+
+
 def rot2(theta: float) -> np.ndarray:
     """2x2 rotation matrix."""
     c, s = np.cos(theta), np.sin(theta)

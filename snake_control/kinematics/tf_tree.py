@@ -37,6 +37,15 @@ def urdf_frames_from_centres(centre_poses, link_lengths_m) -> np.ndarray:
     return urdf_link_frames(np.asarray(centre_poses, dtype=float), link_lengths_m)
 
 
+def centres_from_urdf_frames(urdf_frames_, link_lengths_m) -> np.ndarray:
+    """The inverse of urdf_frames_from_centres: link-centre poses (..., n_links, 4, 4) from URDF link frames
+    (..., n_links, 4, 4), every link but link 0 moved forward half its length along its x axis (m)."""
+    frames = np.array(urdf_frames_, dtype=float)
+    half = 0.5 * np.broadcast_to(np.asarray(link_lengths_m, dtype=float), frames.shape[-3:-2])[1:, None]
+    frames[..., 1:, :3, 3] += frames[..., 1:, :3, 0] * half
+    return frames
+
+
 def urdf_frames(robot, angles_rad) -> np.ndarray:
     """(n_links, 4, 4) URDF link frames in link_0's frame at angles_rad: what a complete tree's chain
     link_0 -> link_k composes to."""

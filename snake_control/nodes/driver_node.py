@@ -1,7 +1,8 @@
 """driver_node: the Dynamixel bus as a ROS 2 node (a thin shell around snake_control.dynamixel.driver).
 
 Subscribes joint_commands (sensor_msgs/JointState, positions by joint name; velocities, optional, lead
-the goal by velocity_lead seconds) and estop (std_msgs/Bool, from any publisher whatever its QoS);
+the goal by velocity_lead seconds and, from a gait slower than the bus, carry it on between commands for
+up to command_extrapolation seconds) and estop (std_msgs/Bool, from any publisher whatever its QoS);
 publishes joint_states (position rad, velocity rad/s, effort =
 joint torque N·m: motor current times the servo model's torque constant; last good values for stale
 servos) and /diagnostics (bus: mode, reasons, cycle rate, jitter, read failures, fast/slow read mode;
@@ -11,8 +12,9 @@ stamped with the time the servos were read; callbacks here only hand over the la
 
 Parameters (read-only ones need a restart: changing them live would reconfigure a powered bus):
 robot (YAML name or path), port (one bus) or ports (one per bus of a robot with buses:), baud, rate, read_mode, watchdog_ms, clamp_out_of_limit,
-realtime_priority, cpu_affinity (read-only);
-stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, velocity_lead, auto_reboot (live).
+realtime_priority, cpu_affinity, diagnostics_period (read-only);
+stale_limit, stale_policy, alert_policy, estop_policy, command_timeout, velocity_lead, command_extrapolation,
+auto_reboot (live).
 
     ros2 run snake_control driver_node --ros-args -r __ns:=/snake -p robot:=pitch_yaw_32 \\
         -p port:=/dev/ttyUSB0
@@ -23,7 +25,6 @@ import contextlib
 import functools
 import sys
 import threading
-import time
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -33,13 +34,13 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 
-from snake_control.dynamixel.driver import POLICIES, DriverConfig, StartupError
-from snake_control.dynamixel.driver_config import VELOCITY_LEAD_MAX_S
+from snake_control.dynamixel.driver import POLICIES, Driver, DriverConfig, StartupError
+from snake_control.dynamixel.driver_config import COMMAND_EXTRAPOLATION_MAX_S, VELOCITY_LEAD_MAX_S
 from snake_control.dynamixel.multibus import make_driver
 from snake_control.dynamixel.realtime import apply_to_current_thread, parse_cpus
-from snake_control.nodes.messages import JointStateReader, JointStateWriter
-from snake_control.nodes.qos import ESTOP_SUB_QOS
-from snake_control.robot import LIMITS, check_rate_hz, load_robot
+from snake_control.nodes.messages import JointStateReader, JointStateWriter, ros_ns_at
+from snake_control.nodes.qos import ESTOP_SUB_QOS, choose_dds_transport
+from snake_control.robot import LIMITS, check_rate_hz, command_extrapolation_s, gait_rate_hz, load_robot
 
 LIVE_POLICIES = ('stale_policy', 'alert_policy', 'estop_policy')
 
@@ -93,6 +94,10 @@ class DriverNode(Node):
                 ('velocity_lead', DriverConfig.velocity_lead_s, 's; goal = commanded position + commanded '
                  'velocity x this, to cancel the servo\'s lag; 0: off', False, P.PARAMETER_DOUBLE,
                  (0.0, VELOCITY_LEAD_MAX_S)),
+                ('command_extrapolation', -1.0, 's; between commands the goal moves on along the '
+                 'commanded velocity for at most this long (a gait slower than the bus); -1: one period of '
+                 'the gait\'s default rate when that is below `rate` (100 Hz under a faster bus), else 0; '
+                 '0: off', False, P.PARAMETER_DOUBLE, (-1.0, COMMAND_EXTRAPOLATION_MAX_S)),
                 ('auto_reboot', False, 'reboot an overloaded servo (rate-limited)', False,
                  P.PARAMETER_BOOL, None),
                 ('diagnostics_period', 1.0, 's between /diagnostics messages', True, P.PARAMETER_DOUBLE,
@@ -106,10 +111,12 @@ class DriverNode(Node):
         g = lambda name: self.get_parameter(name).value  # noqa: E731
         self.robot = load_robot(g('robot'))
         check_rate_hz(g('rate'), 'parameter rate')     # the descriptor's range cannot exclude (0, 10)
+        self._bus_rate_hz = float(g('rate') or self.robot.bus.control_rate_hz)
         config = DriverConfig(rate_hz=g('rate') or None, stale_limit=g('stale_limit'),
                               stale_policy=g('stale_policy'), alert_policy=g('alert_policy'),
                               estop_policy=g('estop_policy'), command_timeout_s=g('command_timeout'),
                               velocity_lead_s=g('velocity_lead'),
+                              command_extrapolation_s=self._extrapolation_s(g('command_extrapolation')),
                               clamp_out_of_limit=g('clamp_out_of_limit'), auto_reboot=g('auto_reboot'),
                               read_mode=g('read_mode'),
                               watchdog_ms=None if g('watchdog_ms') < 0 else g('watchdog_ms'))
@@ -129,6 +136,12 @@ class DriverNode(Node):
         # The bus thread publishes each cycle's reading as soon as it has it, stamped with when the
         # servos were read.
         self.driver.on_state = self._publish_state
+        # One bus: a cycle late for the next publishes while the next read is on the wire (Driver.
+        # publish_behind). Several buses merge their cycles by time slot, which needs each on time.
+        self.driver.publish_behind = isinstance(self.driver, Driver)
+        # One bus whose wire time fills most of the period (400 Hz, 32 servos at 4 Mbit/s): the host's
+        # work on a reading overlaps the next read (Driver.pipeline); reactions come a cycle later.
+        self.driver.pipeline = isinstance(self.driver, Driver)
         self._ros_gone = False
         # A program that shuts rclpy down without destroying this node (rclpy's own SIGINT handler does)
         # must not leave the servos holding torque with nothing commanding them.
@@ -160,9 +173,17 @@ class DriverNode(Node):
                 cfg.command_timeout_s = float(p.value)
             elif p.name == 'velocity_lead':
                 cfg.velocity_lead_s = float(p.value)
+            elif p.name == 'command_extrapolation':
+                cfg.command_extrapolation_s = self._extrapolation_s(p.value)
             elif p.name == 'auto_reboot':
                 cfg.auto_reboot = bool(p.value)
         return SetParametersResult(successful=True)
+
+    def _extrapolation_s(self, value: float) -> float:
+        """command_extrapolation in s, -1 (automatic) resolved for the gait node's default rate."""
+        if value >= 0:
+            return float(value)
+        return command_extrapolation_s(self._bus_rate_hz, gait_rate_hz(self._bus_rate_hz))
 
     def _on_command(self, data: bytes):
         _, names, position, velocity = self._command_reader.read_any(data)
@@ -176,7 +197,7 @@ class DriverNode(Node):
         """Runs on a bus thread, once per cycle: the message as bytes, the joint names encoded once
         (snake_control.nodes.messages.JointStateWriter; the lock keeps two buses' threads of a multi-bus
         robot from publishing at once)."""
-        ns = self.get_clock().now().nanoseconds - int((time.monotonic() - snap.stamp_s) * 1e9)
+        ns = ros_ns_at(self.get_clock(), snap.stamp_s)
         with self._state_lock:
             if self._state_writer is None or snap.names != self._state_writer.names:   # the same every cycle
                 self._state_writer = JointStateWriter(snap.names)
@@ -269,18 +290,20 @@ def main(args=None):
     from rclpy.exceptions import ParameterException
     from rclpy.signals import SignalHandlerOptions
 
-    from snake_control.nodes.runner import (HANG_DEADLINE_S, SPIN_TIMEOUT_S, SWITCH_INTERVAL_S,
-                                            ignore_stop_signals, install_stop_signals, make_executor)
+    from snake_control.nodes.runner import (HANG_DEADLINE_S, SPIN_TIMEOUT_S, SWITCH_INTERVAL_S, follow_parent,
+                                            ignore_stop_signals, install_stop_signals, launcher_gone,
+                                            make_executor, say_raw)
 
     # SIGINT, SIGTERM and SIGHUP end the spin loop (within SPIN_TIMEOUT_S) and reach the finally below,
     # which turns torque off before the process exits. A second signal (Ctrl-C under ros2 launch reaches
     # a node twice) must not interrupt that torque off: only its deadline ends it.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    choose_dds_transport()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stopping = threading.Event()
-    install_stop_signals(stopping, on_repeat=lambda name: print(
-        f'driver_node: {name} ignored: turning torque off', file=sys.stderr, flush=True),
-        hang_deadline_s=HANG_DEADLINE_S)
+    install_stop_signals(stopping, on_repeat=lambda name: say_raw(f'driver_node: {name} ignored: turning torque off'),
+                         hang_deadline_s=HANG_DEADLINE_S)
+    follow_parent()     # ros2 launch killed or sent SIGTERM leaves its nodes running: torque off then too
     node = None
     code = 0
     try:
@@ -291,8 +314,10 @@ def main(args=None):
             context = rclpy.get_default_context()
             # The bus loop ends by itself only on a bug (it has turned torque off by then): the node must
             # not go on as if it drove the robot.
-            while context.ok() and node.driver.running and not stopping.is_set():
+            while context.ok() and node.driver.running and not stopping.is_set() and not launcher_gone():
                 executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+            if launcher_gone() and not stopping.is_set():
+                say_raw('driver_node: the launch that started it has gone: turning torque off')
             if context.ok() and not node.driver.running and not stopping.is_set():
                 raise DriverStopped(node.driver.fatal_error or 'the bus loop ended')
     except KeyboardInterrupt:

@@ -28,7 +28,9 @@ Publishes:
                                   with 'cannot reach the command' when the gait cannot do it.
 Parameters:
   robot (string, read-only)       robot YAML name or path
-  rate_hz (double, read-only)     control rate; 0: the robot YAML's bus.control_rate_hz
+  rate_hz (double, read-only)     tick rate of the gait and of joint_commands; 0: the robot YAML's
+                                  bus.control_rate_hz, at most 100 Hz (robot.GAIT_RATE_MAX_HZ). Under a
+                                  faster bus the driver moves the goals between ticks along the velocities
   gait (string)                   the active gait; setting it is the same as gait/select
   start_from_joint_states (bool, read-only)  wait for the first joint_states and start from that pose
   startup_still_s (double, read-only)  then hold that pose this long before the gait blends in (commands
@@ -75,7 +77,7 @@ from snake_control.gaits.trim import TrimSettings, heading_from_quaternion
 from snake_control.nodes.messages import JointStateWriter, odometry_pose_any
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
-from snake_control.robot import LIMITS, check_rate_hz, load_robot
+from snake_control.robot import GAIT_RATE_MAX_HZ, LIMITS, check_rate_hz, gait_rate_hz, load_robot
 from snake_control.teleop.command_filter import CommandLimits
 
 COMMAND_PARAMETERS = {
@@ -121,11 +123,12 @@ class GaitNode(Node):
             description='robot YAML name or path', **ro))
         self.robot = load_robot(self.get_parameter('robot').value)
         self.declare_parameter('rate_hz', 0.0, ParameterDescriptor(
-            description='control rate (Hz); 0: the robot YAML\'s bus.control_rate_hz',
+            description=f'tick rate of the gait and of joint_commands (Hz); 0: the robot YAML\'s '
+                        f'bus.control_rate_hz, at most {GAIT_RATE_MAX_HZ:g} Hz',
             floating_point_range=[FloatingPointRange(from_value=0.0, to_value=LIMITS['control_rate_hz'].high)],
             **ro))
         rate_hz = check_rate_hz(self.get_parameter('rate_hz').value, 'parameter rate_hz')
-        self.rate_hz = float(rate_hz or self.robot.bus.control_rate_hz)
+        self.rate_hz = float(rate_hz or gait_rate_hz(self.robot.bus.control_rate_hz))
         self.period_s = 1.0 / self.rate_hz
         self.declare_parameter('state_rate_hz', 10.0, ParameterDescriptor(
             description='rate of gait/state (Hz)',
@@ -256,6 +259,7 @@ class GaitNode(Node):
         # parameter change's torque check takes about 0.1 s) can delay it.
         self._tick_stop = threading.Event()
         self.tick_overruns = 0
+        self.ticks = 0          # ticks run (benchmarks read the gait's rate from it)
         self._tick_thread = threading.Thread(target=self._tick_loop, name='gait-tick', daemon=True)
         self._tick_thread.start()
         self.get_logger().info(f'{self.robot.name}: {len(self.joint_names)} joints at {self.rate_hz:g} Hz, '
@@ -435,6 +439,7 @@ class GaitNode(Node):
             delay = next_t - time.monotonic()
             if delay > 0 and self._tick_stop.wait(delay):
                 break
+            self.ticks += 1
             try:
                 self._on_tick()
             except Exception as exc:     # keep ticking: the next tick holds or recovers

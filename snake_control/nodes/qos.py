@@ -12,6 +12,8 @@ release undo a stop.) Gamepads are sensor data: best-effort subscription, which 
 joy_node's reliable publisher. The estimator reads joint_states and imu best-effort (it wants the
 newest sample, and matches any publisher); diagnostics are reliable, depth 10.
 """
+import os
+
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 
@@ -34,3 +36,22 @@ JOY_QOS = qos_profile_sensor_data
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.BEST_EFFORT,
                         durability=DurabilityPolicy.VOLATILE)
 DIAGNOSTICS_QOS = COMMAND_QOS
+
+# Fast DDS's shared-memory transport can hold a publish for about a third of a second while it opens a
+# port to a peer (its health check of the new port waits out its timeout), and rclpy holds the interpreter
+# lock through the publish. Measured in the MuJoCo graph: one publish of the world's IMU took 332 ms, the
+# world's process stopped (the emulated bus with it), and 7 servos' bus watchdogs tripped; the driver
+# publishes joint_states from its bus loop, which such a publish would stop the same way. The package's
+# processes use Fast DDS's UDP transport on the host instead, unless the user chose a transport; peers that
+# keep the default transports (ros2 topic, RViz) still talk to them over UDP. Other DDS vendors ignore it.
+DDS_TRANSPORT_ENV = 'FASTDDS_BUILTIN_TRANSPORTS'
+DDS_TRANSPORT = 'UDPv4'
+
+
+def choose_dds_transport(environ=None) -> str:
+    """Set DDS_TRANSPORT_ENV to DDS_TRANSPORT unless it is set (call before rclpy.init, and before starting
+    processes that should inherit it); returns the transport in force."""
+    environ = os.environ if environ is None else environ
+    if not environ.get(DDS_TRANSPORT_ENV, '').strip():
+        environ[DDS_TRANSPORT_ENV] = DDS_TRANSPORT
+    return environ[DDS_TRANSPORT_ENV]

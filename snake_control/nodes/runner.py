@@ -10,6 +10,8 @@ events executor serves without creating a timer per call.
 from __future__ import annotations
 
 import faulthandler
+import functools
+import os
 import signal
 import sys
 import threading
@@ -39,8 +41,9 @@ def executor_name(executor) -> str:
 
 
 def spin_until(executor, context, stop: threading.Event | None = None) -> None:
-    """Dispatch callbacks until the context shuts down or `stop` is set."""
-    while context.ok() and not (stop is not None and stop.is_set()):
+    """Dispatch callbacks until the context shuts down, `stop` is set or the node's launcher has gone
+    (launcher_gone)."""
+    while context.ok() and not (stop is not None and stop.is_set()) and not launcher_gone():
         executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
 
 
@@ -73,19 +76,91 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def install_stop_signals(stop: threading.Event, on_repeat=None, hang_deadline_s: float | None = None) -> None:
     """SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) set `stop`. Later ones do nothing
-    but call on_repeat(signal name) if given: a terminal's Ctrl-C under `ros2 launch` reaches each node
-    twice (from the terminal and from launch), and the shutdown the first one started must not be
-    interrupted. The handler raises nothing: Python runs it inside whatever callback is running, where an
-    exception would be reported as that callback's failure. hang_deadline_s: see arm_hang_deadline, armed
-    by the first signal. Main thread only."""
+    but call on_repeat(signal name), if given, for the first of them: a terminal's Ctrl-C under
+    `ros2 launch` reaches each node twice (from the terminal and from launch), and the shutdown the first
+    one started must not be interrupted. The handler raises nothing: Python runs it inside whatever
+    callback is running, where an exception would be reported as that callback's failure. Nor does a
+    later one touch `stop`: a signal that arrives while the first handler is inside stop.set() runs on
+    top of it, and found the Event's lock held by the frame it interrupted; in a burst of SIGINT each
+    waited on it and was interrupted by the next, until RecursionError. on_repeat must take no lock
+    either (say_raw writes without one). hang_deadline_s: see arm_hang_deadline, armed by the first
+    signal. Main thread only."""
+    first, repeats = [True], [0]
+
     def handler(signum, frame):
-        if stop.is_set() and on_repeat is not None:
-            on_repeat(signal.Signals(signum).name)
-        elif hang_deadline_s is not None:
+        if not first[0]:
+            # Said once: a handler that does more than count is still running when the next of a fast
+            # burst arrives, and each runs on top of the last.
+            repeats[0] += 1
+            if repeats[0] == 1 and on_repeat is not None:
+                on_repeat(signal.Signals(signum).name)
+            return
+        first[0] = False
+        if hang_deadline_s is not None:
             arm_hang_deadline(hang_deadline_s)
         stop.set()
     for sig in STOP_SIGNALS:
         signal.signal(sig, handler)
+
+
+def say_raw(text: str) -> None:
+    """One line to stderr with a single write(2): no buffer and no lock, so a signal handler may call it
+    while it interrupted another write (print would raise 'reentrant call')."""
+    try:
+        os.write(2, (text + '\n').encode(errors='replace'))
+    except OSError:
+        pass
+
+
+# The launcher's process id, set by the launch file for each node: a node that starts after its launcher
+# has died (stopped while the node was still importing) stops at once.
+PARENT_PID_ENV = 'SNAKE_CONTROL_PARENT_PID'
+
+
+def follow_parent() -> None:
+    """SIGTERM to this process when the process that started it dies (Linux prctl PR_SET_PDEATHSIG), so
+    that the stop handler turns torque off. `ros2 launch` ended by SIGTERM or SIGKILL (systemd, `kill`, a
+    supervisor) exits without signalling its nodes: a driver left running would hold torque on a robot
+    nobody controls. A parent that died before this call gets no signal sent: the launcher named by
+    PARENT_PID_ENV must then still exist (not necessarily as the parent: `ros2 launch --launch-prefix
+    'gdb --args'` puts gdb between them, and the spin loops watch it, launcher_gone), and without one the
+    parent must not have changed during the call. Call after install_stop_signals. Elsewhere than Linux
+    it does nothing."""
+    from snake_control.dynamixel.realtime import die_with_parent
+
+    parent = os.getppid()
+    if not die_with_parent(signal.SIGTERM):
+        return
+    gone = launcher_gone() if _launcher_pid() is not None else os.getppid() != parent
+    if gone:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+@functools.cache
+def _launcher_pid() -> int | None:
+    """The PARENT_PID_ENV process id, read once (None: not named)."""
+    try:
+        return int(os.environ.get(PARENT_PID_ENV, ''))
+    except ValueError:
+        return None
+
+
+def launcher_gone() -> bool:
+    """Whether the launcher named by PARENT_PID_ENV no longer exists (False when none is named). The
+    parent-death signal covers a launcher that is the parent; a launch prefix that starts the node as its
+    child (gdb, a wrapper script) outlives a killed launcher, so the spin loops ask this every pass."""
+    pid = _launcher_pid()
+    if pid is None:
+        return False
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)             # signal 0: only whether it could be sent
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False                # someone else's process: it exists
+    return False
 
 
 # A node process still running this long after it was told to stop is hung (a teardown that never
@@ -118,9 +193,13 @@ def run_node(node_class, args=None) -> int:
     from rclpy.executors import ExternalShutdownException
     from rclpy.signals import SignalHandlerOptions
 
+    from snake_control.nodes.qos import choose_dds_transport
+
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     stop = threading.Event()
     install_stop_signals(stop, hang_deadline_s=HANG_DEADLINE_S)
+    follow_parent()
+    choose_dds_transport()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     context = rclpy.get_default_context()
     node = None

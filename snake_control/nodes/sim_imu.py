@@ -17,8 +17,8 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-import time
 
+from snake_control.nodes.messages import ros_ns_at
 from snake_control.physics.mjcf import imu_link_index
 from snake_control.physics.servo_plant import mujoco_plant as physics_plant
 
@@ -36,8 +36,9 @@ class ImuPublisher:
         import rclpy
         from sensor_msgs.msg import Imu
 
-        from snake_control.nodes.qos import SENSOR_QOS
+        from snake_control.nodes.qos import SENSOR_QOS, choose_dds_transport
 
+        choose_dds_transport()
         self._context = rclpy.Context()
         rclpy.init(context=self._context)
         self.node = rclpy.create_node('sim_imu', namespace=namespace or '', context=self._context)
@@ -50,6 +51,10 @@ class ImuPublisher:
     def now_ns(self) -> int:
         """The ROS clock (ns)."""
         return self.node.get_clock().now().nanoseconds
+
+    def ns_at(self, monotonic_s: float) -> int:
+        """The ROS clock (ns) at an instant of time.monotonic() (s) (messages.ros_ns_at)."""
+        return ros_ns_at(self.node.get_clock(), monotonic_s)
 
     def publish(self, sim_time_s: float, gyro_rad_s, accel_m_s2, age_s: float = 0.0,
                 now_ns: int | None = None) -> None:
@@ -98,7 +103,7 @@ def mujoco_plant(ids, models_by_id, robot=None):
         # the stretched intervals: one such burst turned its heading 11 deg).
         if tick['sim_s'] != world.time_s:
             tick['sim_s'] = world.time_s
-            tick['now_ns'] = publisher.now_ns() - int(round((time.monotonic() - plant.tick_started_s) * 1e9))
+            tick['now_ns'] = publisher.ns_at(plant.tick_started_s)
         publisher.publish(t, gyro, accel, age_s=world.time_s - t, now_ns=tick['now_ns'])
 
     plant.on_imu = on_imu

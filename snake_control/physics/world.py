@@ -22,7 +22,7 @@ import mujoco
 import numpy as np
 
 from snake_control.kinematics.chain import chain_frames
-from snake_control.kinematics.lie import so3_log
+from snake_control.kinematics.lie import so3_log, xyyaw_from_se3
 from snake_control.physics.mjcf import (IMU_ACCEL, IMU_GYRO, PhysicsOptions, actuator_name, build_mjcf,
                                         imu_link_index, link_name, resting_height_m)
 from snake_control.robot import Robot, load_robot
@@ -213,20 +213,22 @@ class SnakeWorld:
         self._imu_rot = rot
         self._imu_accel = np.zeros(3)
         self._imu_count = 0
-        o = self.options
-        gyro = mean[:3] + np.asarray(o.imu_gyro_bias_rad_s) + o.imu_gyro_noise_rad_s * self._imu_rng.standard_normal(3)
-        accel = mean[3:] + np.asarray(o.imu_accel_bias_m_s2) + o.imu_accel_noise_m_s2 * self._imu_rng.standard_normal(3)
-        return gyro, accel
+        return self._imu_sensed(mean[:3], mean[3:])
 
     def still_imu_reading(self) -> tuple[np.ndarray, np.ndarray]:
         """(gyro rad/s, accelerometer m/s^2) of the IMU while the world stands still between two steps, as
         imu_reading gives them: no turn and the specific force of the world's gravity in the IMU link's
         frame (+g along world up), with the configured bias and noise. The next imu_reading still covers
         every step since the last one."""
-        o = self.options
         up = self._imu_link_rotation().T @ -np.asarray(self.model.opt.gravity, dtype=float)
-        gyro = np.asarray(o.imu_gyro_bias_rad_s) + o.imu_gyro_noise_rad_s * self._imu_rng.standard_normal(3)
-        accel = up + np.asarray(o.imu_accel_bias_m_s2) + o.imu_accel_noise_m_s2 * self._imu_rng.standard_normal(3)
+        return self._imu_sensed(np.zeros(3), up)
+
+    def _imu_sensed(self, gyro_rad_s, accel_m_s2) -> tuple[np.ndarray, np.ndarray]:
+        """What the IMU reads of a true rate and specific force: the configured bias and noise added (gyro's
+        noise drawn first)."""
+        o = self.options
+        gyro = gyro_rad_s + np.asarray(o.imu_gyro_bias_rad_s) + o.imu_gyro_noise_rad_s * self._imu_rng.standard_normal(3)
+        accel = accel_m_s2 + np.asarray(o.imu_accel_bias_m_s2) + o.imu_accel_noise_m_s2 * self._imu_rng.standard_normal(3)
         return gyro, accel
 
     def _imu_link_rotation(self) -> np.ndarray:
@@ -286,8 +288,7 @@ class SnakeWorld:
 
     def planar_pose(self, link: int | str = 'middle') -> np.ndarray:
         """(x m, y m, heading rad) of one link's frame projected on the floor."""
-        pose = self.link_pose(link)
-        return np.array([pose[0, 3], pose[1, 3], math.atan2(pose[1, 0], pose[0, 0])])
+        return xyyaw_from_se3(self.link_pose(link))
 
 
 def _rot_z(angle: float) -> np.ndarray:

@@ -159,7 +159,8 @@ def calibrate(robot: Robot | str, gaits=None, params: dict | None = None, progre
     options = options or VALIDATION_PHYSICS
     names = list(gaits) if gaits else calibratable_gaits(robot)
     fitted = {g: calibrate_gait(robot, g, (params or {}).get(g), progress, options) for g in names}
-    return Calibration(robot.name, fitted, mujoco_method(options))
+    # A robot sharing another's calibration files (its YAML's `calibration:`) writes them under that name.
+    return Calibration(robot.calibration_robot, fitted, mujoco_method(options))
 
 
 def mujoco_method(options) -> str:

@@ -44,9 +44,10 @@ from snake_control.estimation.estimator import BodyFrameTracker, Estimator
 from snake_control.gaits import catalog
 from snake_control.gaits.calibration import arc_factor, cycle_motion
 from snake_control.gaits.controller import GaitController
+from snake_control.gaits.scheduler import GaitScheduler
 from snake_control.gaits.reach import cmd_vel_meaning
 from snake_control.gaits.trim import TrimSettings, TrimState, heading_from_quaternion
-from snake_control.kinematics.lie import quaternion_from_matrix
+from snake_control.kinematics.lie import quaternion_from_matrix, xyyaw_from_se3
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
 from snake_control.teleop.command_filter import CommandLimits
@@ -273,6 +274,53 @@ def controller_goal_fn(robot: Robot, gait: str, command, params=None, period_s: 
     return goal_fn, phase_fn, controller
 
 
+def turn_step_cycles(robot: Robot, gait: str, command, step_s: float, cycles: int = 2, calibration='auto',
+                     options=None) -> list[Achieved]:
+    """What a gait does when a turn command starts: from its own shape, `command` (linear.x, linear.y,
+    angular.z) without its yaw rate until step_s (s), then with it, through the gait controller in MuJoCo
+    (physics options, default the validation physics; calibration as controller_goal_fn's). Returns the
+    achieved motion (achieved_motion) of each of the first `cycles` whole gait cycles after the step.
+    The steady state is what the calibration was measured on; this is the transient a driver sees."""
+    command = tuple(float(c) for c in command)
+    straight = (command[0], command[1], 0.0)
+    controller = GaitController(robot, gait, period_s=1.0 / robot.bus.control_rate_hz, limits=_LIMITS,
+                                cmd_timeout_s=0.5, calibration=calibration, closed_loop=False)
+    controller.start(None)
+    # Long enough for `cycles` cycles at the turning phase rate, as the scheduler maps the command.
+    probe = GaitScheduler(robot, gait, calibration=controller.calibration)
+    probe.set_command(*command)
+    for _ in range(500):
+        probe.step(0.01)
+    rate = abs(probe.state().phase_rate_rad_s)
+    if not rate > 0:
+        raise ValueError(f'{gait} does not move at {command}')
+    duration = step_s + (cycles + 0.5) * 2 * PI / rate
+    times, phases, last = [], [], {}
+
+    def goal_fn(t_s: float) -> np.ndarray:
+        if not times or t_s > times[-1]:
+            controller.offer_command(*(command if t_s >= step_s else straight), now_s=t_s)
+            last['q'] = controller.tick(t_s).positions_rad
+            times.append(t_s)
+            phases.append(controller.status().gait.phase_rad)
+        return last['q']
+
+    world = SnakeWorld(robot, options=options or V.VALIDATION_PHYSICS)
+    rec = V.simulate(world, goal_fn, duration, robot.bus.control_rate_hz)
+    after = rec.times_s >= step_s
+    t, poses = rec.times_s[after], rec.link_poses[after]
+    ph = np.interp(t, times, phases)
+    ph = ph if ph[-1] >= ph[0] else -ph
+    marks = ph[0] + 2 * PI * np.arange(cycles + 1)
+    out = []
+    for k in range(cycles):
+        if marks[k + 1] > ph[-1]:
+            break
+        inside = (ph >= marks[k] - 1e-9) & (ph <= marks[k + 1] + 2 * PI * 0.02)
+        out.append(achieved_motion(t[inside], poses[inside], ph[inside]))
+    return out
+
+
 def _odometry_fn(robot: Robot, world: SnakeWorld, source: str):
     """odometry_fn(t) -> (x m, y m, heading rad) of the world's robot now: 'truth' (the tracked body
     frame, as motion capture would give) or 'estimator' (the state estimator on the measured joint
@@ -287,8 +335,7 @@ def _odometry_fn(robot: Robot, world: SnakeWorld, source: str):
             pose = truth
         else:
             if 'est' not in state:
-                initial = truth if robot.kind == 'pitch_yaw' else np.array(
-                    [truth[0, 3], truth[1, 3], math.atan2(truth[1, 0], truth[0, 0])])
+                initial = truth if robot.kind == 'pitch_yaw' else xyyaw_from_se3(truth)
                 state['est'] = Estimator(robot, initial_pose=initial, **options)
             pose = state['est'].update(t_s, world.joint_positions_rad()).pose
         return pose[0, 3], pose[1, 3], heading_from_quaternion(*quaternion_from_matrix(pose[:3, :3]))
