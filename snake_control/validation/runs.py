@@ -507,13 +507,10 @@ CASES = (
     # a fifth of the body speed, the no-slip model holds, and this is the sidewinding run the aim is for.
     Case('pitch_yaw_32', 'aeh_sidewinding', (0.0, 0.15, 0.0),
          note='the sidewinding gait whose contacts stay (nearly) static in MuJoCo'),
-    # The default arc (1/(12 l), 157 degrees over the body) cannot roll on all its modules at once: its
-    # contact points turn through the whole arc, and most of its motion in MuJoCo is slip. Flatter arcs
-    # roll with less: at 0.1 m/s the contacts slip at 23 % of the speed for A1 = 0.4 1/m, 13 % for 0.3
-    # and 7 % for 0.2 (26 degrees over the body), which the no-slip estimate follows (28, 15, 9 %). The arc
-    # as it was measured: even, rolled concave side first (psi0 = 0; rolling's defaults since, docs/gaits.md).
-    Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), {'A1': 0.2, 'psi0': 0.0, 'kappa_taper': 0.0},
-         note='A1 = 0.2 1/m: a flat arc'),
+    # Rolling as it ships: a flat arc (A1 = 0.25 1/m) rolled convex side first and tapered, which rolls the
+    # same way every cycle (docs/gaits.md, "Rolling: which side leads"). The old default, 1/(12 l) rolled
+    # concave side first, slipped in most of its motion and rolled at a speed set by which side led.
+    Case('pitch_yaw_32', 'rolling', (0.0, 0.1, 0.0), note='the default arc, convex side first'),
 )
 
 
