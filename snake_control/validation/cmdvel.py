@@ -238,7 +238,8 @@ def controller_goal_fn(robot: Robot, gait: str, command, params=None, period_s: 
                        calibration='auto', closed_loop: bool = False, trim: TrimSettings | None = None,
                        from_rest: bool = True, odometry_fn=None):
     """(goal_fn(t) -> joint goals rad, phase_fn(t) -> the gait's phase rad then, the GaitController):
-    the gait controller, as the gait node runs it, offered `command` at every tick. goal_fn's t (s) must
+    the gait controller, as the gait node runs it, offered `command` at every tick (a (linear.x,
+    linear.y, angular.z) tuple, or a function of t giving one). goal_fn's t (s) must
     not decrease; phase_fn reads the phases goal_fn went through (interpolated in t).
 
     from_rest: start from the straight body (the gait blends in), else in the gait's own shape.
@@ -262,7 +263,7 @@ def controller_goal_fn(robot: Robot, gait: str, command, params=None, period_s: 
             # Not before the first tick: the first goal is the start shape, asked before the world is reset.
             if odometry_fn is not None and times:
                 controller.offer_odometry(t_s, *odometry_fn(t_s))
-            controller.offer_command(*command, now_s=t_s)
+            controller.offer_command(*(command(t_s) if callable(command) else command), now_s=t_s)
             last['q'] = controller.tick(t_s).positions_rad
             times.append(t_s)
             phases.append(controller.status().gait.phase_rad)
@@ -283,9 +284,8 @@ def turn_step_cycles(robot: Robot, gait: str, command, step_s: float, cycles: in
     The steady state is what the calibration was measured on; this is the transient a driver sees."""
     command = tuple(float(c) for c in command)
     straight = (command[0], command[1], 0.0)
-    controller = GaitController(robot, gait, period_s=1.0 / robot.bus.control_rate_hz, limits=_LIMITS,
-                                cmd_timeout_s=0.5, calibration=calibration, closed_loop=False)
-    controller.start(None)
+    goal_fn, phase_fn, controller = controller_goal_fn(
+        robot, gait, lambda t_s: command if t_s >= step_s else straight, calibration=calibration, from_rest=False)
     # Long enough for `cycles` cycles at the turning phase rate, as the scheduler maps the command.
     probe = GaitScheduler(robot, gait, calibration=controller.calibration)
     probe.set_command(*command)
@@ -295,21 +295,11 @@ def turn_step_cycles(robot: Robot, gait: str, command, step_s: float, cycles: in
     if not rate > 0:
         raise ValueError(f'{gait} does not move at {command}')
     duration = step_s + (cycles + 0.5) * 2 * PI / rate
-    times, phases, last = [], [], {}
-
-    def goal_fn(t_s: float) -> np.ndarray:
-        if not times or t_s > times[-1]:
-            controller.offer_command(*(command if t_s >= step_s else straight), now_s=t_s)
-            last['q'] = controller.tick(t_s).positions_rad
-            times.append(t_s)
-            phases.append(controller.status().gait.phase_rad)
-        return last['q']
-
     world = SnakeWorld(robot, options=options or V.VALIDATION_PHYSICS)
     rec = V.simulate(world, goal_fn, duration, robot.bus.control_rate_hz)
     after = rec.times_s >= step_s
     t, poses = rec.times_s[after], rec.link_poses[after]
-    ph = np.interp(t, times, phases)
+    ph = phase_fn(t)
     ph = ph if ph[-1] >= ph[0] else -ph
     marks = ph[0] + 2 * PI * np.arange(cycles + 1)
     out = []
