@@ -179,8 +179,7 @@ class _Layer:
             # The mirror image runs forward for a negative command; the other sense is another layer's
             # (GaitScheduler._follow_mirror), so this one slows to a stop.
             value = abs(value) if (value < 0) == self.mirrored else 0.0
-        # The mirror image turns the other way for the same offset: it is asked the mirrored yaw rate.
-        wz = -command[2] if self.mirrored and drive != 'turn' else command[2]
+        wz = self._yaw_rate_asked(command)
         if self.model is not None:
             self.modelled = self.model.command(value, wz, self.max_rate)
             self.reachable = self.modelled.reachable
@@ -197,6 +196,11 @@ class _Layer:
         self.reachable = capped == rate and turn_ok
         return capped
 
+    def _yaw_rate_asked(self, command) -> float:
+        """The yaw rate (rad/s) this layer's turning is asked: the mirror image turns the other way for the
+        same offset, so it is asked the mirrored one (a turning gait's angular.z drives it instead)."""
+        return -command[2] if self.mirrored and self.spec.drive != 'turn' else command[2]
+
     def advance(self, command, hold_turn: bool, dt: float):
         target = self.target_rate(command)
         step = self.max_rate_acc * dt
@@ -207,8 +211,7 @@ class _Layer:
         self.rate = new_rate
         if self.spec.turn_param and not hold_turn:
             tmax = self.spec.turn_max
-            wz = -command[2] if self.mirrored else command[2]
-            goal = min(max(self.spec.turn_gain * wz, -tmax), tmax) if self.model is None else \
+            goal = min(max(self.spec.turn_gain * self._yaw_rate_asked(command), -tmax), tmax) if self.model is None else \
                 self.modelled.turn
             step = tmax / _TURN_RAMP_S * dt
             self.turn += min(max(goal - self.turn, -step), step)
