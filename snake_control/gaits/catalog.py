@@ -242,6 +242,9 @@ VERTICAL_UNDULATION = GaitSpec(
 # world these defaults move straight sideways at the commanded speed with contacts slipping at about
 # 0.28 of the body speed (validation.runs.contact_slip); the earlier delta = pi/4, A_yaw = 0.6,
 # A_pitch = 0.25 slipped faster than the body moved and drifted forward and turned 100 degrees in 20 s.
+# No set of these four parameters makes the contacts hold within the torque check: a scan of 190 sets
+# (bench_sidewinding_slip --sweep) slid 0.18 of the speed at best, and that set turns over at other speeds
+# (docs/estimation.md, "How much serpenoid sidewinding's contacts slide").
 SIDEWINDING = GaitSpec(
     'sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',
     # w_s = 0.6: at 0.4 the longer lifted runs asked 113 % of the stall torque (dynamics.gait_check).
