@@ -266,6 +266,52 @@ def test_mujoco_sample_is_the_shipped_one(py32):
     assert dataclasses.astuple(again) == pytest.approx(dataclasses.astuple(first), abs=2e-3)
 
 
+def test_a_stride_that_shrinks_with_the_rate_is_not_promised_beyond_its_peak():
+    """Measured 0.16 m per cycle at 1.7 rad/s and 0.10 at 3.3 (serpenoid rolling): speed f D(f) / 2 pi
+    peaks at about 2.9 rad/s; above the measured rates D keeps shrinking, to zero and not below."""
+    spec = catalog.SERPENOID_ROLLING
+    params = catalog.resolve_params(spec, load_robot('pitch_yaw_32'), {})
+    g = GaitCalibration.fit(spec.name, params, [CycleSample(5 / 3, 0.0, 0.0, 0.162, -0.09, 2.0),
+                                                CycleSample(10 / 3, 0.0, 0.0, 0.098, -0.2, 2.0)])
+    peak = max(f * g.per_cycle(0.0, f)[0] for f in np.linspace(0.1, 20.0, 400)) / (2 * PI)
+    assert g.reach(21.0)['max_speed_m_s'] == pytest.approx(peak, rel=1e-3) and 0.05 < peak < 0.056
+    assert g.per_cycle(0.0, 5.0)[0] == pytest.approx(0.226 - 0.0384 * 5.0, abs=2e-3)     # extrapolated
+    assert g.per_cycle(0.0, 12.0)[0] == 0.0                                              # not reversed
+    within, beyond = g.command(0.04, 0.0), g.command(0.08, 0.0)
+    assert 0 < within.phase_rate_rad_s < 2.9 and within.speed_m_s == pytest.approx(0.04)
+    assert not beyond.reachable and beyond.phase_rate_rad_s > 0 and beyond.speed_m_s == pytest.approx(peak, rel=0.01)
+
+
+def test_calibration_runs_where_a_user_drives_the_gait(py32):
+    """The higher sample rate drives the gait at the gait node's default clamp (at its nominal stride),
+    at most 0.6 of its phase-rate cap; the shipped files were measured at these rates."""
+    clamps = {'forward': 0.15, 'lateral': 0.1, 'turn': 0.8}       # gait_node's max_* defaults
+    files = [find_calibration(py32), load_calibration(calibration_path(py32, SIM_SUFFIX), py32)]
+    for gait in V.calibratable_gaits(py32):
+        shape = catalog.GaitShape(catalog.gait_spec(gait), py32,
+                                  catalog.resolve_params(catalog.gait_spec(gait), py32, {}))
+        lo, hi = V.sample_rates(shape)
+        speed = hi * shape.params['stride'] / (2 * PI)
+        cap = V.max_phase_rate(shape)
+        assert hi <= 0.6 * cap + 1e-9 and speed <= clamps[shape.spec.drive] + 1e-9, gait
+        assert hi == pytest.approx(0.6 * cap) or speed == pytest.approx(clamps[shape.spec.drive]), gait
+        assert lo == pytest.approx(0.5 * hi), gait
+        for cal in files:
+            assert cal.gaits[gait].phase_rate_range_rad_s == pytest.approx((lo, hi), rel=1e-6), (gait, cal.method)
+
+
+@pytest.mark.slow
+def test_serpenoid_rolling_rolls_the_commanded_way_through_its_calibration(py32):
+    # Fitted at 6.4 and 12.8 rad/s (0.3 and 0.6 of its cap), where it rolls backwards, its map sent 0.06
+    # m/s at -0.26 m/s. Now at the acceptance's higher speed, a whole cycle.
+    from snake_control.validation import cmdvel as C
+    command = C.acceptance_commands(py32, 'serpenoid_rolling')[1]
+    r = C.run_command(py32, 'serpenoid_rolling', command, C.cycle_duration_s(py32, 'serpenoid_rolling', command),
+                      warmup_s=C.settle_s(py32, 'serpenoid_rolling', command), estimate=False)
+    assert r.mapping == 'calibration' and r.reachable and r.achieved.cycles >= 1
+    assert r.achieved.lateral_m_s == pytest.approx(command[1], rel=0.10)
+
+
 @pytest.mark.parametrize('gait, command', [('serpentine', (0.2, 0.0, 0.0)), ('serpentine', (0.15, 0.0, 0.2))])
 def test_calibrated_gait_reaches_the_commanded_speed_in_mujoco(py32, gait, command):
     """Open loop, shipped calibration, truth scored: speed within 10 %, yaw rate within 15 % or 0.03."""

@@ -78,14 +78,15 @@ from snake_control.nodes.messages import JointStateWriter, odometry_pose_any
 from snake_control.nodes.qos import COMMAND_QOS, ESTOP_SUB_QOS, SENSOR_QOS, STATE_QOS
 from snake_control.nodes.runner import run_node
 from snake_control.robot import GAIT_RATE_MAX_HZ, LIMITS, check_rate_hz, gait_rate_hz, load_robot
-from snake_control.teleop.command_filter import CommandLimits
+from snake_control.teleop.command_filter import (DEFAULT_MAX_FORWARD_M_S, DEFAULT_MAX_SIDEWAYS_M_S,
+                                                   DEFAULT_MAX_TURN_RAD_S, CommandLimits)
 
 COMMAND_PARAMETERS = {
     # name: (default, low, high, description)
     'cmd_timeout_s': (0.5, 0.05, 10.0, 'without a cmd_vel for this long the speed ramps to zero (s)'),
-    'max_forward_m_s': (0.15, 0.001, 2.0, 'cmd_vel.linear.x is clamped to +-this (m/s)'),
-    'max_sideways_m_s': (0.1, 0.001, 2.0, 'cmd_vel.linear.y is clamped to +-this (m/s)'),
-    'max_turn_rad_s': (0.8, 0.001, 10.0, 'cmd_vel.angular.z is clamped to +-this (rad/s)'),
+    'max_forward_m_s': (DEFAULT_MAX_FORWARD_M_S, 0.001, 2.0, 'cmd_vel.linear.x is clamped to +-this (m/s)'),
+    'max_sideways_m_s': (DEFAULT_MAX_SIDEWAYS_M_S, 0.001, 2.0, 'cmd_vel.linear.y is clamped to +-this (m/s)'),
+    'max_turn_rad_s': (DEFAULT_MAX_TURN_RAD_S, 0.001, 10.0, 'cmd_vel.angular.z is clamped to +-this (rad/s)'),
     'accel_forward_m_s2': (0.3, 0.001, 100.0, 'forward command changes at most this fast (m/s^2)'),
     'accel_sideways_m_s2': (0.3, 0.001, 100.0, 'sideways command changes at most this fast (m/s^2)'),
     'accel_turn_rad_s2': (2.0, 0.001, 1000.0, 'turn command changes at most this fast (rad/s^2)'),

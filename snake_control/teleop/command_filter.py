@@ -19,6 +19,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# The gait node's default clamps (its max_forward_m_s, max_sideways_m_s, max_turn_rad_s parameters): the
+# fastest a user commands without changing them. Calibration measures gaits at these speeds.
+DEFAULT_MAX_FORWARD_M_S = 0.15
+DEFAULT_MAX_SIDEWAYS_M_S = 0.1
+DEFAULT_MAX_TURN_RAD_S = 0.8
+
 
 @dataclass(frozen=True)
 class CommandLimits:

@@ -13,7 +13,11 @@ gaits.calibration.cycle_motion takes the motion per cycle between phase-aligned 
 
 Samples per gait: turning offsets -u, 0, +u (u = TURN_SHARE of the gait's turn_max) at the lower
 phase rate and 0 at the higher one; gaits without a turning parameter at both rates only. The rates
-are RATE_SHARES of the gait's phase-rate cap (the scheduler's: 80 % of the joint velocity limits).
+are where a user drives the gait (sample_rates): the higher one is the rate of the gait node's default
+speed clamp along the gait's drive axis at the gait's nominal stride, at most RATE_SHARES[1] of the
+gait's phase-rate cap (the scheduler's: 80 % of the joint velocity limits); the lower one is half of it.
+Gaits whose motion per cycle changes with the rate are fitted where they are used: serpenoid rolling
+rolls 0.185 m per cycle at 1 rad/s and goes the other way at 6.4 rad/s, the rate 0.3 of its cap.
 When the offset that cancels the gait's veer (the map's offset for a command without a turn) lies
 beyond +-u at either rate, one more run at the lower rate measures turn_max on that side, so that the
 offset the gait goes straight with is measured, not clamped (conical sidewinding needs -0.53 of taper:
@@ -35,6 +39,8 @@ from snake_control.gaits.calibration import Calibration, CycleSample, GaitCalibr
 from snake_control.paths import ConfigError
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
+from snake_control.teleop.command_filter import (DEFAULT_MAX_FORWARD_M_S, DEFAULT_MAX_SIDEWAYS_M_S,
+                                                   DEFAULT_MAX_TURN_RAD_S)
 from snake_control.validation.runs import VALIDATION_PHYSICS
 
 RAMP_S = 0.5
@@ -43,6 +49,9 @@ CYCLES = 2
 RATE_SHARES = (0.3, 0.6)
 TURN_SHARE = 0.5
 SETTLE_S = 0.5
+# The gait node's default clamp along each drive axis (m/s; rad/s for a turning gait).
+DRIVE_CLAMPS = {'forward': DEFAULT_MAX_FORWARD_M_S, 'lateral': DEFAULT_MAX_SIDEWAYS_M_S,
+                'turn': DEFAULT_MAX_TURN_RAD_S}
 
 
 def calibratable_gaits(robot: Robot) -> list[str]:
@@ -102,10 +111,20 @@ def measure(robot: Robot, shape, phase_rate_rad_s: float, turn: float, cycles: i
     return CycleSample(f, float(turn), fwd, left, dth, n)
 
 
+def sample_rates(shape) -> tuple[float, float]:
+    """The (lower, higher) phase rates (rad/s) a shape is calibrated at: the higher is the rate that
+    drives the gait at the gait node's default clamp with its nominal stride (the stride parameter), at
+    most RATE_SHARES[1] of the phase-rate cap; the lower keeps RATE_SHARES' ratio to it."""
+    hi = RATE_SHARES[1] * max_phase_rate(shape)
+    stride = abs(float(shape.params.get('stride', 0.0)))
+    if stride > 0:
+        hi = min(hi, 2 * math.pi * DRIVE_CLAMPS[shape.spec.drive] / stride)
+    return RATE_SHARES[0] / RATE_SHARES[1] * hi, hi
+
+
 def sample_plan(shape) -> list[tuple[float, float]]:
     """(phase rate rad/s, turning offset) of each calibration run of a shape."""
-    cap = max_phase_rate(shape)
-    lo, hi = (share * cap for share in RATE_SHARES)
+    lo, hi = sample_rates(shape)
     spec = shape.spec
     if spec.turn_param and spec.turn_max > 0:
         u = TURN_SHARE * spec.turn_max
