@@ -52,6 +52,32 @@ def test_support_plane_gives_up_on_a_line_or_a_far_face():
         support_plane(flat, np.zeros(2))
 
 
+def test_support_plane_takes_no_face_from_modules_in_a_line():
+    """A flat body whose lowest modules are its straight tail, each centre a micrometre or so off the line and
+    the plane: a triple of them spans a plane tilted by whatever those micrometres say (17 deg here, every
+    other module above it). Such a face is refused (narrower than min_width_m), in the kernel and in numpy,
+    and the guess is kept (None)."""
+    from snake_control.estimation import contact
+
+    pts, heading, x, y = [], 0.0, 0.0, 0.0
+    for i in range(33):
+        pts.append([x, y, 0.0])
+        heading += 0.12 if i >= 7 else 0.0          # eight straight, then an arc
+        x, y = x + 0.07 * math.cos(heading), y + 0.07 * math.sin(heading)
+    pts = np.array(pts) + np.random.default_rng(6).normal(0.0, 1e-6, (33, 3))
+    pts[8:, 2] += 1e-4                                 # the tail's eight are the lowest
+    guess = np.array([0.0, 0.0, -1.0])
+    thin = support_plane(pts, guess, min_width_m=0.0)
+    assert thin is not None and math.degrees(math.acos(-thin[0][2])) > 10.0
+    assert support_plane(pts, guess) is None
+    kernels = contact._KERNELS[:]
+    try:
+        contact._KERNELS[:] = [None]
+        assert support_plane(pts, guess) is None
+    finally:
+        contact._KERNELS[:] = kernels
+
+
 def _modules_pivoting_on_their_lower_ends(half, radius, tilt, dtilt):
     """Five tilted modules, each turning by dtilt about a horizontal axis through its lower end's ground
     contact point: the ground does not move under them, so the true chassis displacement is zero."""

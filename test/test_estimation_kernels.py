@@ -49,10 +49,11 @@ def test_a_thin_face_is_judged_without_dividing_by_zero(numpy_path):
     """Three module centres all but in a line (one 2 nm off it over 1 m) make a face whose edges' Gram
     determinant g00 g11 - g01^2 rounds to 0 though the face's normal is not: the kernel divided by it
     (ZeroDivisionError in a replayed demo recording) and the numpy path got NaN. Both now take the
-    determinant as |e0 x e1|^2 and find the face."""
+    determinant as |e0 x e1|^2 and find the face (a face this thin is refused by default, min_width_m: here
+    it is let through to reach the division)."""
     p = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 2e-9, 0.0]])
     guess = np.array([0.0, 0.0, -1.0])
-    for plane in (support_plane(p, guess), numpy_path(support_plane, p, guess)):
+    for plane in (support_plane(p, guess, min_width_m=0.0), numpy_path(support_plane, p, guess, min_width_m=0.0)):
         assert plane is not None
         np.testing.assert_allclose(plane[0], guess, atol=1e-12)
         assert plane[1] == pytest.approx(0.0, abs=1e-12)

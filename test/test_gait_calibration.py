@@ -392,3 +392,14 @@ def test_the_phase_rate_follows_a_turn_offset_a_quarter_cycle_behind(py32):
     while s.state().phase_rad < start + 3 * 2 * PI:
         s.step(0.01)
     assert s.state().phase_rate_rad_s == pytest.approx(turning, rel=1e-3)
+
+
+def test_the_method_names_contacts_harder_than_the_default():
+    import dataclasses
+
+    from snake_control.validation.calibration import mujoco_method
+    from snake_control.validation.runs import ESTIMATION_PHYSICS, VALIDATION_PHYSICS
+
+    assert mujoco_method(VALIDATION_PHYSICS) == 'mujoco, elliptic cone'
+    assert mujoco_method(ESTIMATION_PHYSICS) == 'mujoco, elliptic cone, contacts 0.005 s'
+    assert mujoco_method(dataclasses.replace(VALIDATION_PHYSICS, cone='pyramidal')) == 'mujoco, pyramidal cone'

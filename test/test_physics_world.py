@@ -256,3 +256,23 @@ def test_module_friction_is_anisotropic_along_the_capsule():
         np.testing.assert_allclose(c.friction[:2], [0.1, 0.8])
         checked += 1
     assert checked >= robot.n_links
+
+
+def test_contact_time_constant_sets_every_floor_contact():
+    """contact_timeconst_s reaches the module pairs and the wheels; the default is MuJoCo's own (0.02 s)."""
+    default = SnakeWorld('pitch_yaw_32')
+    np.testing.assert_allclose(default.model.pair_solref, [[0.02, 1.0]] * default.robot.n_links)
+    hard = SnakeWorld('pitch_yaw_32', options=PhysicsOptions(contact_timeconst_s=0.005))
+    np.testing.assert_allclose(hard.model.pair_solref[:, 0], 0.005)
+    wheeled = SnakeWorld('wheeled_8', options=PhysicsOptions(contact_timeconst_s=0.006))
+    m = wheeled.model
+    # A geom-geom contact mixes both geoms' solref: the wheels' and the floor's are both set.
+    touching = m.geom_contype > 0
+    touching |= m.geom_conaffinity > 0
+    assert touching.sum() > wheeled.robot.n_links
+    np.testing.assert_allclose(m.geom_solref[touching, 0], 0.006)
+    # MuJoCo would quietly take two timesteps for a harder contact.
+    with pytest.raises(ValueError, match='contact_timeconst_s'):
+        PhysicsOptions(contact_timeconst_s=0.003).validate()
+    with pytest.raises(ValueError, match='contact_timeconst_s'):
+        PhysicsOptions(contact_timeconst_s=float('nan')).validate()

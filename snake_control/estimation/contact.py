@@ -75,6 +75,12 @@ def _cross(a, b):
 # |module axis . down| from which a tilted module touches the ground with its lower end only.
 TILT_FULL_CONTACT = math.sin(math.radians(3.0))
 
+# Narrowest support face (the smallest altitude of its triangle of module centres, m): a narrower triple is three
+# modules in a line, whose plane the micrometres they lie off it tilt anyhow (1 um over 50 um is a degree; a
+# straight tail of serpentine lying flat gave a 17 deg face for two steps and the heading 3.7 deg; docs/
+# estimation.md, "Rolling read 0.90"). Wider, real faces are kept: 0.2 mm changed a demo replay's serpentine.
+SUPPORT_MIN_WIDTH_M = 5e-5
+
 # Second/third singular value ratio above which the chassis y axis is held from the previous frame.
 DEFAULT_HOLD_RATIO = 0.9
 
@@ -245,7 +251,7 @@ def _triples(k: int):
 
 
 def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: float = 0.35,
-                  tolerance_m: float = 1e-6):
+                  tolerance_m: float = 1e-6, min_width_m: float = SUPPORT_MIN_WIDTH_M):
     """The ground plane a body of equal spheres/capsules rests on: (unit down (3,), offset) or None.
 
     A rigid body of modules of one radius on flat ground rests on a face of the convex hull of its module
@@ -255,7 +261,9 @@ def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: floa
     kept when no module lies below it (by more than tolerance_m). Returns (down, d) with down the face's
     outward unit normal and d = max_i centres_i . down (the plane is {p : p . down = d}; heights above
     it are d - centres . down), or None when no face lies within max_tilt_rad of down_guess (a straight
-    or flat body, or a body tumbling: keep the guess then). Frames: whatever frame the inputs share.
+    or flat body, or a body tumbling: keep the guess then). A triple narrower than min_width_m (its
+    smallest altitude) spans no face: three modules in a line tilt their plane by whatever micrometres
+    their centres lie off it. Frames: whatever frame the inputs share.
 
     Example: three modules on the floor and one lifted, seen from a frame tilted 0.1 rad about x:
     support_plane gives that frame's true down, not the guess [0, 0, -1].
@@ -271,7 +279,7 @@ def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: floa
     if kern is not None:
         down = np.empty(3)
         if not kern.support_plane_kernel(np.ascontiguousarray(p), guess, int(candidates), math.cos(max_tilt_rad),
-                                         float(tolerance_m), down):
+                                         float(tolerance_m), float(min_width_m), down):
             return None
         return down, float((p @ down).max())
     k = min(candidates, p.shape[0])
@@ -281,6 +289,10 @@ def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: floa
     e = tri[1:] - a                                                # (2, T, 3) edges
     n = e[0][:, _CYC1] * e[1][:, _CYC2] - e[0][:, _CYC2] * e[1][:, _CYC1]     # face normals (T, 3)
     norm2 = np.einsum('ta,ta->t', n, n)
+    # |e0 x e1| is twice the area: over the longest edge, the triangle's smallest altitude.
+    longest2 = np.maximum(np.maximum(np.einsum('ta,ta->t', e[0], e[0]), np.einsum('ta,ta->t', e[1], e[1])),
+                          np.einsum('ta,ta->t', e[1] - e[0], e[1] - e[0]))
+    wide = norm2 > min_width_m * min_width_m * longest2
     cos = n @ guess
     # outward (toward the ground) unit normals; degenerate triples get cos = 0 and drop out below
     inv = np.sign(cos) / np.sqrt(np.maximum(norm2, 1e-300))
@@ -288,7 +300,7 @@ def support_plane(centres_m, down_guess, candidates: int = 8, max_tilt_rad: floa
     cos *= inv
     # A supporting face has every module on its upper side: max_i (p_i - a) . n <= tolerance.
     below = (p @ n.T).max(axis=0) - np.einsum('ta,ta->t', a, n)
-    good = (below <= tolerance_m) & (cos >= math.cos(max_tilt_rad)) & (norm2 > 1e-18)
+    good = (below <= tolerance_m) & (cos >= math.cos(max_tilt_rad)) & (norm2 > 1e-18) & wide
     if not good.any():
         return None
     # Equal modules: the body can rest only on a face over which its centroid stands (barycentric

@@ -145,7 +145,7 @@ def _contact_rows(q0, rot0, q1, rot1, idx, down, radius, k_axial, half_length, s
     return True
 
 
-def _support_plane(p, guess, candidates, cos_min, tolerance, out):
+def _support_plane(p, guess, candidates, cos_min, tolerance, min_width, out):
     """The support face of contact.support_plane: writes its outward unit normal to out (3,), returns False
     when no face qualifies. p (N, 3) centres, guess (3,) unit down guess."""
     n_pts = p.shape[0]
@@ -169,6 +169,13 @@ def _support_plane(p, guess, candidates, cos_min, tolerance, out):
                 nx, ny, nz = e0y * e1z - e0z * e1y, e0z * e1x - e0x * e1z, e0x * e1y - e0y * e1x
                 norm2 = nx * nx + ny * ny + nz * nz
                 if not norm2 > 1e-18:
+                    continue
+                # Narrower than min_width (the triangle's smallest altitude, twice its area over its longest
+                # edge): three modules in a line span no plane.
+                e2x, e2y, e2z = e1x - e0x, e1y - e0y, e1z - e0z
+                longest2 = max(e0x * e0x + e0y * e0y + e0z * e0z, e1x * e1x + e1y * e1y + e1z * e1z,
+                               e2x * e2x + e2y * e2y + e2z * e2z)
+                if not norm2 > min_width * min_width * longest2:
                     continue
                 cos = nx * guess[0] + ny * guess[1] + nz * guess[2]
                 inv = (1.0 if cos > 0 else (-1.0 if cos < 0 else 0.0)) / math.sqrt(max(norm2, 1e-300))
@@ -396,7 +403,7 @@ if AVAILABLE:
     to_frame_kernel = njit(f'void({_f8_3}, {_f8_2}, {_f8_2}, {_f8_1}, {_f8_3}, {_f8_2})', cache=True)(_to_frame)
     contact_rows_kernel = njit(f'boolean({_f8_2}, {_f8_3}, {_f8_2}, {_f8_3}, int64[::1], {_f8_1}, float64, '
                                f'float64, float64, {_f8_1}, {_f8_3}, {_f8_2})', cache=True)(_contact_rows)
-    support_plane_kernel = njit(f'boolean({_f8_2}, {_f8_1}, int64, float64, float64, {_f8_1})',
+    support_plane_kernel = njit(f'boolean({_f8_2}, {_f8_1}, int64, float64, float64, float64, {_f8_1})',
                                 cache=True)(_support_plane)
     _matmul = njit(cache=True)(_matmul)
     heights_kernel = njit(f'void({_f8_2}, {_f8_3}, {_f8_1}, float64, {_f8_1})', cache=True)(_heights)

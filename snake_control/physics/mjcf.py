@@ -51,6 +51,10 @@ class PhysicsOptions:
     back), so validation runs on the elliptic cone (docs/physics.md).
     armature_kg_m2: the servo rotor's inertia reflected through its gearbox (about 8e-8 kg m^2 x 353.5^2
     for an XM430-W350). gravity_m_s2: set 0 to check kinematics without loads.
+    contact_timeconst_s: the time constant of the floor contacts' soft constraints (MuJoCo's solref; 0.02 s,
+    its default). A contact that should hold slides at a speed that grows with it: rolling on pitch_yaw_32
+    travels 1.12 times its modules' radius x roll rate at 0.02 s, 1.02 at 0.005 s (docs/physics.md, "Soft
+    contacts slide"). MuJoCo needs at least two timesteps.
     imu_link: the link carrying the IMU (gyro and accelerometer at its centre, its axes), negative from
     the head (-1: the head, where a real snake carries its camera and IMU). The readings
     (SnakeWorld.imu_reading) get white noise of the given standard deviation per reading and a constant
@@ -65,6 +69,7 @@ class PhysicsOptions:
     position_p_gain: float = DEFAULT_POSITION_P_GAIN
     armature_kg_m2: float = 0.01
     gravity_m_s2: float = 9.81
+    contact_timeconst_s: float = 0.02
     cone: str = 'pyramidal'
     impratio: float = 1.0
     imu_link: int = -1
@@ -85,6 +90,11 @@ class PhysicsOptions:
                              f'dynamics (at most 0.01 s)')
         if self.cone not in ('pyramidal', 'elliptic'):
             raise ValueError(f"PhysicsOptions.cone must be 'pyramidal' or 'elliptic', got {self.cone!r}")
+        if not (isinstance(self.contact_timeconst_s, (int, float)) and math.isfinite(self.contact_timeconst_s)
+                and self.contact_timeconst_s >= 2 * self.timestep_s):
+            # MuJoCo would quietly take two timesteps instead.
+            raise ValueError(f'PhysicsOptions.contact_timeconst_s must be at least two timesteps '
+                             f'({2 * self.timestep_s} s), got {self.contact_timeconst_s!r}')
         if not (math.isfinite(self.impratio) and self.impratio >= 1.0):
             raise ValueError(f'PhysicsOptions.impratio must be >= 1, got {self.impratio!r}')
         for name in ('imu_gyro_noise_rad_s', 'imu_accel_noise_m_s2'):
@@ -210,8 +220,9 @@ def build_mjcf(robot: Robot | str, options: PhysicsOptions | None = None) -> str
 
     world = ET.SubElement(root, 'worldbody')
     ET.SubElement(world, 'light', pos='0 0 4', dir='0 0 -1', directional='true')
+    solref = _f(options.contact_timeconst_s, 1.0)
     ET.SubElement(world, 'geom', name='floor', type='plane', size='0 0 0.05', material='grid',
-                  friction=_f(options.floor_friction, 0.0, 0.0), conaffinity='1', condim='3')
+                  friction=_f(options.floor_friction, 0.0, 0.0), conaffinity='1', condim='3', solref=solref)
 
     height = robot.wheels.radius_m if planar else radius
     parent = world
@@ -240,7 +251,7 @@ def build_mjcf(robot: Robot | str, options: PhysicsOptions | None = None) -> str
                 ET.SubElement(wheel, 'geom', name=name, type='cylinder', zaxis='0 1 0',
                               size=_f(robot.wheels.radius_m, robot.wheels.radius_m / 6),
                               mass=_f(robot.wheels.mass_kg), contype='1', conaffinity='0', condim='3',
-                              friction=_f(options.floor_friction, 0.0, 0.0), rgba='.1 .1 .1 1')
+                              friction=_f(options.floor_friction, 0.0, 0.0), solref=solref, rgba='.1 .1 .1 1')
         else:
             ET.SubElement(body, 'geom', name=link_name(k), type='capsule', size=_f(radius), mass='0',
                           fromto=_f(-length / 2, 0, 0, length / 2, 0, 0),
@@ -255,7 +266,7 @@ def build_mjcf(robot: Robot | str, options: PhysicsOptions | None = None) -> str
         contact = ET.SubElement(root, 'contact')
         for k in range(n + 1):
             # Capsule-plane contacts put the first tangent along the capsule axis.
-            ET.SubElement(contact, 'pair', geom1=link_name(k), geom2='floor', condim='3',
+            ET.SubElement(contact, 'pair', geom1=link_name(k), geom2='floor', condim='3', solref=solref,
                           friction=_f(options.axial_friction, options.lateral_friction, 0.005, 1e-4, 1e-4))
 
     sensors = ET.SubElement(root, 'sensor')

@@ -37,6 +37,7 @@ import numpy as np
 from snake_control.gaits import catalog
 from snake_control.gaits.calibration import Calibration, CycleSample, GaitCalibration, cycle_motion
 from snake_control.paths import ConfigError
+from snake_control.physics.mjcf import PhysicsOptions
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
 from snake_control.teleop.command_filter import (DEFAULT_MAX_FORWARD_M_S, DEFAULT_MAX_SIDEWAYS_M_S,
@@ -183,8 +184,13 @@ def calibrate(robot: Robot | str, gaits=None, params: dict | None = None, progre
 
 
 def mujoco_method(options) -> str:
-    """The calibration file's method for MuJoCo runs on these physics options: 'mujoco, <cone> cone'."""
-    return f'mujoco, {options.cone} cone'
+    """The calibration file's method for MuJoCo runs on these physics options: 'mujoco, <cone> cone', and the
+    floor contacts' time constant when it is not the default (it changes how far a gait goes: docs/physics.md,
+    "Soft contacts slide")."""
+    method = f'mujoco, {options.cone} cone'
+    if options.contact_timeconst_s != PhysicsOptions().contact_timeconst_s:
+        method += f', contacts {options.contact_timeconst_s:g} s'
+    return method
 
 
 # --- a recorded trajectory (odometry or motion capture) ------------------------------------------
