@@ -81,7 +81,7 @@ def run(robot, gait, params, lateral, duration_s=20.0, warmup_s=V.WARMUP_S):
         return state['q']
 
     rate = robot.bus.control_rate_hz
-    rec = V.simulate(SnakeWorld(robot, options=V.ESTIMATION_PHYSICS), goal, duration_s, rate, warmup_s=warmup_s)
+    rec = V.simulate(SnakeWorld(robot, options=V.VALIDATION_PHYSICS), goal, duration_s, rate, warmup_s=warmup_s)
     offset = round(warmup_s * rate) / rate
     achieved = achieved_motion(rec.times_s, rec.link_poses, np.interp(rec.times_s + offset, times, phases))
     options = V.case_estimator_options(V.Case(robot.name, gait))

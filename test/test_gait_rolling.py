@@ -64,5 +64,7 @@ def test_conical_rolling_turns_with_the_sign_of_its_taper_offset(py32):
     shape = rolling(py32)
     left = cal.measure(py32, shape, 1.8, +0.5)
     right = cal.measure(py32, shape, 1.8, -0.5)
-    assert left.turn_rad > 0.015 and right.turn_rad < -0.015, (left, right)
+    # On the world's 0.005 s contacts: +0.011 and -0.005 rad per cycle (+0.031 and -0.033 on MuJoCo's own soft
+    # ones, whose slide did most of the turning: docs/gaits.md).
+    assert left.turn_rad > 0.004 and right.turn_rad < -0.003, (left, right)
     assert left.left_m > 0.1 and right.left_m > 0.1, (left, right)   # it still rolls to the left

@@ -262,15 +262,16 @@ SERPENOID_ROLLING = GaitSpec(
     'compound serpenoid with w_s = 0 and delta = -pi/2: every joint traces a circle, the body rolls')
 
 # w_s = 0.8, A_pitch = 0.2: the torque check's 0.8 of stall (w_s = 0.4, A_pitch = 0.25 asked 129 %).
-# taper 0.35, pivot 0.51: the wave runs in at the head and out at the tail, so with even halves (taper 0,
-# pivot 0.5) the tail half out-sidewinds the head half and the body circles a point 0.05-0.13 m/rad
-# away (0.009-0.012 m to its right per 0.18 rad cycle at 1-3.8 rad/s); the taper evens the halves'
-# sideways push, the pivot their push along the body (docs/gaits.md, "Turning on the spot").
-_TURN_IN_PLACE_PARAMS = _serp_params(0.5, 0.2, 0.8, PI / 2, taper=0.35, stride=_stride('rad', 0.3, '0.3 rad'))
+# taper 0.4, pivot 0.53 (0.35 and 0.51 on MuJoCo's soft default contacts): the wave runs in at the head
+# and out at the tail, so with even halves (taper 0, pivot 0.5) the tail half out-sidewinds the head half
+# and the body circles a point 0.05-0.13 m/rad away (0.009-0.012 m to its right per 0.18 rad cycle at
+# 1-3.8 rad/s); the taper evens the halves' sideways push, the pivot their push along the body
+# (docs/gaits.md, "Turning on the spot").
+_TURN_IN_PLACE_PARAMS = _serp_params(0.5, 0.2, 0.8, PI / 2, taper=0.4, stride=_stride('rad', 0.3, '0.3 rad'))
 TURN_IN_PLACE = GaitSpec(
     'turn_in_place', 'serpenoid', ('pitch_yaw',), 'turn',
     _TURN_IN_PLACE_PARAMS[:-1] + (
-        Param('pivot', '1', 0.51, 'where the pitch amplitude changes sign, x = 0 tail .. 1 head: the profile '
+        Param('pivot', '1', 0.53, 'where the pitch amplitude changes sign, x = 0 tail .. 1 head: the profile '
               'is -cos(pi x / (2 pivot)) on the tail side, -cos(pi (1 + (x - pivot) / (1 - pivot)) / 2) '
               'on the head side', 0.2, 0.8),
         _TURN_IN_PLACE_PARAMS[-1]),

@@ -51,10 +51,10 @@ class PhysicsOptions:
     back), so validation runs on the elliptic cone (docs/physics.md).
     armature_kg_m2: the servo rotor's inertia reflected through its gearbox (about 8e-8 kg m^2 x 353.5^2
     for an XM430-W350). gravity_m_s2: set 0 to check kinematics without loads.
-    contact_timeconst_s: the time constant of the floor contacts' soft constraints (MuJoCo's solref; 0.02 s,
-    its default). A contact that should hold slides at a speed that grows with it: rolling on pitch_yaw_32
-    travels 1.12 times its modules' radius x roll rate at 0.02 s, 1.02 at 0.005 s (docs/physics.md, "Soft
-    contacts slide"). MuJoCo needs at least two timesteps.
+    contact_timeconst_s: the time constant of the floor contacts' soft constraints (MuJoCo's solref). A
+    contact that should hold slides at a speed that grows with it: rolling on pitch_yaw_32 travels 1.12
+    times its modules' radius x roll rate at MuJoCo's default 0.02 s, 1.02 at 0.005 s, the world's default
+    (docs/physics.md, "Soft contacts slide"). MuJoCo needs at least two timesteps.
     imu_link: the link carrying the IMU (gyro and accelerometer at its centre, its axes), negative from
     the head (-1: the head, where a real snake carries its camera and IMU). The readings
     (SnakeWorld.imu_reading) get white noise of the given standard deviation per reading and a constant
@@ -69,7 +69,7 @@ class PhysicsOptions:
     position_p_gain: float = DEFAULT_POSITION_P_GAIN
     armature_kg_m2: float = 0.01
     gravity_m_s2: float = 9.81
-    contact_timeconst_s: float = 0.02
+    contact_timeconst_s: float = 0.005
     cone: str = 'pyramidal'
     impratio: float = 1.0
     imu_link: int = -1

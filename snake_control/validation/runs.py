@@ -1,8 +1,7 @@
 """Validation of the state estimator against MuJoCo ground truth.
 
-A gait drives the robot in the MuJoCo world (snake_control.physics.SnakeWorld on ESTIMATION_PHYSICS: the
-elliptic friction cone, and floor contacts harder than MuJoCo's default, which let a rolling body slide) for
-a while; the joint angles the servos measure and the true pose of every link are recorded at the control
+A gait drives the robot in the MuJoCo world (snake_control.physics.SnakeWorld on VALIDATION_PHYSICS: the
+elliptic friction cone) for a while; the joint angles the servos measure and the true pose of every link are recorded at the control
 rate; the estimator (snake_control.estimation) runs on the measured joint angles alone, started at the
 true pose; its final pose is compared with the truth:
 
@@ -28,7 +27,6 @@ Example (the issue's runs are CASES; `snake validate` prints them all):
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -384,23 +382,16 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, imu='off',
 # test/test_physics_friction_cone.py). The elliptic cone costs 1.5-3x the wall time.
 VALIDATION_PHYSICS = PhysicsOptions(cone='elliptic')
 
-# The estimator is scored on harder floor contacts than the calibration and the cmd_vel acceptance (which
-# keep VALIDATION_PHYSICS, the floor their strides were measured on). At MuJoCo's default time constant
-# (0.02 s) a rolling body's soft contacts slide it 12 % faster than its modules roll and turn it 16 deg in
-# 20 s, motion a rigid Coulomb floor does not give and no contact model can see (the estimate read 0.90 of
-# the distance); at 0.005 s it rolls within 2 % of pure rolling, and every other run holds or gains
-# (docs/physics.md, "Soft contacts slide").
-ESTIMATION_PHYSICS = dataclasses.replace(VALIDATION_PHYSICS, contact_timeconst_s=0.005)
 
 
 def validate(robot: Robot | str, goal_fn: GoalFn, duration_s: float = 20.0, gait: str = '',
              rate_hz: float | None = None, world: SnakeWorld | None = None, warmup_s: float = 0.0,
              **estimator_options) -> ValidationResult:
-    """Drive a robot with goal_fn in MuJoCo (ESTIMATION_PHYSICS unless a world is given) for duration_s
+    """Drive a robot with goal_fn in MuJoCo (VALIDATION_PHYSICS unless a world is given) for duration_s
     (after warmup_s) and score the estimator."""
     if isinstance(robot, str):
         robot = load_robot(robot)
-    world = world or SnakeWorld(robot, options=ESTIMATION_PHYSICS)
+    world = world or SnakeWorld(robot, options=VALIDATION_PHYSICS)
     rec = simulate(world, goal_fn, duration_s, rate_hz or robot.bus.control_rate_hz, warmup_s=warmup_s)
     return evaluate(rec, gait, **estimator_options)
 
@@ -572,7 +563,7 @@ def run_case_imu(case: Case, duration_s: float = 20.0, warmup_s: float = WARMUP_
     """One physics run of a case scored once per IMU mode (see evaluate): the table's rows with and
     without the IMU come from the same motion."""
     robot = load_robot(case.robot)
-    rec = simulate(SnakeWorld(robot, options=ESTIMATION_PHYSICS),
+    rec = simulate(SnakeWorld(robot, options=VALIDATION_PHYSICS),
                    gait_goal_fn(robot, case.gait, case.command, case.params), duration_s,
                    robot.bus.control_rate_hz, warmup_s=warmup_s)
     modes = tuple(m for m in imu if not (robot.kind == 'planar' and m == 'truth'))
