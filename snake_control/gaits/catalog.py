@@ -250,7 +250,8 @@ SIDEWINDING = GaitSpec(
     # w_s = 0.6: at 0.4 the longer lifted runs asked 113 % of the stall torque (dynamics.gait_check).
     _serp_params(0.4, 0.3, 0.6, PI / 2),
     'compound serpenoid, yaw and pitch waves with delta = pi/2; turns through the amplitude taper '
-    '(conical sidewinding)',
+    '(conical sidewinding). Lifting more turns the body over: in MuJoCo A_pitch 0.32 rad rolled it onto '
+    'its back within 8 s at 0.2 m/s (the default 0.3 tilts and recovers)',
     turn_param='taper', turn_gain=0.5, turn_max=0.8)
 
 SERPENOID_ROLLING = GaitSpec(
