@@ -211,8 +211,8 @@ class _Layer:
         self.rate = new_rate
         if self.spec.turn_param and not hold_turn:
             tmax = self.spec.turn_max
-            goal = min(max(self.spec.turn_gain * self._yaw_rate_asked(command), -tmax), tmax) if self.model is None else \
-                self.modelled.turn
+            goal = self.modelled.turn if self.model is not None else \
+                min(max(self.spec.turn_gain * self._yaw_rate_asked(command), -tmax), tmax)
             step = tmax / _TURN_RAMP_S * dt
             self.turn += min(max(goal - self.turn, -step), step)
         self.turn_felt += (self.turn - self.turn_felt) * min(1.0, abs(dphase) / (2 * math.pi * _TURN_FELT_CYCLES))

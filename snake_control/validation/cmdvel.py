@@ -50,9 +50,9 @@ from snake_control.gaits.trim import TrimSettings, TrimState, heading_from_quate
 from snake_control.kinematics.lie import quaternion_from_matrix, xyyaw_from_se3
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot, load_robot
-from snake_control.teleop.command_filter import (DEFAULT_MAX_FORWARD_M_S, DEFAULT_MAX_SIDEWAYS_M_S,
-                                                   DEFAULT_MAX_TURN_RAD_S, CommandLimits)
+from snake_control.teleop.command_filter import CommandLimits
 from snake_control.validation import runs as V
+from snake_control.validation.calibration import DRIVE_CLAMPS
 
 PI = math.pi
 
@@ -386,8 +386,7 @@ def acceptance_commands(robot: Robot, gait: str) -> list[tuple]:
     m = cmd_vel_meaning(robot, gait)
     if not m.follows:
         return []
-    clamp = {'linear.x': DEFAULT_MAX_FORWARD_M_S, 'linear.y': DEFAULT_MAX_SIDEWAYS_M_S,
-             'angular.z': DEFAULT_MAX_TURN_RAD_S}[m.drive]
+    clamp = DRIVE_CLAMPS[catalog.gait_spec(gait).drive]
     hi = float(f'{min(0.6 * m.max_speed, clamp):.2g}')
     lo = float(f'{0.6 * hi:.2g}')
     slot = ('linear.x', 'linear.y', 'angular.z').index(m.drive)

@@ -1,9 +1,9 @@
 """Validation of the state estimator against MuJoCo ground truth.
 
 A gait drives the robot in the MuJoCo world (snake_control.physics.SnakeWorld on VALIDATION_PHYSICS: the
-elliptic friction cone) for a while; the joint angles the servos measure and the true pose of every link are recorded at the control
-rate; the estimator (snake_control.estimation) runs on the measured joint angles alone, started at the
-true pose; its final pose is compared with the truth:
+elliptic friction cone) for a while; the joint angles the servos measure and the true pose of every link
+are recorded at the control rate; the estimator (snake_control.estimation) runs on the measured joint
+angles alone, started at the true pose; its final pose is compared with the truth:
 
 - distance travelled: path length of the robot's centroid (the mean of its link centres) on the floor,
   sampled at the control rate. The centroid does not wiggle with the body wave the way a single link
@@ -381,7 +381,6 @@ def evaluate(recording: Recording, gait: str = '', body_frame=None, imu='off',
 # back, and gives vertical undulation 0.6 m where the elliptic cone gives -0.18 m (docs/physics.md,
 # test/test_physics_friction_cone.py). The elliptic cone costs 1.5-3x the wall time.
 VALIDATION_PHYSICS = PhysicsOptions(cone='elliptic')
-
 
 
 def validate(robot: Robot | str, goal_fn: GoalFn, duration_s: float = 20.0, gait: str = '',
