@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import math
 import os
 import re
 import select
@@ -319,6 +320,9 @@ class ServoBus:
     # starts (the wait's deadline counts from its return): work that can overlap the replies' wire time.
     # Dropped unrun when the request does not leave.
     after_send = None
+    # Host monotonic s just before the last packet was written: no reply to it can have been sampled
+    # earlier (a reply dated before it answers an earlier request).
+    sent_s = math.nan
 
     def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
         if baud not in SUPPORTED_BAUDS:
@@ -561,6 +565,7 @@ class ServoBus:
         if len(packet) > TXPACKET_MAX_LEN:
             return sdk.COMM_TX_ERROR
         self.port.clearPort()
+        self.sent_s = time.monotonic()
         if self.port.writePort(packet) != len(packet):
             return sdk.COMM_TX_FAIL
         return sdk.COMM_SUCCESS

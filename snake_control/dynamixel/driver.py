@@ -944,10 +944,11 @@ class Driver:
             ran.append(True)
             self._deferred_work(pending)
         self.bus.after_send = deferred
-        self._asked_s = asked_s = time.monotonic()
+        self._asked_s = time.monotonic()
         self._stale_ids.clear()
         try:
             got = self._sync_read(ids, True, quick=False, extra_ms=extra_ms, defer=True)
+            asked_s = self._asked_s
         except CommError:                   # the request did not leave: no reply this cycle
             if not ran:
                 deferred()
@@ -1354,6 +1355,10 @@ class Driver:
             got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False,
                                      extra_ms=extra_ms,
                                      latency=None if fast else self.retry_latency if quick else self.first_latency)
+            if not quick:
+                # The cycle's replies are dated against the moment its request was written, not when the
+                # cycle set out to ask: a thread switch between the two would pass a reply sampled in it.
+                self._asked_s = self.bus.sent_s
             reply_bytes = P.sync_read_reply_bytes(len(ids), STATE_BLOCK.size, fast)
             self._last_read_ms_due = (14 + len(ids) + reply_bytes) * self.bus.byte_time_ms + self.bus.port.margin_ms
         replied = time.monotonic()
