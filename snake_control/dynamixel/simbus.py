@@ -41,6 +41,9 @@ def add_arguments(parser, physics_help: str = 'plant moving the servos: motor (t
     parser.add_argument('--physics', default=DEFAULT_PHYSICS, help=physics_help)
     parser.add_argument('--physics-arg', default=None,
                         help='text handed to the plant factory as its third argument (a robot YAML for mujoco)')
+    parser.add_argument('--physics-in-process', action='store_true',
+                        help='step a MODULE:FACTORY plant in this process (default: in a process of its own, '
+                             'so that physics never delays a reply)')
     parser.add_argument('--bus-ids', action='append', metavar='IDS[@BAUD]',
                         help='several buses in one process (one pty each, one plant for all): the IDs of '
                              'one bus, comma-separated, optionally @BAUD; repeat per bus; together the '
@@ -70,15 +73,22 @@ def _int_range(low: int, high: int, unit: str = ''):
     return parse
 
 
+def plant_reference(physics: str) -> tuple[str, str]:
+    """(module, attribute) of a ``--physics`` MODULE:FACTORY value; ValueError naming the option when it
+    has not that form."""
+    module, sep, attr = physics.partition(':')
+    if not sep or not module or not attr:
+        raise ValueError(f'--physics {physics!r}: expected {DEFAULT_PHYSICS} or MODULE:FACTORY')
+    return module, attr
+
+
 def plant_factory(physics: str):
     """The plant factory for a ``--physics`` value: None for the built-in motor model, else the callable
     ``factory(ids, models_by_id, physics_arg) -> Plant`` a ``module:factory`` reference names.
     ValueError naming the option when it does not resolve."""
     if physics == DEFAULT_PHYSICS:
         return None
-    module, sep, attr = physics.partition(':')
-    if not sep or not module or not attr:
-        raise ValueError(f'--physics {physics!r}: expected {DEFAULT_PHYSICS} or MODULE:FACTORY')
+    module, attr = plant_reference(physics)
     try:
         factory = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
@@ -189,8 +199,15 @@ def run(args, out=sys.stdout) -> int:
     if len(links) != len(groups):
         raise ValueError(f'--link {args.link!r}: {len(groups)} buses need {len(groups)} paths')
     initial = _initial(args.initial, ids, args.spread, args.seed)
-    factory = plant_factory(args.physics)
-    plant = factory(list(ids), models, args.physics_arg) if factory is not None else None
+    if args.physics == DEFAULT_PHYSICS:
+        plant = None
+    elif getattr(args, 'physics_in_process', False):
+        plant = plant_factory(args.physics)(list(ids), models, args.physics_arg)
+    else:
+        # The child imports the factory (and its physics engine): this process never needs them.
+        from snake_control.dynamixel.plant_process import ProcessPlant
+        plant_reference(args.physics)
+        plant = ProcessPlant(args.physics, ids, models, args.physics_arg)
     mechanics = SharedMechanics(plant) if len(groups) > 1 else None
     buses = [BusEmulator(group, models, group_baud, FaultSpec.parse(args.faults), plant, link, args.firmware,
                          args.return_delay, initial, mechanics)
@@ -201,6 +218,15 @@ def run(args, out=sys.stdout) -> int:
             b.stop_requested = True
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    closers = [b.close for b in buses]
+    if hasattr(plant, 'start'):
+        closers.append(plant.close)         # after the buses: the world answers until they stop
+        try:
+            plant.start()
+        except RuntimeError as exc:
+            for close in closers:
+                close()
+            raise ValueError(str(exc)) from None
     # Replies are timed to the microsecond: no cycle-collector pauses (the emulator makes no cycles).
     gc.collect()
     gc.freeze()
@@ -221,8 +247,8 @@ def run(args, out=sys.stdout) -> int:
     finally:
         if mechanics is not None:
             mechanics.close()
-        for b in buses:
-            b.close()
+        for close in closers:
+            close()
     return 0
 
 

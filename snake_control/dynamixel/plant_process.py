@@ -1,0 +1,179 @@
+"""A plant stepped in a process of its own, behind the emulated bus (``snake sim-bus --physics``).
+
+The emulator answers each request within microseconds of its wire time. A physics world stepped in the
+emulator's own process shares its interpreter lock: the Python around each step (goal mapping, ground
+truth, the IMU's publisher and its DDS threads) holds the lock for stretches of a millisecond or more,
+and a request that arrives then is answered late: with the driver alone at 100 Hz on pitch_yaw_32,
+about twice as many reads failed that way as with the world in a process of its own (`python -m bench
+dynamixel --physics`). Here the world runs in a child process and exchanges, every mechanics
+step, the servos' goals, torque and profiles for their measured state through shared arrays: the
+emulator's process keeps one thread that serves the wire.
+
+``ProcessPlant`` is the emulator's side, a Plant whose step only copies arrays (not ``threaded``: the
+serving loop calls it when a mechanics step is due, and takes the newest state the child published).
+The child builds the plant from the same ``MODULE:FACTORY`` reference and argument, steps it every
+MECHANICS_STEP_S of wall time (emulator.step_plant_forever), and stops with the emulator, or when the
+emulator's process is gone. Ctrl-C reaches the child too (same process group): it leaves stopping to
+the emulator, so ground-truth files are flushed and closed by the child itself.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import signal
+import sys
+
+import numpy as np
+
+from snake_control.dynamixel.models import ServoModel
+from snake_control.dynamixel.plant import Plant
+
+START_TIMEOUT_S = 60.0          # importing a physics engine and compiling a world, on a loaded host
+# Columns of the input rows: goal (servo rad), torque on (0/1), profile velocity, profile acceleration,
+# profile changed (0/1).
+_GOAL, _TORQUE, _VEL, _ACC, _PROFILE = range(5)
+_IN_COLS = 5
+_STATE_COLS = 3                 # position rad, velocity rad/s, current A
+
+
+class ProcessPlant(Plant):
+    """The plant ``factory_ref`` (``MODULE:FACTORY``) names, built and stepped in a child process.
+
+    Construct it, let the emulator ``configure`` every servo, then ``start()`` (waits until the child's
+    world is ready, raising RuntimeError with the child's error if it could not build it); ``close()``
+    stops the child. Before start() and until the child publishes, step() returns no state (the servos
+    read where they were configured)."""
+
+    threaded = False
+
+    def __init__(self, factory_ref: str, ids, models_by_id: dict[int, ServoModel], physics_arg=None):
+        self.ids = [int(i) for i in ids]
+        self._row = {sid: k for k, sid in enumerate(self.ids)}
+        self._models = {sid: models_by_id[sid] for sid in self.ids}
+        self._factory_ref, self._physics_arg = factory_ref, physics_arg
+        n = len(self.ids)
+        ctx = multiprocessing.get_context('spawn')      # a fresh interpreter: nothing of this one's threads
+        self._ctx = ctx
+        self._lock = ctx.Lock()
+        self._inputs_raw = ctx.RawArray('d', n * _IN_COLS)
+        self._state_raw = ctx.RawArray('d', n * _STATE_COLS + 1)     # last slot: how many states published
+        self._stop = ctx.Event()
+        self._inputs = np.frombuffer(self._inputs_raw).reshape(n, _IN_COLS)
+        self._state = np.frombuffer(self._state_raw)
+        self._inputs[:, _GOAL] = math.nan
+        self._inputs[:, _VEL] = self._inputs[:, _ACC] = math.inf
+        self._initial = np.zeros(n)
+        self._seen = 0.0
+        self._proc = None
+
+    def configure(self, servo_id: int, model: ServoModel, position_rad: float) -> None:
+        self._models[servo_id] = model
+        self._initial[self._row[servo_id]] = float(position_rad)
+
+    def set_profile(self, servo_id: int, velocity_rad_s: float, acceleration_rad_s2: float) -> None:
+        k = self._row[servo_id]
+        with self._lock:
+            self._inputs[k, _VEL], self._inputs[k, _ACC] = velocity_rad_s, acceleration_rad_s2
+            self._inputs[k, _PROFILE] = 1.0
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start the child and wait until its world steps (RuntimeError naming the factory otherwise)."""
+        if self._proc is not None:
+            return
+        parent_end, child_end = self._ctx.Pipe(duplex=False)
+        self._proc = self._ctx.Process(
+            target=_child_main, name='sim-bus-physics', daemon=True,
+            args=(self._factory_ref, self.ids, self._models, self._physics_arg, self._initial.tolist(),
+                  self._lock, self._inputs_raw, self._state_raw, self._stop, child_end, os.getpid()))
+        self._proc.start()
+        child_end.close()
+        error = 'it exited without a word'
+        if parent_end.poll(timeout_s):
+            try:
+                kind, text = parent_end.recv()
+            except EOFError:
+                kind = 'error'
+            else:
+                if kind == 'ready':
+                    return
+                error = text
+        else:
+            error = f'not ready after {timeout_s:.0f} s'
+        self.close()
+        raise RuntimeError(f'--physics {self._factory_ref}: the physics process failed: {error}')
+
+    def step(self, dt_s: float, goals_rad_by_id: dict[int, float],
+             torque_on_by_id: dict[int, bool]) -> dict[int, tuple[float, float, float]]:
+        goals = [goals_rad_by_id.get(sid, math.nan) for sid in self.ids]
+        torque = [1.0 if torque_on_by_id.get(sid, False) else 0.0 for sid in self.ids]
+        with self._lock:
+            self._inputs[:, _GOAL] = goals
+            self._inputs[:, _TORQUE] = torque
+            published = self._state[-1]
+            if published == self._seen:
+                return {}
+            rows = self._state[:-1].reshape(-1, _STATE_COLS).tolist()
+        self._seen = published
+        return {sid: tuple(row) for sid, row in zip(self.ids, rows)}
+
+    def close(self) -> None:
+        """Stop the child (it flushes and closes what it writes) and wait for it."""
+        if self._proc is None:
+            return
+        self._stop.set()
+        self._proc.join(timeout=5.0)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(timeout=2.0)
+        self._proc = None
+
+
+def _child_main(factory_ref, ids, models, physics_arg, initial, lock, inputs_raw, state_raw, stop, conn,
+                parent_pid):
+    """The physics process: build the plant, report ready (or the error), step until told to stop."""
+    # Ctrl-C in a terminal reaches the whole process group: the emulator stops this process itself, after
+    # its own shutdown, so the world keeps answering until then. SIGTERM (a launch's shutdown) stops it
+    # cleanly too.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    from snake_control.dynamixel.emulator import step_plant_forever
+    from snake_control.dynamixel.simbus import plant_factory
+    try:
+        plant = plant_factory(factory_ref)(list(ids), models, physics_arg)
+        for sid, q in zip(ids, initial):
+            plant.configure(sid, models[sid], q)
+    except Exception as exc:            # the emulator says it, naming the option
+        conn.send(('error', f'{type(exc).__name__}: {exc}'))
+        return
+    n = len(ids)
+    inputs = np.frombuffer(inputs_raw).reshape(n, _IN_COLS)
+    state = np.frombuffer(state_raw)
+
+    def take_inputs():
+        with lock:
+            rows = inputs.copy()
+            inputs[:, _PROFILE] = 0.0
+        goals = {sid: g for sid, g in zip(ids, rows[:, _GOAL].tolist()) if not math.isnan(g)}
+        torque = {sid: bool(t) for sid, t in zip(ids, rows[:, _TORQUE].tolist())}
+        profiles = [(ids[k], (rows[k, _VEL], rows[k, _ACC])) for k in np.flatnonzero(rows[:, _PROFILE]).tolist()]
+        return goals, torque, profiles
+
+    def publish(result):
+        flat = [v for sid in ids for v in result.get(sid, (math.nan,) * _STATE_COLS)]
+        with lock:
+            state[:-1] = flat
+            state[-1] += 1.0
+
+    def stopped():
+        return stop.is_set() or os.getppid() != parent_pid
+
+    conn.send(('ready', None))
+    conn.close()
+    try:
+        step_plant_forever(plant, take_inputs, publish, stopped)
+    finally:
+        close = getattr(plant, 'close', None)
+        if close is not None:
+            close()
+        sys.stdout.flush()

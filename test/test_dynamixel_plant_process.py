@@ -1,0 +1,121 @@
+"""The plant in a process of its own (snake_control.dynamixel.plant_process): the emulated bus's process
+keeps one thread serving the wire, whatever the physics costs. Real child processes, real signals."""
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from snake_control.dynamixel.models import SERVO_MODELS
+from snake_control.dynamixel.plant import MotorModel
+from snake_control.dynamixel.plant_process import ProcessPlant
+
+MODEL = SERVO_MODELS['XM430-W350']
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class PidPlant(MotorModel):
+    """The built-in motor model, reporting the process it steps in as every servo's current."""
+
+    def step(self, dt_s, goals_rad_by_id, torque_on_by_id):
+        return {sid: (q, v, float(os.getpid()))
+                for sid, (q, v, _) in super().step(dt_s, goals_rad_by_id, torque_on_by_id).items()}
+
+
+def pid_plant(ids, models_by_id, physics_arg=None):
+    return PidPlant()
+
+
+def broken_plant(ids, models_by_id, physics_arg=None):
+    raise ValueError(f'no world for {physics_arg}')
+
+
+def wait_for(predicate, timeout_s=30.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_the_plant_steps_in_a_child_process_and_follows_goals_torque_and_profiles():
+    plant = ProcessPlant('test_dynamixel_plant_process:pid_plant', [3, 7], {3: MODEL, 7: MODEL})
+    plant.configure(3, MODEL, 0.1)
+    plant.configure(7, MODEL, -0.2)
+    plant.start()
+    try:
+        first = wait_for(lambda: plant.step(0.002, {3: 0.1, 7: -0.2}, {3: False, 7: False}))
+        assert first[3][0] == pytest.approx(0.1) and first[7][0] == pytest.approx(-0.2)    # as configured
+        child = int(first[3][2])
+        assert child != os.getpid() and plant._proc.pid == child
+        plant.set_profile(7, 0.5, math.inf)             # 0.5 rad/s: 0.6 rad takes 1.2 s
+        t0 = time.monotonic()
+        got = wait_for(lambda: (lambda s: s if s and abs(s[7][0] - 0.4) < 1e-6 else None)(
+            plant.step(0.002, {3: 0.1, 7: 0.4}, {3: True, 7: True})))
+        assert got, 'servo 7 never reached its goal'
+        assert time.monotonic() - t0 > 1.0              # the profile reached the child
+        # Torque off: the servo stays (at rest, it has nothing to coast on) instead of following a new goal,
+        # over 100 steps of the child's.
+        states = [wait_for(lambda: plant.step(0.002, {3: 0.1, 7: -0.4}, {3: True, 7: False})) for _ in range(100)]
+        assert all(s[7][0] == pytest.approx(0.4, abs=1e-3) for s in states)
+    finally:
+        plant.close()
+    assert plant._proc is None
+    assert wait_for(lambda: not os.path.exists(f'/proc/{child}'), 10.0), 'the physics process outlived close()'
+
+
+def test_a_plant_that_cannot_be_built_is_an_error_naming_the_option():
+    plant = ProcessPlant('test_dynamixel_plant_process:broken_plant', [1], {1: MODEL}, 'robot.yaml')
+    with pytest.raises(RuntimeError, match=r'--physics test_dynamixel_plant_process:broken_plant: .*'
+                                           r'ValueError: no world for robot\.yaml'):
+        plant.start()
+
+
+def _sim_bus(extra=()):
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [HERE, os.environ.get('PYTHONPATH')]))}
+    return subprocess.Popen([sys.executable, '-m', 'snake_control.dynamixel.simbus', '--servos', '2',
+                             '--physics', 'test_dynamixel_plant_process:pid_plant', *extra],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env)
+
+
+def _children(pid):
+    out = subprocess.run(['ps', '-ww', '-o', 'pid=,args=', '--ppid', str(pid)], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if 'spawn_main' in line]
+
+
+def test_the_emulator_stops_its_physics_process_on_ctrl_c_and_it_stops_itself_when_the_emulator_dies():
+    for how in (signal.SIGINT, signal.SIGKILL):
+        proc = _sim_bus()
+        try:
+            assert proc.stdout.readline().strip(), proc.stderr.read()     # the device path: physics ready
+            children = wait_for(lambda: _children(proc.pid), 10.0)
+            assert len(children) == 1
+            if how == signal.SIGINT:                   # Ctrl-C reaches the whole process group
+                proc.send_signal(signal.SIGINT)
+                os.kill(children[0], signal.SIGINT)
+                assert proc.wait(timeout=20) == 0
+            else:
+                proc.kill()
+                proc.wait(timeout=10)
+            assert wait_for(lambda: not os.path.exists(f'/proc/{children[0]}'), 10.0), \
+                f'the physics process outlived the emulator ({signal.Signals(how).name})'
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_in_process_physics_stays_available():
+    proc = _sim_bus(['--physics-in-process'])
+    try:
+        assert proc.stdout.readline().strip(), proc.stderr.read()     # the plant is built before this
+        assert _children(proc.pid) == []
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
