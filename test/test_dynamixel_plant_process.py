@@ -12,6 +12,7 @@ import pytest
 from snake_control.dynamixel.models import SERVO_MODELS
 from snake_control.dynamixel.plant import MotorModel
 from snake_control.dynamixel.plant_process import ProcessPlant
+from test_dynamixel_conformance import _wait_for
 
 MODEL = SERVO_MODELS['XM430-W350']
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,13 +35,8 @@ def broken_plant(ids, models_by_id, physics_arg=None):
 
 
 def wait_for(predicate, timeout_s=30.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    return predicate()
+    """The predicate's first true value within timeout_s (its last value otherwise)."""
+    return _wait_for(predicate, timeout_s)
 
 
 def test_the_plant_steps_in_a_child_process_and_follows_goals_torque_and_profiles():
