@@ -60,6 +60,9 @@ def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_r
     'WARN driver loop at 50.0 Hz: below 95% of its 100 Hz target'
     >>> loop_warnings(100.0, 99.5, 99.8, {'cycles': 290, 'read_failures': 882}, servos=32)
     ['WARN 882 servo reads failed in 290 cycles of 32 servos (9.50%; aim under 0.1%)']
+    >>> print(loop_warnings(100.0, 99.5, 99.8, {'cycles': 290, 'read_failures': 64, 'late_replies': 64},
+    ...                     servos=32)[0].split('); ')[1])
+    64 of them late replies (whole, after the deadline: the host, adapter or emulated bus was late, not the line)
     >>> loop_warnings(100.0, 99.5, 99.8, {'cycles': 1000, 'watchdog_trips': 2})[0][:31]
     'WARN 2 servo Bus Watchdog trips'
     """
@@ -79,7 +82,14 @@ def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_r
             n, of = int(counters.get(key, 0) or 0), cycles * per
             if n > FAULT_AIM * of:
                 where = f'{cycles} cycles' + (f' of {per} servos' if per > 1 else '')
-                out.append(f'WARN {n} {what} in {where} ({n / of:.2%}; aim under {FAULT_AIM:.1%})')
+                line = f'WARN {n} {what} in {where} ({n / of:.2%}; aim under {FAULT_AIM:.1%})'
+                late = int(counters.get('late_replies', 0) or 0)
+                if key == 'read_failures' and late:
+                    # A reply that came whole after its deadline was not lost on the line: the host, the
+                    # adapter or an emulated bus's process answered late, and the cure differs.
+                    line += (f'; {min(late, n)} of them late replies (whole, after the deadline: the host, '
+                             f'adapter or emulated bus was late, not the line)')
+                out.append(line)
     held = int(counters.get('stale_hold_cycles', 0) or 0)
     if held:
         out.append(f'WARN the driver held the robot for {held} cycles because servo readings went stale')
