@@ -115,3 +115,24 @@ def test_in_process_physics_stays_available():
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
+
+
+def test_a_physics_process_that_dies_is_reported_not_frozen_silently():
+    """A crash in the engine (here: the physics process killed) is one clear line on the emulator's
+    stderr, not servos that silently stop moving; the emulator goes on serving the wire."""
+    import select
+    proc = _sim_bus()
+    try:
+        assert proc.stdout.readline().strip()
+        children = wait_for(lambda: _children(proc.pid), 10.0)
+        os.kill(children[0], signal.SIGKILL)
+        text, deadline = '', time.monotonic() + 20.0
+        while 'no longer move' not in text and time.monotonic() < deadline:
+            if select.select([proc.stderr], [], [], 0.5)[0]:
+                text += proc.stderr.readline()
+        assert 'sim-bus: the physics process (test_dynamixel_plant_process:pid_plant) ended with exit code -9: ' \
+               'the servos no longer move' in text, text
+        assert proc.poll() is None                      # still serving
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)

@@ -23,12 +23,14 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 
 import numpy as np
 
 from snake_control.dynamixel.models import ServoModel
 from snake_control.dynamixel.plant import Plant
 
+CHECK_ALIVE_S = 0.5             # how often a plant that published nothing new is checked for a dead process
 START_TIMEOUT_S = 60.0          # importing a physics engine and compiling a world, on a loaded host
 # Columns of the input rows: goal (servo rad), torque on (0/1), profile velocity, profile acceleration,
 # profile changed (0/1).
@@ -66,6 +68,8 @@ class ProcessPlant(Plant):
         self._initial = np.zeros(n)
         self._seen = 0.0
         self._proc = None
+        self._next_check_s = 0.0
+        self._dead_reported = False
 
     def configure(self, servo_id: int, model: ServoModel, position_rad: float) -> None:
         self._models[servo_id] = model
@@ -112,10 +116,23 @@ class ProcessPlant(Plant):
             self._inputs[:, _TORQUE] = torque
             published = self._state[-1]
             if published == self._seen:
+                self._check_alive()
                 return {}
             rows = self._state[:-1].reshape(-1, _STATE_COLS).tolist()
         self._seen = published
         return {sid: tuple(row) for sid, row in zip(self.ids, rows)}
+
+    def _check_alive(self) -> None:
+        """No new state: say so once if the physics process has ended (the servos then stop moving; a
+        crash in the engine must not look like servos that froze). Looked at every CHECK_ALIVE_S."""
+        now = time.monotonic()
+        if self._proc is None or self._dead_reported or now < self._next_check_s:
+            return
+        self._next_check_s = now + CHECK_ALIVE_S
+        if not self._proc.is_alive():
+            self._dead_reported = True
+            print(f'sim-bus: the physics process ({self._factory_ref}) ended with exit code '
+                  f'{self._proc.exitcode}: the servos no longer move', file=sys.stderr, flush=True)
 
     def close(self) -> None:
         """Stop the child (it flushes and closes what it writes) and wait for it."""
