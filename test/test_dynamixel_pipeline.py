@@ -70,6 +70,15 @@ class Recorder:
         d._decide, d._write_goals, d.bus.sync_read, d.on_state = _decide, _write_goals, _sync_read, on_state
 
 
+def pipeline_blockers(d: Driver) -> dict:
+    """What Driver._pipeline_fits looks at, for an assert message when a loaded host pipelined too few
+    cycles: the mode, the read mode, and the conditions that send a cycle to the sequential path."""
+    return dict(mode=d.mode, reasons=d.reasons, read_mode=d.read_strategy.mode, pipeline_break=d._pipeline_break,
+                rearm_pending=sorted(d._rearm_pending), unsettled=d._unsettled_since is not None,
+                transmit_fault=d._transmit_fault_since is not None, pending=d._pending is not None,
+                next_goal=d._next_goal is not None, max_stale_cycles=int(d.table.stale_cycles.max()))
+
+
 def test_pipelined_goals_are_decided_a_cycle_ahead_from_the_reading_handed_over_first(robot):
     """Each pipelined cycle writes the goal decided while the cycle before's replies were on the wire,
     from the reading handed to on_state just before that decision."""
@@ -267,7 +276,8 @@ def test_pipelined_an_earlier_requests_reply_is_never_published_as_fresh(robot):
             # fewer of the cycles), until the late replies were both seen and pipelined around.
             assert stream_until(d, robot, lambda: d.counters.pipelined_cycles >= piped + 20 and handed_late[0] >= 20
                                 and fresh_seen[0] >= fresh0 + 100 and sim.state()['counters']['late'] >= 60,
-                                timeout_s=60.0), (fresh_seen[0] - fresh0, d.counters)
+                                timeout_s=60.0), (fresh_seen[0] - fresh0, handed_late[0], pipeline_blockers(d),
+                                                  sim.state()['counters'], d.counters)
             sim.command('late 0')
             assert fresh_seen[0] >= 100 and not older, \
                 f'{len(older)} of {fresh_seen[0]} fresh readings were older (servo, ms, slack): {older[:10]}'
