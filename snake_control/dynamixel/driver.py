@@ -317,6 +317,7 @@ class Driver:
         self._next_goal: tuple | None = None   # (goal rad, _encode_goals') decided for the next pipelined cycle
         self._pipeline_break = False        # the last pipelined reading held a stale reply: settle sequentially
         self._replied_at = math.nan         # when the last state read's replies were in (monotonic s)
+        self._first_read_span = None        # (request written, replies in) of this cycle's first read, monotonic s
         # Called first thing by the bus thread (real-time priority, CPU pinning); returns problems to log.
         self.thread_setup = None
         # A robot on several buses (snake_control.dynamixel.multibus): the other buses' worst fault as
@@ -851,13 +852,17 @@ class Driver:
             pipelined = pipelined and self.mode in ('running', 'hold')
         sent = self._write_goals(goal, rebooting, encoded)
         read_start = time.monotonic()
+        self._first_read_span = None
         if pipelined:
             self.counters.pipelined_cycles += 1
             sent = self._read_ahead(now) and sent
         else:
             sent = self._read_state(now, rebooting) and sent
-        # The servos sample their state while the read is on the wire: its midpoint is the measurement time.
-        stamp = 0.5 * (read_start + time.monotonic())
+        # The servos sample their state while the cycle's first read is on the wire (request written to
+        # replies in): its midpoint is the measurement time. Not the whole read step's: the follow-ups of
+        # lost servos and the decoding after it would move the stamp past the read it dates.
+        span = self._first_read_span
+        stamp = 0.5 * (span[0] + span[1]) if span is not None else 0.5 * (read_start + time.monotonic())
         if self._pending is not None and self._pending[4] is None:
             self._pending = self._pending[:4] + (stamp,)     # published by the next cycle, with this stamp
         if sent:
@@ -1356,6 +1361,7 @@ class Driver:
                                      extra_ms=extra_ms,
                                      latency=None if fast else self.retry_latency if quick else self.first_latency)
             if not quick:
+                self._first_read_span = (self.bus.sent_s, time.monotonic())
                 # The cycle's replies are dated against the moment its request was written, not when the
                 # cycle set out to ask: a thread switch between the two would pass a reply sampled in it.
                 self._asked_s = self.bus.sent_s
