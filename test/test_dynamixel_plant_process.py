@@ -136,3 +136,26 @@ def test_a_physics_process_that_dies_is_reported_not_frozen_silently():
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
+
+
+def test_a_lock_left_held_stalls_neither_side():
+    """A process killed while it holds the shared lock leaves it held: the emulator's step gives up on it
+    at once (no new state, nothing stalls the wire), and the physics process still stops when told."""
+    plant = ProcessPlant('test_dynamixel_plant_process:pid_plant', [3], {3: MODEL})
+    plant.configure(3, MODEL, 0.0)
+    plant.start()
+    held = False
+    try:
+        assert wait_for(lambda: plant.step(0.002, {3: 0.0}, {3: True}))
+        held = plant._lock.acquire(timeout=5.0)         # as if a process had died holding it
+        assert held
+        t0 = time.monotonic()
+        assert plant.step(0.002, {3: 0.1}, {3: True}) == {}
+        assert time.monotonic() - t0 < 1.0
+        plant._stop.set()
+        plant._proc.join(timeout=10.0)
+        assert not plant._proc.is_alive(), 'the physics process hung on the lock'
+    finally:
+        if held:
+            plant._lock.release()
+        plant.close()

@@ -30,6 +30,10 @@ import numpy as np
 from snake_control.dynamixel.models import ServoModel
 from snake_control.dynamixel.plant import Plant
 
+# A process killed while it holds the shared lock leaves it held: neither side waits longer than this for it
+# (the emulator's step then checks whether the physics process is alive; the physics process whether the
+# emulator's is).
+LOCK_WAIT_S = 0.05
 CHECK_ALIVE_S = 0.5             # how often a plant that published nothing new is checked for a dead process
 START_TIMEOUT_S = 60.0          # importing a physics engine and compiling a world, on a loaded host
 # Columns of the input rows: goal (servo rad), torque on (0/1), profile velocity, profile acceleration,
@@ -70,16 +74,14 @@ class ProcessPlant(Plant):
         self._proc = None
         self._next_check_s = 0.0
         self._dead_reported = False
+        self._profiles: dict[int, tuple[float, float]] = {}     # row -> profile changes not yet sent
 
     def configure(self, servo_id: int, model: ServoModel, position_rad: float) -> None:
         self._models[servo_id] = model
         self._initial[self._row[servo_id]] = float(position_rad)
 
     def set_profile(self, servo_id: int, velocity_rad_s: float, acceleration_rad_s2: float) -> None:
-        k = self._row[servo_id]
-        with self._lock:
-            self._inputs[k, _VEL], self._inputs[k, _ACC] = velocity_rad_s, acceleration_rad_s2
-            self._inputs[k, _PROFILE] = 1.0
+        self._profiles[self._row[servo_id]] = (velocity_rad_s, acceleration_rad_s2)      # sent with the next step
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Start the child and wait until its world steps (RuntimeError naming the factory otherwise)."""
@@ -109,16 +111,26 @@ class ProcessPlant(Plant):
 
     def step(self, dt_s: float, goals_rad_by_id: dict[int, float],
              torque_on_by_id: dict[int, bool]) -> dict[int, tuple[float, float, float]]:
+        if self._dead_reported:
+            return {}
         goals = [goals_rad_by_id.get(sid, math.nan) for sid in self.ids]
         torque = [1.0 if torque_on_by_id.get(sid, False) else 0.0 for sid in self.ids]
-        with self._lock:
-            self._inputs[:, _GOAL] = goals
-            self._inputs[:, _TORQUE] = torque
-            published = self._state[-1]
-            if published == self._seen:
-                self._check_alive()
-                return {}
-            rows = self._state[:-1].reshape(-1, _STATE_COLS).tolist()
+        rows = None
+        if self._lock.acquire(timeout=LOCK_WAIT_S):
+            try:
+                self._inputs[:, _GOAL] = goals
+                self._inputs[:, _TORQUE] = torque
+                for k, (vel, acc) in self._profiles.items():
+                    self._inputs[k, _VEL], self._inputs[k, _ACC], self._inputs[k, _PROFILE] = vel, acc, 1.0
+                self._profiles.clear()
+                published = self._state[-1]
+                if published != self._seen:
+                    rows = self._state[:-1].reshape(-1, _STATE_COLS).tolist()
+            finally:
+                self._lock.release()
+        if rows is None:
+            self._check_alive()
+            return {}
         self._seen = published
         return {sid: tuple(row) for sid, row in zip(self.ids, rows)}
 
@@ -167,10 +179,18 @@ def _child_main(factory_ref, ids, models, physics_arg, initial, lock, inputs_raw
     inputs = np.frombuffer(inputs_raw).reshape(n, _IN_COLS)
     state = np.frombuffer(state_raw)
 
+    last = [inputs.copy()]
+
     def take_inputs():
-        with lock:
-            rows = inputs.copy()
-            inputs[:, _PROFILE] = 0.0
+        if lock.acquire(timeout=LOCK_WAIT_S):
+            try:
+                rows = last[0] = inputs.copy()
+                inputs[:, _PROFILE] = 0.0
+            finally:
+                lock.release()
+        else:                           # the emulator died holding it (stopped() ends the loop next)
+            rows = last[0].copy()
+            rows[:, _PROFILE] = 0.0
         goals = {sid: g for sid, g in zip(ids, rows[:, _GOAL].tolist()) if not math.isnan(g)}
         torque = {sid: bool(t) for sid, t in zip(ids, rows[:, _TORQUE].tolist())}
         profiles = [(ids[k], (rows[k, _VEL], rows[k, _ACC])) for k in np.flatnonzero(rows[:, _PROFILE]).tolist()]
@@ -178,9 +198,12 @@ def _child_main(factory_ref, ids, models, physics_arg, initial, lock, inputs_raw
 
     def publish(result):
         flat = [v for sid in ids for v in result.get(sid, (math.nan,) * _STATE_COLS)]
-        with lock:
-            state[:-1] = flat
-            state[-1] += 1.0
+        if lock.acquire(timeout=LOCK_WAIT_S):
+            try:
+                state[:-1] = flat
+                state[-1] += 1.0
+            finally:
+                lock.release()
 
     def stopped():
         return stop.is_set() or os.getppid() != parent_pid
