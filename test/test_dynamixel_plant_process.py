@@ -30,6 +30,19 @@ def pid_plant(ids, models_by_id, physics_arg=None):
     return PidPlant()
 
 
+class HalfPlant(MotorModel):
+    """Steps only the lowest servo ID, as a plant that moves some of the bus's servos may."""
+
+    def step(self, dt_s, goals_rad_by_id, torque_on_by_id):
+        out = super().step(dt_s, goals_rad_by_id, torque_on_by_id)
+        first = min(out)
+        return {first: out[first]}
+
+
+def half_plant(ids, models_by_id, physics_arg=None):
+    return HalfPlant()
+
+
 def broken_plant(ids, models_by_id, physics_arg=None):
     raise ValueError(f'no world for {physics_arg}')
 
@@ -39,11 +52,18 @@ def wait_for(predicate, timeout_s=30.0):
     return _wait_for(predicate, timeout_s)
 
 
-def test_the_plant_steps_in_a_child_process_and_follows_goals_torque_and_profiles():
-    plant = ProcessPlant('test_dynamixel_plant_process:pid_plant', [3, 7], {3: MODEL, 7: MODEL})
+def started_plant(factory: str) -> ProcessPlant:
+    """A ProcessPlant of this module's ``factory`` for servos 3 and 7 (configured at 0.1 and -0.2 rad),
+    started."""
+    plant = ProcessPlant(f'test_dynamixel_plant_process:{factory}', [3, 7], {3: MODEL, 7: MODEL})
     plant.configure(3, MODEL, 0.1)
     plant.configure(7, MODEL, -0.2)
     plant.start()
+    return plant
+
+
+def test_the_plant_steps_in_a_child_process_and_follows_goals_torque_and_profiles():
+    plant = started_plant('pid_plant')
     try:
         first = wait_for(lambda: plant.step(0.002, {3: 0.1, 7: -0.2}, {3: False, 7: False}))
         assert first[3][0] == pytest.approx(0.1) and first[7][0] == pytest.approx(-0.2)    # as configured
@@ -158,4 +178,15 @@ def test_a_lock_left_held_stalls_neither_side():
     finally:
         if held:
             plant._lock.release()
+        plant.close()
+
+
+def test_servos_the_plant_leaves_out_keep_their_state():
+    """As with the plant in the emulator's process, a servo missing from a step's result is not written
+    (no NaN reaches the servo's present values)."""
+    plant = started_plant('half_plant')
+    try:
+        state = wait_for(lambda: plant.step(0.002, {3: 0.1, 7: -0.2}, {3: True, 7: True}))
+        assert set(state) == {3} and state[3][0] == pytest.approx(0.1)
+    finally:
         plant.close()

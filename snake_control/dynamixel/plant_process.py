@@ -29,6 +29,7 @@ import numpy as np
 
 from snake_control.dynamixel.models import ServoModel
 from snake_control.dynamixel.plant import Plant
+from snake_control.dynamixel.simbus import plant_factory, plant_reference
 
 # A process killed while it holds the shared lock leaves it held: neither side waits longer than this for it
 # (the emulator's step then checks whether the physics process is alive; the physics process whether the
@@ -54,6 +55,7 @@ class ProcessPlant(Plant):
     threaded = False
 
     def __init__(self, factory_ref: str, ids, models_by_id: dict[int, ServoModel], physics_arg=None):
+        plant_reference(factory_ref)        # its form now; the child imports it
         self.ids = [int(i) for i in ids]
         self._row = {sid: k for k, sid in enumerate(self.ids)}
         self._models = {sid: models_by_id[sid] for sid in self.ids}
@@ -132,7 +134,8 @@ class ProcessPlant(Plant):
             self._check_alive()
             return {}
         self._seen = published
-        return {sid: tuple(row) for sid, row in zip(self.ids, rows)}
+        # A servo the plant left out of its step (NaN) keeps its state, as when the plant runs in-process.
+        return {sid: tuple(row) for sid, row in zip(self.ids, rows) if not math.isnan(row[0])}
 
     def _check_alive(self) -> None:
         """No new state: say so once if the physics process has ended (the servos then stop moving; a
@@ -167,7 +170,6 @@ def _child_main(factory_ref, ids, models, physics_arg, initial, lock, inputs_raw
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     from snake_control.dynamixel.emulator import step_plant_forever
-    from snake_control.dynamixel.simbus import plant_factory
     try:
         plant = plant_factory(factory_ref)(list(ids), models, physics_arg)
         for sid, q in zip(ids, initial):
