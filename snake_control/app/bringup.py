@@ -83,8 +83,8 @@ def loop_warnings(target_hz: float, driver_rate_hz: float | None, joint_states_r
             if n > FAULT_AIM * of:
                 where = f'{cycles} cycles' + (f' of {per} servos' if per > 1 else '')
                 line = f'WARN {n} {what} in {where} ({n / of:.2%}; aim under {FAULT_AIM:.1%})'
-                late = int(counters.get('late_replies', 0) or 0)
-                if key == 'read_failures' and late:
+                late = int(counters.get('late_replies', 0) or 0) if key == 'read_failures' else 0
+                if late:
                     # A reply that came whole after its deadline was not lost on the line: the host, the
                     # adapter or an emulated bus's process answered late, and the cure differs.
                     line += (f'; {min(late, n)} of them late replies (whole, after the deadline: the host, '

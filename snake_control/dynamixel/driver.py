@@ -949,7 +949,6 @@ class Driver:
             ran.append(True)
             self._deferred_work(pending)
         self.bus.after_send = deferred
-        self._asked_s = time.monotonic()
         self._stale_ids.clear()
         try:
             got = self._sync_read(ids, True, quick=False, extra_ms=extra_ms, defer=True)
@@ -1216,7 +1215,6 @@ class Driver:
                 self._hand_over_unpublished()
         try:
             if ids:
-                self._asked_s = time.monotonic()
                 self._stale_ids.clear()
                 got = self._sync_read(ids, strategy.fast, quick=False, extra_ms=extra_ms)
         except CommError:                   # the request did not leave: no reply this cycle
@@ -1360,16 +1358,16 @@ class Driver:
             got = self.bus.sync_read(STATE_BLOCK.data_address, STATE_BLOCK.size, ids, fast, drain=False,
                                      extra_ms=extra_ms,
                                      latency=None if fast else self.retry_latency if quick else self.first_latency)
-            if not quick:
-                self._first_read_span = (self.bus.sent_s, time.monotonic())
-                # The cycle's replies are dated against the moment its request was written, not when the
-                # cycle set out to ask: a thread switch between the two would pass a reply sampled in it.
-                self._asked_s = self.bus.sent_s
             reply_bytes = P.sync_read_reply_bytes(len(ids), STATE_BLOCK.size, fast)
             self._last_read_ms_due = (14 + len(ids) + reply_bytes) * self.bus.byte_time_ms + self.bus.port.margin_ms
         replied = time.monotonic()
         self._last_read_ms = (replied - start) * 1000.0
         self._replied_at = replied
+        if not quick:
+            # The cycle's replies are dated against the moment its request was written, not when the cycle
+            # set out to ask: a thread switch between the two would pass a reply sampled in it.
+            self._asked_s = self.bus.sent_s
+            self._first_read_span = (self._asked_s, replied)
         if got and not (defer and len(got) == len(ids)):
             got, stale = self._drop_stale(got, fast, replied, complete=len(got) == len(ids))
             if stale and not quick:

@@ -206,7 +206,6 @@ def run(args, out=sys.stdout) -> int:
     else:
         # The child imports the factory (and its physics engine): this process never needs them.
         from snake_control.dynamixel.plant_process import ProcessPlant
-        plant_reference(args.physics)
         plant = ProcessPlant(args.physics, ids, models, args.physics_arg)
     mechanics = SharedMechanics(plant) if len(groups) > 1 else None
     buses = [BusEmulator(group, models, group_baud, FaultSpec.parse(args.faults), plant, link, args.firmware,
