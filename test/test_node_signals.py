@@ -133,3 +133,39 @@ def test_a_node_stops_when_the_process_that_started_it_dies():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_spin_that_outlasts_its_stop_ends_quietly_when_the_nodes_are_destroyed_under_it():
+    # bringup waits 5 s for its spin thread, then destroys the nodes; a starved executor still inside
+    # spin_once then fails with InvalidHandle. Asked to stop, the loop ends; not asked, the error stands.
+    import rclpy
+    from rclpy.exceptions import InvalidHandle
+    from rclpy.executors import SingleThreadedExecutor
+    from snake_control.nodes.runner import spin_until
+
+    class Destroyed(SingleThreadedExecutor):
+        def __init__(self, context, stop, stop_first):
+            super().__init__(context=context)
+            self.stop, self.stop_first, self.calls = stop, stop_first, 0
+
+        def spin_once(self, timeout_sec=None):
+            self.calls += 1
+            if self.stop_first:
+                self.stop.set()
+            raise InvalidHandle('cannot use Destroyable because destruction was requested')
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        stop = threading.Event()
+        executor = Destroyed(context, stop, stop_first=True)
+        spin_until(executor, context, stop)
+        assert executor.calls == 1
+        executor.shutdown()
+        stop = threading.Event()
+        executor = Destroyed(context, stop, stop_first=False)
+        with pytest.raises(InvalidHandle):
+            spin_until(executor, context, stop)
+        executor.shutdown()
+    finally:
+        context.try_shutdown()

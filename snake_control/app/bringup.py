@@ -425,6 +425,8 @@ def run_bringup(args: GraphArgs, script: str | None = None, record: str | None =
             stop.set()
             if spin is not None:
                 spin.join(timeout=5)
+                if spin.is_alive():
+                    log('the executor was still inside a callback 5 s after the stop: stopping the nodes anyway')
             if executor is not None:
                 # No callback runs from here on, so none can touch a node being destroyed.
                 for exc in stop_executor(executor, timeout_sec=5):
