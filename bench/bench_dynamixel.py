@@ -10,7 +10,8 @@ For 32 servos at 1, 2 and 4 Mbit/s, with fast sync read and with sync read:
 - the same 100 Hz cycle written directly on dynamixel_sdk (its busy-polling reads), for comparison.
 - the driver alone at 400 Hz (pitch_yaw_32, 4 Mbit/s, fast sync read, the emulator coupled to MuJoCo, a
   JointState published from each reading as driver_node does): the share of cycles on time, pipelined
-  (Driver.pipeline, as driver_node runs one bus) and sequential, in alternating pairs (aim >= 98 %);
+  (Driver.pipeline, as driver_node runs one bus) and sequential, in alternating pairs (aim >= 98 %),
+  beside what a bare loop with the cycle's wake-ups and no work keeps on this host (bench.host_ceiling);
 - the driver at 100 Hz on the bus coupled to MuJoCo, the world stepped in the emulator's process and in
   a process of its own (the default), in alternating pairs: the share of servo reads that failed because
   the emulator answered late (aim: the demo's 0.1 %);
@@ -165,6 +166,13 @@ def bench_400():
     finally:
         close()
     load = os.getloadavg()[0]
+    from bench.host_ceiling import ceiling
+    wire_s = cycle_bytes(True, 14) * 10.0 / 4_000_000
+    host = ceiling(RATE_400_HZ, wire_s, RUN_400_S * PAIRS_400)
+    print(f'host ceiling: a bare loop with the cycle\'s wake-ups and {1000 * wire_s:.2f} ms of wire, no work, keeps '
+          f'{host["on_time"]:.1%} of cycles on time at 400 Hz (wake-ups beyond the wire p50 {host["trip_p50_ms"]:.2f} '
+          f'ms, p99 {host["trip_p99_ms"]:.2f} ms)'
+          + (f'  WARN this host alone misses the {AIM_ON_TIME_400:.0%} aim' if host['on_time'] < AIM_ON_TIME_400 else ''))
     for pipeline in (True, False):
         med = {key: float(np.median([r[key] for r in runs[pipeline]])) for key in runs[pipeline][0]}
         label = 'pipelined' if pipeline else 'sequential'
@@ -173,7 +181,7 @@ def bench_400():
                 f'(runs {shares}; aim >= {AIM_ON_TIME_400:.0%}), {med["states_hz"]:.0f} readings/s, '
                 f'{med["pipelined"]:.0%} of cycles pipelined, load {load:.2f}')
         if pipeline and med['on_time'] < AIM_ON_TIME_400:
-            line += '  WARN below the aim'
+            line += f'  WARN below the aim (the bare loop: {host["on_time"]:.1%})'
         print(line)
 
 
