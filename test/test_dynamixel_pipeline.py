@@ -287,6 +287,35 @@ def test_pipelined_an_earlier_requests_reply_is_never_published_as_fresh(robot):
         assert_goals_safe(sim, d)
 
 
+def test_a_stale_reading_taken_on_leaving_the_pipeline_settles_in_one_sequential_cycle(robot):
+    """A pipelined reading with stale replies sends the next cycle to the sequential path, whose own read
+    settles the line; then the pipeline resumes. When the reading left pending as the pipeline was left
+    held stale replies too, nothing was pending any more to clear the mark, and the driver stayed
+    sequential for good (a CI run: 36 pipelined cycles, then none, with late replies)."""
+    with SimBusProcess(sim_args(robot.source)) as sim:
+        d = pipelined_driver(robot, sim, stale_limit=1000, read_mode='fast')
+        take_pending, flushed = d._take_pending, [0]
+
+        def _take_pending(now, pending):
+            take_pending(now, pending)
+            if d._next_goal is None and d._pending is None and flushed[0] == 0:
+                # Taken by _flush_pipeline (a sequential cycle): as if its replies had come stale.
+                flushed[0] += 1
+                d._pipeline_break = True
+        d.start()
+        try:
+            assert stream_until(d, robot, lambda: d.counters.pipelined_cycles >= 20)
+            d._take_pending = _take_pending
+            d._pipeline_break = True            # one pipelined reading held stale replies
+            assert stream_until(d, robot, lambda: flushed[0] == 1)
+            piped = d.counters.pipelined_cycles
+            assert stream_until(d, robot, lambda: d.counters.pipelined_cycles >= piped + 20), \
+                pipeline_blockers(d)
+        finally:
+            d.stop()
+        assert_goals_safe(sim, d)
+
+
 def test_a_pipelined_reading_is_checked_against_its_own_request_a_cycle_later(robot):
     """A pipelined cycle keeps a whole reply raw and takes it during the next read: its Realtime Ticks
     are judged against the time of the request it came in, not the one then on the wire, and a reply

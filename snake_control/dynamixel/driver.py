@@ -315,7 +315,7 @@ class Driver:
         self.pipeline_spare_ms = PIPELINE_SPARE_MS
         self._pending = None                # (replies, IDs asked, asked s, replied s, stamp s) not yet taken
         self._next_goal: tuple | None = None   # (goal rad, _encode_goals') decided for the next pipelined cycle
-        self._pipeline_break = False        # the last pipelined reading held a stale reply: settle sequentially
+        self._pipeline_break = False        # a pipelined reading held a stale reply: one sequential cycle settles
         self._replied_at = math.nan         # when the last state read's replies were in (monotonic s)
         self._first_read_span = None        # (request written, replies in) of this cycle's first read, monotonic s
         # Called first thing by the bus thread (real-time priority, CPU pinning); returns problems to log.
@@ -858,6 +858,10 @@ class Driver:
             sent = self._read_ahead(now) and sent
         else:
             sent = self._read_state(now, rebooting) and sent
+            # This sequential read settled the line. Cleared here, not only on leaving the pipeline: the
+            # reading taken then may itself hold stale replies, and with nothing left pending the mark
+            # would keep every later cycle sequential.
+            self._pipeline_break = False
         # The servos sample their state while the cycle's first read is on the wire (request written to
         # replies in): its midpoint is the measurement time. Not the whole read step's: the follow-ups of
         # lost servos and the decoding after it would move the stamp past the read it dates.
