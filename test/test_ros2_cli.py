@@ -147,7 +147,8 @@ def test_launch_drive_and_ctrl_c_wheeled_8(workspace, tmp_path):
         print(f'ros2 topic hz /snake/joint_states: {rates[-1]:.1f} Hz')
 
         # Switch gait, drive, change a parameter: as the README writes them.
-        out = run(ws, 'ros2 topic pub --once /snake/gait/select std_msgs/String "data: lateral_undulation"')
+        out = run(ws, 'ros2 topic pub --once --keep-alive 2 /snake/gait/select std_msgs/String '
+                      '"data: lateral_undulation"')
         assert out.returncode == 0, out.stderr
         poll(lambda: gait_state(ws).get('target_gait') == 'lateral_undulation', what='gait/select')
         out = run(ws, 'ros2 topic pub -t 3 -r 10 /snake/cmd_vel geometry_msgs/Twist "{linear: {x: 0.05}}"')
