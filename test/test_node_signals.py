@@ -135,37 +135,43 @@ def test_a_node_stops_when_the_process_that_started_it_dies():
         proc.wait()
 
 
-def test_a_spin_that_outlasts_its_stop_ends_quietly_when_the_nodes_are_destroyed_under_it():
-    # bringup waits 5 s for its spin thread, then destroys the nodes; a starved executor still inside
-    # spin_once then fails with InvalidHandle. Asked to stop, the loop ends; not asked, the error stands.
+def test_a_spin_loop_survives_an_entity_destroyed_under_it_and_ends_quietly_when_stopped():
+    # rclpy's multi-threaded executor raises InvalidHandle when a callback destroys a subscription while
+    # another thread builds the wait set (the gait node drops its IMU subscription after the first
+    # message): the loop spins on. bringup waits 5 s for its spin thread, then destroys the nodes; a
+    # starved executor still inside spin_once fails the same way, and the loop, asked to stop, ends. An
+    # error that keeps coming is raised.
     import rclpy
     from rclpy.exceptions import InvalidHandle
     from rclpy.executors import SingleThreadedExecutor
-    from snake_control.nodes.runner import spin_until
+    from snake_control.nodes.runner import SPIN_RACES_MAX, spin_until
 
-    class Destroyed(SingleThreadedExecutor):
-        def __init__(self, context, stop, stop_first):
+    class Raising(SingleThreadedExecutor):
+        def __init__(self, context, stop, plan):
             super().__init__(context=context)
-            self.stop, self.stop_first, self.calls = stop, stop_first, 0
+            self.stop, self.plan, self.calls = stop, list(plan), 0
 
         def spin_once(self, timeout_sec=None):
             self.calls += 1
-            if self.stop_first:
+            step = self.plan.pop(0) if self.plan else 'raise'
+            if step == 'stop':
                 self.stop.set()
-            raise InvalidHandle('cannot use Destroyable because destruction was requested')
+            if step in ('raise', 'stop'):
+                raise InvalidHandle('cannot use Destroyable because destruction was requested')
 
     context = rclpy.Context()
     rclpy.init(context=context)
     try:
         stop = threading.Event()
-        executor = Destroyed(context, stop, stop_first=True)
-        spin_until(executor, context, stop)
-        assert executor.calls == 1
+        executor = Raising(context, stop, ['raise', 'ok', 'raise', 'ok', 'stop'])
+        spin_until(executor, context, stop)         # neither the races nor the stop escape
+        assert executor.calls == 5
         executor.shutdown()
         stop = threading.Event()
-        executor = Destroyed(context, stop, stop_first=False)
+        executor = Raising(context, stop, [])
         with pytest.raises(InvalidHandle):
             spin_until(executor, context, stop)
+        assert executor.calls == SPIN_RACES_MAX + 1
         executor.shutdown()
     finally:
         context.try_shutdown()

@@ -25,6 +25,7 @@ from rclpy.exceptions import InvalidHandle
 # not the default 5 ms (half a 100 Hz control period).
 SWITCH_INTERVAL_S = 0.001
 SPIN_TIMEOUT_S = 0.1      # how often a spin loop looks at its stop condition
+SPIN_RACES_MAX = 10       # InvalidHandle from spin_once this many times in a row, not stopping: raised
 
 
 def make_executor(context=None):
@@ -47,15 +48,23 @@ def spin_until(executor, context, stop: threading.Event | None = None) -> None:
     def stopping() -> bool:
         return not context.ok() or (stop is not None and stop.is_set()) or launcher_gone()
 
+    raced = 0
     while not stopping():
         try:
             executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+            raced = 0
         except InvalidHandle:
-            # A spin_once that outlasted its caller's wait for this loop (a starved executor) finds the
-            # nodes being destroyed: the stop was asked for, so the loop ends instead of printing a traceback.
             if stopping():
+                # A spin_once that outlasted its caller's wait for this loop (a starved executor) found the
+                # nodes being destroyed: the stop was asked for, so the loop ends without a traceback.
                 return
-            raise
+            # An entity destroyed while another thread built the wait set (rclpy's multi-threaded
+            # executor, when a callback drops a subscription, as the gait node does after the first IMU
+            # message): the next spin_once builds a new one without it. Ending here stopped every callback
+            # of the process. Only an error that keeps coming is raised.
+            raced += 1
+            if raced > SPIN_RACES_MAX:
+                raise
 
 
 def stop_executor(executor, timeout_sec: float) -> list[BaseException]:
