@@ -166,13 +166,8 @@ def bench_400():
     finally:
         close()
     load = os.getloadavg()[0]
-    from bench.host_ceiling import ceiling
-    wire_s = cycle_bytes(True, 14) * 10.0 / 4_000_000
-    host = ceiling(RATE_400_HZ, wire_s, RUN_400_S * PAIRS_400)
-    print(f'host ceiling: a bare loop with the cycle\'s wake-ups and {1000 * wire_s:.2f} ms of wire, no work, keeps '
-          f'{host["on_time"]:.1%} of cycles on time at 400 Hz (wake-ups beyond the wire p50 {host["trip_p50_ms"]:.2f} '
-          f'ms, p99 {host["trip_p99_ms"]:.2f} ms)'
-          + (f'  WARN this host alone misses the {AIM_ON_TIME_400:.0%} aim' if host['on_time'] < AIM_ON_TIME_400 else ''))
+    from bench.host_ceiling import beside, print_ceiling
+    host = print_ceiling(RATE_400_HZ, AIM_ON_TIME_400, RUN_400_S * PAIRS_400)
     for pipeline in (True, False):
         med = {key: float(np.median([r[key] for r in runs[pipeline]])) for key in runs[pipeline][0]}
         label = 'pipelined' if pipeline else 'sequential'
@@ -181,7 +176,7 @@ def bench_400():
                 f'(runs {shares}; aim >= {AIM_ON_TIME_400:.0%}), {med["states_hz"]:.0f} readings/s, '
                 f'{med["pipelined"]:.0%} of cycles pipelined, load {load:.2f}')
         if pipeline and med['on_time'] < AIM_ON_TIME_400:
-            line += f'  WARN below the aim (the bare loop: {host["on_time"]:.1%})'
+            line += '  WARN below the aim' + beside(host)
         print(line)
 
 

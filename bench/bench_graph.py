@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from bench.host_ceiling import beside, print_ceiling
+
 ROBOT = 'pitch_yaw_32'
 RATE_HZ = 100.0
 BAUD = 4_000_000
@@ -250,8 +252,7 @@ def _timing_line(label: str, f: dict, rate_hz: float, host_on_time: float | None
     aim = AIM_ON_TIME.get(rate_hz, 0.98)
     warn = []
     if f['on_time'] < aim:
-        warn.append(f'on time below {aim:.0%}' + (f' (a bare loop on this host: {host_on_time:.1%})'
-                                                  if host_on_time is not None else ''))
+        warn.append(f'on time below {aim:.0%}' + beside(host_on_time))
     if rate_hz == 100.0 and f['p99_ms'] > AIM_P99_PERIOD_MS:
         warn.append(f'p99 period above {AIM_P99_PERIOD_MS:g} ms')
     if f['stale_holds']:
@@ -282,21 +283,6 @@ def _breakdown_lines(f: dict) -> list[str]:
     return lines
 
 
-def host_ceiling_line(rate_hz: float) -> float:
-    """Print what this host's scheduler alone allows a 4 Mbit/s fast-sync-read cycle of pitch_yaw_32 at
-    rate_hz (bench.host_ceiling), judged against the aim; returns its on-time share."""
-    from bench.bench_dynamixel import cycle_bytes
-    from bench.host_ceiling import ceiling
-    wire_s = cycle_bytes(True, 14) * 10.0 / BAUD
-    c = ceiling(rate_hz, wire_s, HOST_CEILING_S)
-    aim = AIM_ON_TIME.get(rate_hz, 0.98)
-    print(f'  host ceiling: a bare loop with the cycle\'s wake-ups and {1000 * wire_s:.2f} ms of wire, no work, '
-          f'keeps {c["on_time"]:.1%} of cycles on time at {rate_hz:g} Hz (wake-ups beyond the wire p50 '
-          f'{c["trip_p50_ms"]:.2f} ms, p99 {c["trip_p99_ms"]:.2f} ms)'
-          + (f'  WARN this host alone misses the {aim:.0%} aim' if c['on_time'] < aim else ''), flush=True)
-    return c['on_time']
-
-
 def bench_timing() -> dict:
     """The timing runs at 100 and 400 Hz; returns the host ceiling's on-time share by rate."""
     from snake_control.app.demo import demo_script_path
@@ -308,7 +294,7 @@ def bench_timing() -> dict:
     for rate in (RATE_HZ, 400.0):
         print(f'{rate:g} Hz control' + (f' (estimator decimated to 100 Hz, gait at {gait_rate_hz(rate):g} Hz)'
                                         if rate > RATE_HZ else ''), flush=True)
-        host = ceilings[rate] = host_ceiling_line(rate)
+        host = ceilings[rate] = print_ceiling(rate, AIM_ON_TIME.get(rate, 0.98), HOST_CEILING_S, indent='  ')
         figures = {}
         for label, kind in (('shipped (events executor, driver in its own process)', SHIPPED),
                             ('before (multi-threaded executor, one process)', BEFORE)):
@@ -525,8 +511,7 @@ def bench_launch(seconds: float = 30.0, host_on_time: float | None = None):
     print(f'ros2 launch (one process per node), {ROBOT} at {RATE_HZ:g} Hz: joint_states {rate:.1f} Hz, '
           f'{on_time:.1%} of cycles on time, p99 period {1000 * np.percentile(periods, 99):.1f} ms; '
           f'{torque.group(0) if torque else "torque state not reported"}'
-          + (f'  WARN below {AIM_ON_TIME[RATE_HZ]:.0%} on time' + (f' (a bare loop on this host: {host_on_time:.1%})'
-                                                                 if host_on_time is not None else '')
+          + (f'  WARN below {AIM_ON_TIME[RATE_HZ]:.0%} on time' + beside(host_on_time)
              if on_time < AIM_ON_TIME[RATE_HZ] else ''),
           flush=True)
 

@@ -1,7 +1,7 @@
 """What this computer's scheduler alone allows a bus cycle: the on-time share of a minimal loop that wakes
 as the driver and the emulated bus wake, with none of their work.
 
-A cycle of the driver on the emulated bus wakes three times: the bus loop at its tick, the emulator when
+A cycle of the driver on the emulated bus wakes four times: the bus loop at its tick, the emulator when
 the request arrives on the pseudo-terminal, the emulator again when the reply's wire time is up (it
 sleeps, never spins), and the bus loop when the reply is in. Each wake-up is late by the host's
 scheduling latency. At 400 Hz and 4 Mbit/s the wire takes about 70 % of the 2.5 ms period, so a few
@@ -10,7 +10,8 @@ wake-ups each a few hundred microseconds late make a cycle late whatever the dri
 `ceiling(rate_hz, wire_s, seconds)` runs that loop: a parent that sleeps to each tick, writes a request
 on a pty and waits for the reply, and a forked child that reads the request, sleeps until the wire time
 is up and answers. Its readings' on-time share (bench_graph.on_time_share, the same rule as the
-driver's figure) is the ceiling this host puts on the driver's. It also prints the bare pty round trip.
+driver's figure) is the ceiling this host puts on the driver's. `print_ceiling` runs it for pitch_yaw_32's
+4 Mbit/s fast-sync-read cycle and prints the line the benchmarks show; `beside` words it for their WARNs.
 """
 from __future__ import annotations
 
@@ -96,3 +97,21 @@ def ceiling(rate_hz: float, wire_s: float, seconds: float, request_bytes: int = 
     trips_ms = np.array(trips) * 1e3 if trips else np.array([float('nan')])
     return dict(on_time=on_time_share(stamps, rate_hz, wall), readings_hz=len(stamps) / wall,
                 trip_p50_ms=float(np.median(trips_ms)), trip_p99_ms=float(np.percentile(trips_ms, 99)))
+
+
+def print_ceiling(rate_hz: float, aim: float, seconds: float, indent: str = '') -> float:
+    """Run the bare loop for pitch_yaw_32's cycle at 4 Mbit/s with fast sync read (bench_dynamixel.cycle_bytes,
+    14-byte state blocks) and print its line, judged against the on-time aim; returns its on-time share."""
+    from bench.bench_dynamixel import cycle_bytes
+    wire_s = cycle_bytes(True, 14) * 10.0 / 4_000_000
+    c = ceiling(rate_hz, wire_s, seconds)
+    print(f'{indent}host ceiling: a bare loop with the cycle\'s wake-ups and {1000 * wire_s:.2f} ms of wire, no '
+          f'work, keeps {c["on_time"]:.1%} of cycles on time at {rate_hz:g} Hz (wake-ups beyond the wire p50 '
+          f'{c["trip_p50_ms"]:.2f} ms, p99 {c["trip_p99_ms"]:.2f} ms)'
+          + (f'  WARN this host alone misses the {aim:.0%} aim' if c['on_time'] < aim else ''), flush=True)
+    return c['on_time']
+
+
+def beside(on_time: float | None) -> str:
+    """' (a bare loop on this host: x %)' for an on-time WARN; '' when the ceiling was not measured."""
+    return '' if on_time is None else f' (a bare loop on this host: {on_time:.1%})'
