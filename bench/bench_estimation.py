@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from snake_control.estimation import contact
+from snake_control.estimation.kernel_loading import numpy_only
 from snake_control.estimation.estimator import Estimator
 from snake_control.robot import load_robot
 
@@ -97,12 +98,8 @@ def main():
         print(f'{label:40s} {med:10.1f} {p99:10.1f} {cpu:14.1f}')
     numpy_cpu = None
     if compiled:
-        kernels = contact._KERNELS[:]
-        contact._KERNELS[:] = [None]
-        try:
+        with numpy_only():
             _, _, numpy_cpu = measure('pitch_yaw_32', n_msgs=1000)
-        finally:
-            contact._KERNELS[:] = kernels
         print(f'{"pitch_yaw_32 numpy path (no kernels)":40s} {"":>10s} {"":>10s} {numpy_cpu:14.1f}')
     med, cpu = headline
     status = 'OK' if cpu < AIM_US else 'WARN'

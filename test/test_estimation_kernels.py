@@ -5,17 +5,17 @@ import pytest
 from snake_control.estimation import contact
 from snake_control.estimation.contact import chain_poses, contact_step, support_plane
 from snake_control.estimation.estimator import Estimator
+from snake_control.estimation.kernel_loading import numpy_only
 from snake_control.robot import load_robot
 
 pytestmark = pytest.mark.skipif(contact.compiled() is None, reason='numba not installed')
 
 
 @pytest.fixture
-def numpy_path(monkeypatch):
+def numpy_path():
     """Switch the kernels off for the duration of a `with`-less call: returns a function running f that way."""
     def run(f, *args, **kwargs):
-        with monkeypatch.context() as m:
-            m.setattr(contact, '_KERNELS', [None])
+        with numpy_only():
             return f(*args, **kwargs)
     return run
 

@@ -35,22 +35,11 @@ import numpy as np
 
 from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, regularised_normal_solve,
                                                  symmetric_eigh)
+from snake_control.estimation.kernel_loading import compiled
 from snake_control.kinematics.lie import hat3, hat_batch, so3_log
 
 _EYE3 = np.eye(3)
 
-_KERNELS = []
-
-
-def compiled():
-    """The compiled kernels module (snake_control.estimation.kernels) or None without numba.
-
-    Imported on first use: numba takes about a second to import, which planar robots and tools that never
-    run a pitch-yaw estimate should not pay."""
-    if not _KERNELS:
-        from snake_control.estimation import kernels
-        _KERNELS.append(kernels if kernels.AVAILABLE else None)
-    return _KERNELS[0]
 
 
 _X, _Y, _Z = np.eye(3)

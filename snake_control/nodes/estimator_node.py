@@ -13,7 +13,8 @@ their stamp (snake_control.estimation.stamp_order; at most a quarter second of s
 bridges the missing readings with the contacts); one with an orientation gives it (and its rate) to the
 next joint_states update.
 Publishes: odom (nav_msgs/Odometry, frame odom_frame -> base frame, with covariance), /diagnostics
-(diagnostic_msgs/DiagnosticArray: slip residual, rank, singularity, message counts), and the odom -> base
+(diagnostic_msgs/DiagnosticArray: slip residual, rank, singularity, message counts, kernels: loading
+while a pitch-yaw robot's compiled kernels build in the background), and the odom -> base
 transform on /tf where tf2_msgs is installed (odom -> link_0, so the URDF tree hangs under it).
 
 Parameters (read-only ones are fixed at start):
@@ -56,6 +57,7 @@ from sensor_msgs.msg import Imu, JointState
 
 from snake_control.estimation.estimator import root_link_pose
 from snake_control.estimation.input_gate import KINDS as GATE_KINDS
+from snake_control.estimation.kernel_loading import kernels_state, prepare_kernels
 from snake_control.estimation.pipeline import EstimatorParams, EstimatorPipeline
 from snake_control.kinematics.lie import quaternion_from_matrix
 from snake_control.nodes.messages import (IMU_ANGULAR_VELOCITY, IMU_ANGULAR_VELOCITY_COVARIANCE,
@@ -135,6 +137,9 @@ class EstimatorNode(Node):
         self.slip_warn = params.slip_warn_m_s
         self.use_imu = self.pipeline.use_imu
         self.add_on_set_parameters_callback(self._on_parameters)
+        # The pitch-yaw estimate's compiled kernels load in the background (a first start after an install
+        # compiles them for about 20 s of CPU): odometry runs on the numpy path until they are in.
+        self._kernels = None if self.estimator.planar else prepare_kernels(self._log_kernels)
 
         self.odom_pub = self.create_publisher(Odometry, 'odom', STATE_QOS)
         self._odom_writer = OdometryWriter(self.odom_frame, self.base_frame)
@@ -163,6 +168,15 @@ class EstimatorNode(Node):
         self.create_subscription(JointState, 'joint_states', self._on_joint_states, SENSOR_QOS, raw=True)
         self.get_logger().info(f'estimating {self.robot.name} ({self.robot.kind}) in {self.odom_frame} -> '
                                f'{self.base_frame}')
+
+    def _log_kernels(self, level: str, text: str):
+        log = self.get_logger()
+        (log.warning if level == 'warn' else log.info)(text)
+
+    def destroy_node(self):
+        if self._kernels is not None:
+            self._kernels.stop()
+        return super().destroy_node()
 
     def _on_parameters(self, params):
         for param in params:
@@ -269,6 +283,7 @@ class EstimatorNode(Node):
             'rank_needed': str(state.rank_needed),
             'singular': str(bool(state.singular)).lower(),
             'contacts': str(int(np.count_nonzero(state.contacts))),
+            'kernels': kernels_state(),
             **{k: str(c[k]) for k in ('received', 'imu_received', 'imu_gaps', 'imu_late', 'imu_bridged')},
             'gyro_bias_rad_s': ' '.join(f'{b:.5f}' for b in self.estimator.imu.bias),
             **{k: str(c[k]) for k in ('stale_held', 'held_for_imu', 'imu_timed_out', 'decimated', 'rejected',
