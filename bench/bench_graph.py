@@ -8,7 +8,7 @@ MultiThreadedExecutor and the driver in this process (how the graph shipped befo
    messages' stamps: when the servos were read), cycles the driver held because readings went stale,
    and the CPU of the controller processes (driver, gait, estimator, teleop; not the emulator or the
    physics) per control cycle, in all and per process (bringup's own, the driver's), and the rate the
-   gait ticked at. The same at 400 Hz with the estimator decimated to 100 Hz and the gait at 100 Hz (the
+   gait ticked at. The same at 400 Hz with the estimator decimated to its default rate and the gait at 100 Hz (the
    driver moves the goals between its commands). Before each rate, the host's own ceiling: what a bare
    loop with the cycle's wake-ups and no work keeps on time (bench.host_ceiling), named in the WARNs.
 2. Latency from a Joy message to the matching goal on the emulated servos' wire. The stimulus is the
@@ -286,13 +286,15 @@ def _breakdown_lines(f: dict) -> list[str]:
 def bench_timing() -> dict:
     """The timing runs at 100 and 400 Hz; returns the host ceiling's on-time share by rate."""
     from snake_control.app.demo import demo_script_path
+    from snake_control.estimation.pipeline import EstimatorParams
     from snake_control.robot import gait_rate_hz
     script = demo_script_path(ROBOT)
     ceilings = {}
     print(f'Keeping time: {ROBOT} on the {BAUD / 1e6:g} Mbit/s emulated bus with MuJoCo, script {script.name}',
           flush=True)
     for rate in (RATE_HZ, 400.0):
-        print(f'{rate:g} Hz control' + (f' (estimator decimated to 100 Hz, gait at {gait_rate_hz(rate):g} Hz)'
+        est_hz = EstimatorParams.update_rate_hz
+        print(f'{rate:g} Hz control' + (f' (estimator decimated to {est_hz:g} Hz, gait at {gait_rate_hz(rate):g} Hz)'
                                         if rate > RATE_HZ else ''), flush=True)
         host = ceilings[rate] = print_ceiling(rate, AIM_ON_TIME.get(rate, 0.98), HOST_CEILING_S, indent='  ')
         figures = {}

@@ -355,8 +355,9 @@ def test_a_future_stamp_or_a_spoofed_pose_never_stops_odometry(ros):
     for good while /diagnostics said OK. Now it is rejected, counted, and reported as WARN; so is a
     spoofed pose far from the measured one."""
     robot = load_robot('wheeled_8')
-    node = EstimatorNode(context=ros, parameter_overrides=[
-        Parameter('robot', value='wheeled_8'), Parameter('diagnostics_rate_hz', value=20.0)])
+    node = EstimatorNode(context=ros, parameter_overrides=[     # every message updates (100 Hz stamps)
+        Parameter('robot', value='wheeled_8'), Parameter('diagnostics_rate_hz', value=20.0),
+        Parameter('update_rate_hz', value=0.0)])
     peer = rclpy.create_node('estimator_gate_peer', context=ros)
     odoms, diags = [], []
     peer.create_subscription(Odometry, 'odom', odoms.append, QoSProfile(depth=500))
@@ -508,7 +509,8 @@ def test_the_node_and_the_offline_replay_give_the_same_odometry(ros):
 
     robot = load_robot('wheeled_8')
     node, peer, odoms, js_pub, imu_pub, executor = _imu_rig(
-        ros, 'estimator_replay_peer', Parameter('robot', value='wheeled_8'), odom_depth=1000)
+        ros, 'estimator_replay_peer', Parameter('robot', value='wheeled_8'), Parameter('update_rate_hz', value=100.0),
+        odom_depth=1000)
     k = np.arange(robot.n_joints)
     joints_t = np.concatenate([100.0 + 0.005 * np.arange(160), 97.8 + 0.005 * np.arange(80)])
     joints_t[50] = time.time() + 86400.0                # a day ahead of the node's clock
@@ -550,7 +552,7 @@ def test_the_node_and_the_offline_replay_give_the_same_odometry(ros):
         inputs.imu_orientation_xyzw = np.full((len(im), 4), np.nan)
         inputs.imu_rate_rad_s = np.column_stack((0 * im[:, 0], 0 * im[:, 0], 0.3 + 0.1 * np.sin(im[:, 0])))
         inputs.imu_accel_m_s2 = np.tile([0.0, 0.0, 9.80665], (len(im), 1))
-        track = replay_estimator(robot, inputs)
+        track = replay_estimator(robot, inputs, update_rate_hz=100.0)
         c = track.counts
         # The stream did exercise each part.
         assert c['decimated'] > 80 and c['held_for_imu'] > 50 and c['imu_timed_out'] > 5, c

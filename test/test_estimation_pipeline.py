@@ -31,13 +31,13 @@ def test_decimation_keeps_to_the_update_rate(robot):
     """400 Hz joint_states at update_rate_hz 100: the second message still passes (the first sets the
     next update half a period on), then one in four, each on the 10 ms grid; the rest are counted."""
     t = 100.0 + 0.0025 * np.arange(41)
-    track = replay_estimator(robot, _joints(robot, t))
+    track = replay_estimator(robot, _joints(robot, t), update_rate_hz=100.0)
     kept = np.round((track.t_s - 100.0) / 0.0025).astype(int).tolist()
     assert kept == [0, 1, 5, 9, 13, 17, 21, 25, 29, 33, 37]
     assert track.counts['decimated'] == 41 - len(kept) and track.counts['received'] == 41
     # Jittered stamps keep the rate: a message up to 30 % of a period early is not decimated.
     jitter = t + 0.0008 * np.sin(np.arange(41) * 1.7)
-    assert len(replay_estimator(robot, _joints(robot, jitter)).t_s) == len(kept)
+    assert len(replay_estimator(robot, _joints(robot, jitter), update_rate_hz=100.0).t_s) == len(kept)
     # update_rate_hz 0: every message.
     assert len(replay_estimator(robot, _joints(robot, t), update_rate_hz=0.0).t_s) == 41
 
@@ -50,7 +50,7 @@ def test_a_sender_clock_stepped_back_rebases_after_old_stamps_and_restarts_the_d
     after = 90.2 + 0.01 * np.arange(20)
     t = np.concatenate([before, after])
     received = 1000.0 + 0.01 * np.arange(40)
-    track = replay_estimator(robot, _joints(robot, t, received))
+    track = replay_estimator(robot, _joints(robot, t, received), update_rate_hz=100.0)
     c = track.counts
     assert c['input_old_stamp'] == 4 and c['input_time_rebase'] == 1 and c['decimated'] == 0
     np.testing.assert_allclose(track.t_s, np.concatenate([before, after[4:]]))
@@ -69,7 +69,7 @@ def test_a_future_stamp_is_rejected_and_does_not_steer_the_decimation(robot):
     t = 100.0 + 0.01 * np.arange(10)
     stamps = t.copy()
     stamps[3] = 100.0 + 86400.0
-    track = replay_estimator(robot, _joints(robot, stamps, t))
+    track = replay_estimator(robot, _joints(robot, stamps, t), update_rate_hz=100.0)
     assert track.counts['input_future_stamp'] == 1 and track.counts['decimated'] == 0
     np.testing.assert_allclose(track.t_s, np.delete(t, 3))
 

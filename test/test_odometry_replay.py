@@ -94,13 +94,17 @@ def test_replay_without_imu_equals_the_estimator_on_every_message():
     est = Estimator(robot)
     expected = np.array([est.update(tk, qk).pose_xyz_quat for tk, qk in zip(t, q)])
     np.testing.assert_allclose(track.pose_xyz_quat, expected, atol=1e-12)
-    # At the node's 100 Hz the 100 Hz stream passes whole; at 50 Hz every other message is decimated.
-    assert replay_estimator(robot, inputs).counts['decimated'] == 0
-    half = replay_estimator(robot, inputs, update_rate_hz=50.0)
+    # At 100 Hz the 100 Hz stream passes whole; at the node's 50 Hz every other message is decimated.
+    assert replay_estimator(robot, inputs, update_rate_hz=100.0).counts['decimated'] == 0
+    half = replay_estimator(robot, inputs)
     kept = len(half.t_s)
     assert abs(kept - 100) <= 1 and half.counts['decimated'] == 200 - kept
     diff = compare_tracks(half.t_s, half.xyyaw, track.t_s, track.xyyaw)
     assert diff.common == kept and diff.recorded_only == 200 - kept and diff.replay_only == 0
+    # Following a node's updates (its odom stamps) keeps exactly those, whatever message came first.
+    odd = replay_estimator(robot, inputs, updates_at=t[1::2])
+    np.testing.assert_array_equal(odd.t_s, t[1::2])
+    assert odd.counts['decimated'] == 100 and not np.array_equal(half.t_s, odd.t_s)
 
 
 def test_the_replays_defaults_are_the_estimator_nodes():

@@ -81,6 +81,7 @@ class ReplayReport:
     track: object = None                # estimation.replay.ReplayTrack (not in to_dict)
     recorded: tuple | None = None       # the recorded odom (t_s (m,), xyyaw (m, 3)) (not in to_dict)
     truth: tuple | None = None          # the true body frame (t_s (p,), xyyaw (p, 3)) (not in to_dict)
+    updates: str = ''                   # which joint_states updated: 'recorded odom' (its stamps) or the rate
     difference: object = None           # estimation.replay.TrackDifference against the recorded odom
     end: EndError | None = None
     recorded_end: EndError | None = None
@@ -111,6 +112,7 @@ class ReplayReport:
 
     def lines(self) -> list[str]:
         c = self.counts
+        at = ' (on the stamps of the recorded odom)' if self.updates == 'recorded odom' else ''
         shown = ', '.join(f'{k} {v:g}' if isinstance(v, float) else f'{k} {v}'
                           for k, v in self.parameters.items() if v is not None)
         out = [f'replay of {self.path}: {self.robot}, {self.topics["joint_states"]}'
@@ -119,7 +121,7 @@ class ReplayReport:
                '  estimator as estimator_node with '
                + ('the MuJoCo graph\'s parameters' if self.world == 'mujoco' else 'its defaults')
                + f': {shown}',
-               f'  {self.samples} updates over {self.duration_s:.1f} s: joint_states {c["received"]} received, '
+               f'  {self.samples} updates over {self.duration_s:.1f} s{at}: joint_states {c["received"]} received, '
                f'{c["decimated"]} decimated, {c["rejected"] + sum(v for k, v in c.items() if k in REJECTIONS)} '
                f'rejected; imu {c["imu_received"]} received, {c["imu_gaps"]} gaps, {c["imu_bridged"]} bridged',
                f'  final pose x {self.final_xyyaw[0]:.3f} m, y {self.final_xyyaw[1]:.3f} m, '
@@ -211,14 +213,17 @@ def replay_recording(path, robot_arg: str, *, topic: str | None = None, world: s
     params.update(overrides)
     if params['use_imu'] and not len(inputs.imu_t_s):
         raise ValueError(f'{path}: no sensor_msgs/Imu topic beside {inputs.topics["joint_states"]} to fuse')
-    track = replay_estimator(robot, inputs, **params)
+    # The node's updates are its odom stamps: follow them, unless the replay tries another rate.
+    follow = len(inputs.odom_t_s) > 1 and 'update_rate_hz' not in overrides
+    track = replay_estimator(robot, inputs, updates_at=inputs.odom_t_s if follow else None, **params)
     if len(track.t_s) < 2:
         raise ValueError(f'{path}: {inputs.topics["joint_states"]}: the estimator took fewer than two of its '
                          f'{len(inputs.joints_t_s)} joint_states')
     est_xyyaw = track.xyyaw
     report = ReplayReport(str(path), robot.name, {**inputs.topics, 'truth': truth_topic}, params, world,
                           float(track.t_s[-1] - track.t_s[0]), len(track.t_s), track.counts,
-                          tuple(float(v) for v in est_xyyaw[-1]), track)
+                          tuple(float(v) for v in est_xyyaw[-1]), track, updates='recorded odom' if follow
+                          else f'{params["update_rate_hz"]:g} Hz')
     recorded = None
     if len(inputs.odom_t_s) > 1:
         recorded = (inputs.odom_t_s, xyyaw_from_xyz_quat(inputs.odom_xyz_quat))

@@ -79,7 +79,7 @@ def xyyaw_from_xyz_quat(poses) -> np.ndarray:
     return np.column_stack((p[:, 0], p[:, 1], yaw_from_quaternion(*p[:, 3:7].T)))
 
 
-def replay_estimator(robot, inputs: EstimatorInputs, *, use_imu: bool | None = None,
+def replay_estimator(robot, inputs: EstimatorInputs, *, use_imu: bool | None = None, updates_at=None,
                      **settings) -> ReplayTrack:
     """Run the Estimator over inputs exactly as estimator_node would have received them.
 
@@ -87,7 +87,8 @@ def replay_estimator(robot, inputs: EstimatorInputs, *, use_imu: bool | None = N
     shape the estimate (ESTIMATE_PARAMETERS: update_rate_hz, limit_margin_rad, max_stamp_ahead_s,
     body_frame, imu_link, imu_gap_s, imu_attitude_s, axial_weight; the node's defaults otherwise), and
     any other Estimator keyword (e.g. contact_enter_m, contact_exit_m, to try them). Every update is kept
-    (the node's publish_rate_hz 0).
+    (the node's publish_rate_hz 0). updates_at: stamps (s) to update on instead of the update rate's
+    choice (EstimatorPipeline.follow_updates; a recording's odom stamps).
     """
     use_imu = bool(len(inputs.imu_t_s)) if use_imu is None else bool(use_imu)
     node = {name: settings.pop(name) for name in ESTIMATE_PARAMETERS if name in settings}
@@ -99,6 +100,8 @@ def replay_estimator(robot, inputs: EstimatorInputs, *, use_imu: bool | None = N
         out_pose.append(state.pose_xyz_quat)
 
     pipe = EstimatorPipeline(robot, params, publish=publish, **settings)
+    if updates_at is not None:
+        pipe.follow_updates(updates_at)
     names = pipe.joint_names
     # The node's two callbacks, in the order the messages were received (joint_states first on a tie,
     # as a recorder writes a message before the next one it receives).
