@@ -13,8 +13,8 @@ their stamp (snake_control.estimation.stamp_order; at most a quarter second of s
 bridges the missing readings with the contacts); one with an orientation gives it (and its rate) to the
 next joint_states update.
 Publishes: odom (nav_msgs/Odometry, frame odom_frame -> base frame, with covariance), /diagnostics
-(diagnostic_msgs/DiagnosticArray: slip residual, rank, singularity, message counts, kernels: loading
-while a pitch-yaw robot's compiled kernels build in the background), and the odom -> base
+(diagnostic_msgs/DiagnosticArray: slip residual, rank, singularity, message counts, kernels: compiled,
+or compiling while a child builds them for the next start), and the odom -> base
 transform on /tf where tf2_msgs is installed (odom -> link_0, so the URDF tree hangs under it).
 
 Parameters (read-only ones are fixed at start):
@@ -137,8 +137,8 @@ class EstimatorNode(Node):
         self.slip_warn = params.slip_warn_m_s
         self.use_imu = self.pipeline.use_imu
         self.add_on_set_parameters_callback(self._on_parameters)
-        # The pitch-yaw estimate's compiled kernels load in the background (a first start after an install
-        # compiles them for about 20 s of CPU): odometry runs on the numpy path until they are in.
+        # The pitch-yaw estimate's compiled kernels load now, before the node spins; on the first start after
+        # an install a child compiles them for the next start and this run takes the numpy path.
         self._kernels = None if self.estimator.planar else prepare_kernels(self._log_kernels)
 
         self.odom_pub = self.create_publisher(Odometry, 'odom', STATE_QOS)
