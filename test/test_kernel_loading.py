@@ -186,3 +186,9 @@ def test_a_node_on_an_empty_numba_cache_publishes_odometry_and_stops_on_ctrl_c(t
         executor.shutdown()
         peer.destroy_node()
         rclpy.try_shutdown(context=context)
+
+
+def test_a_command_says_when_it_will_wait_for_a_compile(fresh, monkeypatch, empty_cache):
+    assert 'first use after an install' in kl.first_compile_notice()
+    monkeypatch.setattr(kl, '_KERNELS', [None])        # decided already (numpy): nothing to wait for
+    assert kl.first_compile_notice() == ''

@@ -1,5 +1,7 @@
 """snake odometry: run the state estimator offline on a joint trajectory."""
 
+import sys
+
 from snake_control.commands import options
 
 HELP = ('offline state estimation (odometry) from a joint-trajectory CSV or an .mcap recording; --replay: a '
@@ -133,7 +135,18 @@ def run_replay(args) -> int:
     return 0
 
 
+def _announce_compile(robot_arg: str) -> None:
+    """Say so before a pitch-yaw estimate waits on numba's first compile (a planar robot needs no kernels)."""
+    from snake_control.estimation.kernel_loading import first_compile_notice
+    from snake_control.robot import load_robot
+
+    notice = first_compile_notice() if load_robot(robot_arg).kind != 'planar' else ''
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
+
+
 def run(args) -> int:
+    _announce_compile(args.robot)
     if args.replay:
         return run_replay(args)
     if args.no_imu or args.contact_band or args.set or args.json or args.imu_attitude_s is not None \

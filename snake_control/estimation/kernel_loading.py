@@ -154,6 +154,17 @@ def prepare_kernels(log, build_code: str = KERNEL_BUILD_CODE):
     return build
 
 
+def first_compile_notice() -> str:
+    """One line for a command about to import the kernels into an empty cache (it then waits), or ''."""
+    if _KERNELS or os.environ.get('SNAKE_NO_NUMBA') or importlib.util.find_spec('numba') is None:
+        return ''
+    source = kernels_source()
+    if cache_is_fresh(source, cache_dirs(source)):
+        return ''
+    return ('compiling the estimator kernels: the first use after an install takes about 20 s of CPU, later '
+            'runs load them from the cache')
+
+
 def kernels_state() -> str:
     """'compiled'; 'compiling' (numpy in this process, a child compiles them for the next start); 'numpy'
     (no numba, or the compile failed); 'not loaded' (none asked for yet)."""
