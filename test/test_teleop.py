@@ -188,6 +188,55 @@ def test_teleop_node_over_dds():
         h.close()
 
 
+def test_a_press_during_a_stalled_executor_is_not_lost():
+    """joy_node sends 20-50 messages a second; an executor busy for a quarter of a second must still see a
+    button pressed in that time once it catches up (an e-stop or a gait switch), not only the last few
+    messages of the burst."""
+    import time
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import Joy
+    from std_msgs.msg import String
+
+    from rosutil import RosHarness
+    from snake_control.nodes.qos import COMMAND_QOS
+    from snake_control.nodes.teleop_node import TeleopNode
+
+    h = RosHarness()
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    teleop = TeleopNode(context=context, parameter_overrides=[
+        Parameter('gait_cycle', Parameter.Type.STRING_ARRAY, ['serpentine', 'rolling'])])
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(teleop)
+
+    def spin_until(predicate, timeout_s=10.0):
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end and not predicate():
+            executor.spin_once(timeout_sec=0.02)
+        return predicate()
+
+    try:
+        gait = h.record(String, 'gait/select')
+        pub = h.publisher(Joy, 'joy', COMMAND_QOS)          # as the script player and joy_node send
+        assert spin_until(lambda: pub.get_subscription_count() > 0 and teleop.gait_pub.get_subscription_count() > 0)
+        # The teleop's executor does not run while a quarter second of Joy arrives (at 100 Hz, the y
+        # button pressed in the middle of it).
+        for k in range(25):
+            axes, buttons = joy(y=1 if k in (8, 9) else 0)
+            pub.publish(Joy(axes=axes, buttons=buttons))
+            time.sleep(0.01)
+        assert spin_until(lambda: bool(gait), timeout_s=5.0), 'the press was lost'
+        assert gait[-1][1].data == 'rolling'
+    finally:
+        executor.shutdown()
+        teleop.destroy_node()
+        rclpy.try_shutdown(context=context)
+        h.close()
+
+
 @pytest.mark.ros
 def test_teleop_node_bad_map_fails_with_file_and_key(tmp_path):
     import rclpy

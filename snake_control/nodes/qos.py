@@ -9,13 +9,12 @@ ESTOP_SUB_QOS is best-effort and volatile, which DDS matches with every publishe
 transient-local subscription for latched messages would deliver each message twice in an order that
 rclpy's events executor cannot reconcile: a late duplicate of a stop could undo a release, or of a
 release undo a stop.) Gamepads are sensor data: best-effort subscription, which also matches
-joy_node's reliable publisher. The estimator reads joint_states and imu best-effort (it wants the
+joy_node's reliable publisher, 100 deep so a press is not lost to a busy executor. The estimator reads joint_states and imu best-effort (it wants the
 newest sample, and matches any publisher); diagnostics are reliable, depth 10.
 """
 import os
 
-from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
-                       qos_profile_sensor_data)
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 COMMAND_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.VOLATILE)
@@ -32,7 +31,10 @@ ESTOP_REPEAT_S = 0.5
 # robot_description: latched, so RViz and robot_state_publisher get it whenever they start.
 DESCRIPTION_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
-JOY_QOS = qos_profile_sensor_data
+# joy: best effort like a sensor, but deep: an executor that catches up after a busy quarter second must
+# still see a button pressed in it (joy_node sends 20-50 messages a second), not only the last five.
+JOY_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.BEST_EFFORT,
+                     durability=DurabilityPolicy.VOLATILE)
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.BEST_EFFORT,
                         durability=DurabilityPolicy.VOLATILE)
 DIAGNOSTICS_QOS = COMMAND_QOS
