@@ -290,10 +290,10 @@ def bench_timing() -> dict:
     from snake_control.robot import gait_rate_hz
     script = demo_script_path(ROBOT)
     ceilings = {}
+    est_hz = EstimatorParams.update_rate_hz
     print(f'Keeping time: {ROBOT} on the {BAUD / 1e6:g} Mbit/s emulated bus with MuJoCo, script {script.name}',
           flush=True)
     for rate in (RATE_HZ, 400.0):
-        est_hz = EstimatorParams.update_rate_hz
         print(f'{rate:g} Hz control' + (f' (estimator decimated to {est_hz:g} Hz, gait at {gait_rate_hz(rate):g} Hz)'
                                         if rate > RATE_HZ else ''), flush=True)
         host = ceilings[rate] = print_ceiling(rate, AIM_ON_TIME.get(rate, 0.98), HOST_CEILING_S, indent='  ')

@@ -40,8 +40,6 @@ from snake_control.kinematics.lie import hat3, hat_batch, so3_log
 
 _EYE3 = np.eye(3)
 
-
-
 _X, _Y, _Z = np.eye(3)
 _SKEW_I = np.array([2, 0, 1])
 _SKEW_J = np.array([1, 2, 0])

@@ -129,22 +129,27 @@ class KernelBuild:
             proc.terminate()
 
 
+def _cache_state() -> str:
+    """'no numba' (absent or SNAKE_NO_NUMBA), 'fresh' (the next import loads them) or 'empty' (it compiles)."""
+    if os.environ.get('SNAKE_NO_NUMBA') or importlib.util.find_spec('numba') is None:
+        return 'no numba'
+    source = kernels_source()
+    return 'fresh' if cache_is_fresh(source, cache_dirs(source)) else 'empty'
+
+
 def prepare_kernels(log, build_code: str = KERNEL_BUILD_CODE):
     """At a node's start, before it spins: load the kernels when numba's cache holds them (about a second),
-    else run this process on the numpy path and compile them in a child for the next start. Returns the
-    KernelBuild when one was started (or is running), else None."""
+    else run this process on the numpy path and compile them in a child for the next start. Decided once
+    per process: returns the KernelBuild when this call started one, else None."""
     if _KERNELS:
         return None
-    if _BUILDS and not _BUILDS[0].done.is_set():
-        return _BUILDS[0]
-    if os.environ.get('SNAKE_NO_NUMBA') or importlib.util.find_spec('numba') is None:
-        _KERNELS[:] = [None]
-        return None
-    source = kernels_source()
-    if cache_is_fresh(source, cache_dirs(source)):
+    state = _cache_state()
+    if state == 'fresh':
         compiled()
         return None
     _KERNELS[:] = [None]
+    if state == 'no numba':
+        return None
     log('info', 'the estimator kernels are not compiled yet (the first start after an install): this run '
         'estimates on the numpy path while a child process compiles them (about 20 s of CPU, at low priority)')
     build = KernelBuild(log, build_code)
@@ -156,10 +161,7 @@ def prepare_kernels(log, build_code: str = KERNEL_BUILD_CODE):
 
 def first_compile_notice() -> str:
     """One line for a command about to import the kernels into an empty cache (it then waits), or ''."""
-    if _KERNELS or os.environ.get('SNAKE_NO_NUMBA') or importlib.util.find_spec('numba') is None:
-        return ''
-    source = kernels_source()
-    if cache_is_fresh(source, cache_dirs(source)):
+    if _KERNELS or _cache_state() != 'empty':
         return ''
     return ('compiling the estimator kernels: the first use after an install takes about 20 s of CPU, later '
             'runs load them from the cache')

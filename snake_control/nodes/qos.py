@@ -9,8 +9,9 @@ ESTOP_SUB_QOS is best-effort and volatile, which DDS matches with every publishe
 transient-local subscription for latched messages would deliver each message twice in an order that
 rclpy's events executor cannot reconcile: a late duplicate of a stop could undo a release, or of a
 release undo a stop.) Gamepads are sensor data: best-effort subscription, which also matches
-joy_node's reliable publisher, 100 deep so a press is not lost to a busy executor. The estimator reads joint_states and imu best-effort (it wants the
-newest sample, and matches any publisher); diagnostics are reliable, depth 10.
+joy_node's reliable publisher, 100 deep so a press is not lost to a busy executor. The estimator reads
+joint_states and imu best-effort (it wants the newest sample, and matches any publisher); diagnostics are
+reliable, depth 10.
 """
 import os
 
