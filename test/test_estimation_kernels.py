@@ -108,3 +108,26 @@ def test_static_loads_match_numpy(numpy_path):
             assert ok_k == ok_n and lk.sum() == pytest.approx(1.0) and ln.sum() == pytest.approx(1.0)
             if ok_n:          # a set that cannot hold the centre leaves a near-singular system: its split is rounding
                 np.testing.assert_allclose(lk, ln, atol=1e-9)
+
+
+def test_supporting_contacts_match_numpy(numpy_path):
+    """The compiled widening picks the same contacts and loads as the numpy loop (bodies lying near flat, some
+    heights rounded to the millimetre so that levels tie)."""
+    from snake_control.estimation.contact import supporting_contacts
+    rng = np.random.default_rng(7)
+    widened = 0
+    for trial in range(200):
+        q = rng.normal(size=(33, 3)) * [0.5, 0.2, 0.05]
+        down = np.array([0.0, 0.0, -1.0]) + 0.05 * rng.normal(size=3)
+        down /= np.linalg.norm(down)
+        h = -(q @ down)
+        h -= h.min()
+        if trial % 3 == 0:
+            h = np.round(h, 3)
+        mask = h < rng.uniform(0.0, 0.02)
+        (mk, lk), (mn, ln) = supporting_contacts(mask, h, q, down), numpy_path(supporting_contacts, mask, h, q, down)
+        np.testing.assert_array_equal(mk, mn)
+        np.testing.assert_allclose(lk, ln, atol=1e-6)     # load fractions; cofactors against a solve
+        assert not mask[~mk].any()          # widened, never narrowed
+        widened += int(mk.sum() > mask.sum())
+    assert widened > 50                     # the cases exercise the widening, not only sets that hold already

@@ -414,6 +414,12 @@ def supporting_contacts(mask, heights_m, centres_m, down, min_contacts: int = 3)
     u = _cross3(d, _X if abs(d[0]) < 0.9 else _Y)
     u /= math.sqrt(u @ u)
     v = _cross3(d, u)
+    kern = compiled()
+    if kern is not None:
+        out = np.empty(mask.size)
+        kern.supporting_contacts_kernel(mask, np.ascontiguousarray(h), np.ascontiguousarray(q), u, v,
+                                        np.argsort(h, kind='stable'), min_contacts, TIE_M, out)
+        return mask, out
     xy = np.column_stack([q @ u, q @ v])
     centre = xy.sum(axis=0) / xy.shape[0]
     order = np.argsort(h, kind='stable')

@@ -3,7 +3,7 @@
 The estimator handles one joint_states message at a time: a few hundred numpy calls on arrays of 33
 modules, so the fixed cost of each call, not arithmetic, sets its speed. These loops do the same
 arithmetic as the numpy functions of ``snake_control.estimation.contact`` (``chain_poses``, the rows of
-``contact_step``, ``support_plane``, the Coulomb contact weights, ``static_loads``) in one call each. Results agree with the numpy path to rounding
+``contact_step``, ``support_plane``, the Coulomb contact weights, ``static_loads``, ``supporting_contacts``) in one call each. Results agree with the numpy path to rounding
 (test/test_estimation_kernels.py); without numba (``AVAILABLE`` false) the numpy path runs instead.
 
 Signatures are explicit, so compilation happens at import and is cached on disk (``cache=True``): the
@@ -397,6 +397,50 @@ def _static_loads(xy, centre, loads):
     return max(abs(mx), abs(my)) < 1e-3
 
 
+def _supporting_contacts(mask, h, q, u, v, order, min_contacts, tie, out):
+    """contact.supporting_contacts: widen mask (N,) in place, lowest module (order: h ascending, stable)
+    first, until at least min_contacts contacts hold the body (static loads, the centre the mean of the
+    module centres q (N, 3) in the floor plane spanned by u, v (3,)); fills out (N,) with the contacts'
+    load fractions, 0 elsewhere. Modules within tie (m) of the next lowest join with it."""
+    n = mask.shape[0]
+    xy = np.empty((n, 2))
+    centre = np.zeros(2)
+    for i in range(n):
+        xy[i, 0] = q[i, 0] * u[0] + q[i, 1] * u[1] + q[i, 2] * u[2]
+        xy[i, 1] = q[i, 0] * v[0] + q[i, 1] * v[1] + q[i, 2] * v[2]
+        centre[0] += xy[i, 0]
+        centre[1] += xy[i, 1]
+    centre[0] /= n
+    centre[1] /= n
+    sub = np.empty((n, 2))
+    loads = np.zeros(n)
+    k = 0
+    while True:
+        m = 0
+        for i in range(n):
+            if mask[i]:
+                sub[m, 0], sub[m, 1] = xy[i, 0], xy[i, 1]
+                m += 1
+        if m >= min_contacts:
+            if static_loads_kernel(sub[:m], centre, loads[:m]) or m == n:
+                break
+        while k < n and mask[order[k]]:
+            k += 1
+        if k >= n:
+            static_loads_kernel(sub[:m], centre, loads[:m])
+            break
+        level = h[order[k]] + tie
+        for i in range(n):
+            if h[i] <= level:
+                mask[i] = True
+    j = 0
+    for i in range(n):
+        out[i] = 0.0
+        if mask[i]:
+            out[i] = loads[j]
+            j += 1
+
+
 if AVAILABLE:
     _f8_1, _f8_2, _f8_3 = 'float64[::1]', 'float64[:, ::1]', 'float64[:, :, ::1]'
     chain_poses_kernel = njit(f'void({_f8_1}, {_f8_2}, {_f8_1}, {_f8_3}, {_f8_2})', cache=True)(_chain_poses)
@@ -413,7 +457,9 @@ if AVAILABLE:
     coulomb_weights_kernel = njit(f'void({_f8_2}, {_f8_1}, int64, float64, {_f8_1})',
                                   cache=True)(_coulomb_weights)
     static_loads_kernel = njit(f'boolean({_f8_2}, {_f8_1}, {_f8_1})', cache=True)(_static_loads)
+    supporting_contacts_kernel = njit(f'void(boolean[::1], {_f8_1}, {_f8_2}, {_f8_1}, {_f8_1}, int64[::1], int64, '
+                                      f'float64, {_f8_1})', cache=True)(_supporting_contacts)
 else:
     chain_poses_kernel = to_frame_kernel = contact_rows_kernel = support_plane_kernel = None
     heights_kernel = se3_step_kernel = rest_on_plane_kernel = coulomb_weights_kernel = None
-    static_loads_kernel = None
+    static_loads_kernel = supporting_contacts_kernel = None
