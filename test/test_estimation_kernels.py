@@ -60,11 +60,20 @@ def test_a_thin_face_is_judged_without_dividing_by_zero(numpy_path):
 
 
 @pytest.mark.parametrize('options', [{}, {'axial_weight': 0.2, 'half_length_m': 0.03, 'tilt': True},
-                                     {'rotation_increment': np.array([0.0, 0.0, 0.01])}])
+                                     {'rotation_increment': np.array([0.0, 0.0, 0.01])},
+                                     {'coulomb_iterations': 3, 'tilt': True}, {'coulomb_iterations': 3},
+                                     {'coulomb_iterations': 3, 'rotation_increment': np.array([0.0, 0.01, 0.0])},
+                                     {'line': True, 'hold': np.array([0.001, -0.002, 0.0, 0.0, 0.0, 0.003])},
+                                     {'line': True, 'hold': np.array([0.001, -0.002, 0.0, 0.0, 0.0, 0.003]),
+                                      'tilt': True}])
 def test_contact_step_matches_numpy(numpy_path, options):
+    """The compiled rows and solve against the numpy path: all six unknowns, a known rotation or tilt,
+    Coulomb weights, and contacts in a line (a weak direction, which the hold fills)."""
     rng = np.random.default_rng(1)
     n = 12
     q0 = rng.normal(0.0, 0.1, (n, 3))
+    if options.get('line'):
+        q0[:, 1:] = 1e-4 * rng.normal(size=(n, 2))
     q1 = q0 + rng.normal(0.0, 0.002, (n, 3))
     rot0 = np.array([np.linalg.qr(rng.normal(size=(3, 3)))[0] for _ in range(n)])
     turn = np.array([[1.0, -0.01, 0.0], [0.01, 1.0, 0.0], [0.0, 0.0, 1.0]])
@@ -74,13 +83,17 @@ def test_contact_step_matches_numpy(numpy_path, options):
     kwargs = dict(weights=weights, axial_weight=options.get('axial_weight', 1.0),
                   rotation_increment=options.get('rotation_increment'), length_scale_m=0.07,
                   half_length_m=options.get('half_length_m', 0.0),
-                  tilt_increment=np.array([0.001, -0.002, 0.0]) if options.get('tilt') else None)
+                  tilt_increment=np.array([0.001, -0.002, 0.0]) if options.get('tilt') else None,
+                  coulomb_iterations=options.get('coulomb_iterations', 0), hold=options.get('hold'))
     args = (q0, rot0, q1, rot1, np.array([0.0, 0.0, -1.0]), 0.03, contacts)
     k, ref = contact_step(*args, **kwargs), numpy_path(contact_step, *args, **kwargs)
     np.testing.assert_allclose(k.displacement, ref.displacement, atol=1e-14)
     np.testing.assert_allclose(k.residual, ref.residual, atol=1e-14)
     np.testing.assert_allclose(k.normal_inverse, ref.normal_inverse, rtol=1e-9, atol=1e-12)
     assert (k.rank, k.singular) == (ref.rank, ref.singular)
+    assert k.sigma_min == pytest.approx(ref.sigma_min, rel=1e-9, abs=1e-12)
+    if options.get('line') and not options.get('tilt'):
+        assert k.singular          # the roll about the line is weak (a known tilt fixes it): the hold fills it
 
 
 @pytest.mark.parametrize('options', [{}, {'axial_weight': 0.028}, {'body_frame': 'head', 'ground_plane': False}])

@@ -33,14 +33,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, regularised_normal_solve,
-                                                 symmetric_eigh)
+from snake_control.estimation.connection import (DEFAULT_SINGULAR_THRESHOLD, RANK_TOLERANCE,
+                                                 regularised_normal_solve, symmetric_eigh)
 from snake_control.estimation.kernel_loading import compiled
 from snake_control.kinematics.lie import hat3, hat_batch, so3_log
 
 _EYE3 = np.eye(3)
 
 _X, _Y, _Z = np.eye(3)
+_ZERO3, _ZERO6 = np.zeros(3), np.zeros(6)
 _SKEW_I = np.array([2, 0, 1])
 _SKEW_J = np.array([1, 2, 0])
 _DIAG3 = (np.arange(3), np.arange(3))
@@ -656,9 +657,19 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
                                 None if weights is None else sw)
     a = rows.reshape(3 * m, 6)
     rhs = b.reshape(3 * m)
-    disp, ninv, rank, smin, singular, needed = _solve_contact_rows(
-        a, rhs, down, rotation_increment, tilt_increment, hold, scale, singular_threshold,
-        int(coulomb_iterations), float(static_slip_m))
+    if kern is not None:
+        needed = 3 if rotation_increment is not None else 4 if tilt_increment is not None else 6
+        known = rotation_increment if rotation_increment is not None else tilt_increment
+        disp, ninv = np.empty(6), np.empty((6, 6))
+        rank, smin, singular = kern.solve_contact_rows_kernel(
+            np.ascontiguousarray(a), np.ascontiguousarray(rhs), np.ascontiguousarray(down),
+            needed, _ZERO3 if known is None else np.asarray(known, dtype=float),
+            _ZERO6 if hold is None else np.asarray(hold, dtype=float), hold is not None, scale,
+            float(singular_threshold), RANK_TOLERANCE, int(coulomb_iterations), float(static_slip_m), disp, ninv)
+    else:
+        disp, ninv, rank, smin, singular, needed = _solve_contact_rows(
+            a, rhs, down, rotation_increment, tilt_increment, hold, scale, singular_threshold,
+            int(coulomb_iterations), float(static_slip_m))
     # Slip as weighted for the fit (axial slip counts only as much as axial_weight allows): the rows' misfit.
     resid = np.zeros((q0.shape[0], 3))
     resid[idx] = (a @ disp - rhs).reshape(m, 3)

@@ -397,6 +397,133 @@ def _static_loads(xy, centre, loads):
     return max(abs(mx), abs(my)) < 1e-3
 
 
+def _regularised_solve(normal, scale, threshold, rank_tolerance, atb, hold, use_hold, x, ninv):
+    """connection.regularised_normal_solve and Regularised.solve for a normal matrix (k, k): x (k,) and the
+    capped inverse ninv (k, k) in original units, in place; returns (rank, sigma_min, singular)."""
+    k = normal.shape[0]
+    scaled = np.empty((k, k))
+    for i in range(k):
+        for j in range(k):
+            scaled[i, j] = normal[i, j] * scale[i] * scale[j]
+    ev, v = np.linalg.eigh(scaled)                      # ascending
+    for i in range(k):
+        ev[i] = max(ev[i], 0.0)
+    top = ev[k - 1]
+    smax2 = top if top > 0.0 else 1.0
+    rank = 0
+    for i in range(k):
+        if top > 0.0 and math.sqrt(ev[i] / smax2) > rank_tolerance:
+            rank += 1
+    sigma_min = math.sqrt(ev[0] / smax2) if top > 0.0 else 0.0
+    cap = threshold * threshold * smax2
+    floor = (1e-2 * threshold) ** 2 * smax2
+    c = np.empty(k)
+    for i in range(k):
+        vb = 0.0
+        for j in range(k):
+            vb += v[j, i] * scale[j] * atb[j]
+        c[i] = vb / max(ev[i], cap)
+        weak = max(0.0, 1.0 - ev[i] / cap)
+        if use_hold and weak > 0.0:
+            vh = 0.0
+            for j in range(k):
+                vh += v[j, i] * hold[j] / scale[j]
+            c[i] += weak * vh
+    for j in range(k):
+        acc = 0.0
+        for i in range(k):
+            acc += v[j, i] * c[i]
+        x[j] = scale[j] * acc
+    for a in range(k):
+        for b in range(k):
+            acc = 0.0
+            for i in range(k):
+                acc += v[a, i] * v[b, i] / max(ev[i], floor)
+            ninv[a, b] = scale[a] * acc * scale[b]
+    return rank, sigma_min, ev[0] < cap
+
+
+def _solve_contact_rows(a, rhs, down, mode, known, hold, use_hold, scale, threshold, rank_tolerance, iterations,
+                        static, disp, ninv):
+    """contact._solve_contact_rows for rows a (3m, 6) and rhs (3m,): mode 6 solves all six unknowns, 3 the
+    translation given the rotation known (3,), 4 the translation and the yaw about down given the tilt known
+    (3,); Coulomb-weighted first with iterations > 0. Fills disp (6,) and ninv (6, 6); returns (rank,
+    sigma_min, singular)."""
+    n_rows = a.shape[0]
+    k = mode
+    ak = np.empty((n_rows, k))
+    rk = np.empty(n_rows)
+    for row in range(n_rows):
+        turn = a[row, 3] * known[0] + a[row, 4] * known[1] + a[row, 5] * known[2]
+        for j in range(3):
+            ak[row, j] = a[row, j]
+        if k == 6:
+            for j in range(3, 6):
+                ak[row, j] = a[row, j]
+            rk[row] = rhs[row]
+        else:
+            rk[row] = rhs[row] - turn
+            if k == 4:
+                ak[row, 3] = a[row, 3] * down[0] + a[row, 4] * down[1] + a[row, 5] * down[2]
+    if iterations > 0:
+        w = np.empty(n_rows // 3)
+        coulomb_weights_kernel(ak, rk, iterations, static, w)
+        for row in range(n_rows):
+            sw = math.sqrt(w[row // 3])
+            rk[row] *= sw
+            for j in range(k):
+                ak[row, j] *= sw
+    normal = np.zeros((k, k))
+    atb = np.zeros(k)
+    for row in range(n_rows):
+        for i in range(k):
+            ai = ak[row, i]
+            atb[i] += ai * rk[row]
+            for j in range(k):
+                normal[i, j] += ai * ak[row, j]
+    sk = np.empty(k)
+    hk = np.zeros(k)
+    for i in range(k):
+        sk[i] = scale[i]
+    if use_hold:
+        for i in range(3):
+            hk[i] = hold[i]
+        if k == 6:
+            for i in range(3, 6):
+                hk[i] = hold[i]
+        elif k == 4:
+            hk[3] = hold[3] * down[0] + hold[4] * down[1] + hold[5] * down[2]
+    y = np.empty(k)
+    nk = np.empty((k, k))
+    rank, sigma_min, singular = _regularised_solve(normal, sk, threshold, rank_tolerance, atb, hk, use_hold, y, nk)
+    for i in range(6):
+        for j in range(6):
+            ninv[i, j] = 0.0
+    if k == 6:
+        for i in range(6):
+            disp[i] = y[i]
+            for j in range(6):
+                ninv[i, j] = nk[i, j]
+    elif k == 3:
+        for i in range(3):
+            disp[i] = y[i]
+            disp[3 + i] = known[i]
+            for j in range(3):
+                ninv[i, j] = nk[i, j]
+    else:
+        # x = T y with T = [[I3, 0], [0, down]]: ninv = T nk T^T.
+        for i in range(3):
+            disp[i] = y[i]
+            disp[3 + i] = known[i] + y[3] * down[i]
+            for j in range(3):
+                ninv[i, j] = nk[i, j]
+                ninv[3 + i, 3 + j] = nk[3, 3] * down[i] * down[j]
+            for j in range(3):
+                ninv[i, 3 + j] = nk[i, 3] * down[j]
+                ninv[3 + j, i] = nk[3, i] * down[j]
+    return rank, sigma_min, singular
+
+
 def _supporting_contacts(mask, h, q, u, v, order, min_contacts, tie, out):
     """contact.supporting_contacts: widen mask (N,) in place, lowest module (order: h ascending, stable)
     first, until at least min_contacts contacts hold the body (static loads, the centre the mean of the
@@ -457,9 +584,13 @@ if AVAILABLE:
     coulomb_weights_kernel = njit(f'void({_f8_2}, {_f8_1}, int64, float64, {_f8_1})',
                                   cache=True)(_coulomb_weights)
     static_loads_kernel = njit(f'boolean({_f8_2}, {_f8_1}, {_f8_1})', cache=True)(_static_loads)
+    _regularised_solve = njit(cache=True)(_regularised_solve)
+    solve_contact_rows_kernel = njit(f'Tuple((int64, float64, boolean))({_f8_2}, {_f8_1}, {_f8_1}, int64, {_f8_1}, '
+                                     f'{_f8_1}, boolean, {_f8_1}, float64, float64, int64, float64, {_f8_1}, {_f8_2})',
+                                     cache=True)(_solve_contact_rows)
     supporting_contacts_kernel = njit(f'void(boolean[::1], {_f8_1}, {_f8_2}, {_f8_1}, {_f8_1}, int64[::1], int64, '
                                       f'float64, {_f8_1})', cache=True)(_supporting_contacts)
 else:
     chain_poses_kernel = to_frame_kernel = contact_rows_kernel = support_plane_kernel = None
     heights_kernel = se3_step_kernel = rest_on_plane_kernel = coulomb_weights_kernel = None
-    static_loads_kernel = supporting_contacts_kernel = None
+    static_loads_kernel = supporting_contacts_kernel = solve_contact_rows_kernel = None
