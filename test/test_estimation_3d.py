@@ -68,6 +68,28 @@ def test_virtual_chassis_holds_y_when_undefined():
     np.testing.assert_allclose(rot, np.eye(3), atol=1e-12)
 
 
+@pytest.mark.parametrize('numpy_path', [False, True])
+def test_a_straight_body_in_any_direction_holds_y(numpy_path):
+    """A straight chain laid along a random direction: its second singular value is rounding (about 1e-8 of
+    the first, not 0), and the chassis must still hold y from the last frame, not take that rounding for a
+    direction (it turned y at random about the body from one message to the next)."""
+    from snake_control.estimation.kernel_loading import numpy_only
+    rng = np.random.default_rng(11)
+    held_all = []
+    for _ in range(20):
+        line = np.outer(np.linspace(-1.0, 1.0, 33), rng.normal(size=3)) + rng.normal(size=3)
+        previous = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+        if numpy_path:
+            with numpy_only():
+                rot, _, held, sv = virtual_chassis(line, previous)
+        else:
+            rot, _, held, sv = virtual_chassis(line, previous)
+        held_all.append(held)
+        projected = previous[:, 1] - (previous[:, 1] @ rot[:, 0]) * rot[:, 0]
+        np.testing.assert_allclose(rot[:, 1], projected / np.linalg.norm(projected), atol=1e-9)
+    assert all(held_all)
+
+
 def test_contact_selector_hysteresis():
     sel = ContactSelector(0.01, 0.02)
     np.testing.assert_array_equal(sel.update([0.0, 0.005, 0.015, 0.03]), [1, 1, 0, 0])

@@ -144,3 +144,31 @@ def test_supporting_contacts_match_numpy(numpy_path):
         assert not mask[~mk].any()          # widened, never narrowed
         widened += int(mk.sum() > mask.sum())
     assert widened > 50                     # the cases exercise the widening, not only sets that hold already
+
+
+def test_virtual_chassis_matches_numpy(numpy_path):
+    """The compiled chassis frame against the numpy one: with and without a previous frame and an up
+    vector, for elongated bodies, near-equal second and third moments (y held), and a straight line."""
+    from snake_control.estimation.contact import virtual_chassis
+    rng = np.random.default_rng(3)
+    held = 0
+    s = np.linspace(-1.0, 1.0, 33)
+    for trial in range(120):
+        # Well separated moments (the second principal direction is well conditioned), or a helix round
+        # its long axis (second and third moments equal: y is held), turned at random.
+        p = rng.normal(size=(33, 3)) * [0.5, 0.2, 0.05]
+        if trial % 3 == 0:
+            p = np.column_stack([s, 0.1 * np.cos(6 * np.pi * s), 0.1 * np.sin(6 * np.pi * s)])
+            p = p @ np.linalg.qr(rng.normal(size=(3, 3)))[0] + 1e-4 * rng.normal(size=(33, 3))
+        if trial % 10 == 0:
+            p = np.outer(np.linspace(-1.0, 1.0, 33), rng.normal(size=3))  # a straight body
+        previous = None if trial % 2 else np.linalg.qr(rng.normal(size=(3, 3)))[0]
+        up = None if trial % 4 < 2 else rng.normal(size=3)
+        k = virtual_chassis(p, previous, up)
+        ref = numpy_path(virtual_chassis, p, previous, up)
+        np.testing.assert_allclose(k[0], ref[0], atol=1e-9)
+        np.testing.assert_allclose(k[1], ref[1], atol=1e-12)
+        assert k[2] == ref[2]
+        held += k[2]
+        np.testing.assert_allclose(k[3], ref[3], rtol=1e-9, atol=1e-6)     # a straight line: rounding
+    assert held >= 30

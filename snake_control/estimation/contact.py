@@ -71,6 +71,10 @@ SUPPORT_MIN_WIDTH_M = 5e-5
 
 # Second/third singular value ratio above which the chassis y axis is held from the previous frame.
 DEFAULT_HOLD_RATIO = 0.9
+# Second/first singular value ratio below which the module centres are a straight line and y is held too: a
+# straight chain's second singular value is rounding, about 1e-8 of its first (the root of the scatter's
+# relative rounding), which a smaller ratio took for a direction and turned y at random about the body.
+STRAIGHT_RATIO = 1e-6
 
 
 _AXIS_CACHE = {}
@@ -142,6 +146,14 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
     p = np.asarray(centres_m, dtype=float)
     if p.ndim != 2 or p.shape[1] != 3 or p.shape[0] < 2:
         raise ValueError(f'centres_m must have shape (N >= 2, 3), got {p.shape}')
+    kern = compiled()
+    if kern is not None:
+        rot, origin, sv3 = np.empty((3, 3)), np.empty(3), np.empty(3)
+        held = kern.virtual_chassis_kernel(np.ascontiguousarray(p), _EYE3 if previous is None else
+                                           np.ascontiguousarray(previous, dtype=float), previous is not None,
+                                           _Z if up is None else np.ascontiguousarray(up, dtype=float), float(hold_ratio),
+                                           rot, origin, sv3)
+        return rot, origin, bool(held), sv3
     origin = p.sum(axis=0) / p.shape[0]
     d = p - origin
     # Principal directions from the 3x3 scatter matrix (cheaper than an SVD of the N x 3 cloud).
@@ -155,7 +167,7 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
         x = -x
     sv3 = np.zeros(3)
     sv3[:sv.size] = sv
-    close = sv3[1] < 1e-9 * max(sv3[0], 1e-12) or sv3[2] > hold_ratio * sv3[1]
+    close = sv3[1] < STRAIGHT_RATIO * max(sv3[0], 1e-12) or sv3[2] > hold_ratio * sv3[1]
     ref = None
     if previous is not None:
         ref = np.asarray(previous)[:, 1]

@@ -25,7 +25,7 @@ _BUILDS = []         # [KernelBuild] while a child compiles them for the next st
 # The kernels compiled at import (explicit signatures): numba keeps one index file for each.
 SIGNED_KERNELS = ('_chain_poses', '_to_frame', '_contact_rows', '_support_plane', '_heights', '_se3_step',
                   '_rest_on_plane', '_coulomb_weights', '_static_loads', '_supporting_contacts',
-                  '_solve_contact_rows')
+                  '_solve_contact_rows', '_virtual_chassis')
 
 
 def compiled():

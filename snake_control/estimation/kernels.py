@@ -27,6 +27,9 @@ except ImportError:
 # |module axis . down| from which a tilted module touches the ground with its lower end only (sin 3 deg);
 # the same constant as contact.TILT_FULL_CONTACT.
 TILT_FULL_CONTACT = math.sin(math.radians(3.0))
+# A chain of modules counts as straight (its chassis y held) below this ratio of its second singular value
+# to its first: the same constant as contact.STRAIGHT_RATIO.
+STRAIGHT_RATIO = 1e-6
 
 
 def _chain_poses(angles, axes, lengths, rot, centres):
@@ -524,6 +527,78 @@ def _solve_contact_rows(a, rhs, down, mode, known, hold, use_hold, scale, thresh
     return rank, sigma_min, singular
 
 
+def _virtual_chassis(p, previous, has_previous, up, hold_ratio, rot, origin, sv):
+    """contact.virtual_chassis of module centres p (N, 3): rotation rot (3, 3) and origin (3,) filled in
+    place with the singular values sv (3,); previous (3, 3) the last chassis rotation when has_previous,
+    up (3,) the vector that fixes z's sign without one. Returns whether y was held (near-equal moments)."""
+    n = p.shape[0]
+    for a in range(3):
+        acc = 0.0
+        for i in range(n):
+            acc += p[i, a]
+        origin[a] = acc / n
+    scatter = np.zeros((3, 3))
+    for i in range(n):
+        d0, d1, d2 = p[i, 0] - origin[0], p[i, 1] - origin[1], p[i, 2] - origin[2]
+        scatter[0, 0] += d0 * d0
+        scatter[0, 1] += d0 * d1
+        scatter[0, 2] += d0 * d2
+        scatter[1, 1] += d1 * d1
+        scatter[1, 2] += d1 * d2
+        scatter[2, 2] += d2 * d2
+    scatter[1, 0], scatter[2, 0], scatter[2, 1] = scatter[0, 1], scatter[0, 2], scatter[1, 2]
+    ev, vecs = np.linalg.eigh(scatter)                  # ascending: the principal directions are 2, 1, 0
+    for a in range(3):
+        sv[a] = math.sqrt(max(ev[2 - a], 0.0))
+    x = vecs[:, 2].copy()
+    if has_previous:
+        flip = x[0] * previous[0, 0] + x[1] * previous[1, 0] + x[2] * previous[2, 0] < 0.0
+    else:
+        flip = (x[0] * (p[n - 1, 0] - p[0, 0]) + x[1] * (p[n - 1, 1] - p[0, 1])
+                + x[2] * (p[n - 1, 2] - p[0, 2])) < 0.0
+    if flip:
+        for a in range(3):
+            x[a] = -x[a]
+    close = sv[1] < STRAIGHT_RATIO * max(sv[0], 1e-12) or sv[2] > hold_ratio * sv[1]
+    ref = np.empty(3)
+    if has_previous:
+        for a in range(3):
+            ref[a] = previous[a, 1]
+    y = np.empty(3)
+    if close or not has_previous:
+        if not has_previous:
+            ref[0] = up[1] * x[2] - up[2] * x[1]
+            ref[1] = up[2] * x[0] - up[0] * x[2]
+            ref[2] = up[0] * x[1] - up[1] * x[0]
+            if ref[0] * ref[0] + ref[1] * ref[1] + ref[2] * ref[2] < 1e-18:
+                # up along x: any axis across it (y, or x when x is near y)
+                o0, o1, o2 = (0.0, 1.0, 0.0) if abs(x[1]) < 0.9 else (1.0, 0.0, 0.0)
+                ref[0] = o1 * x[2] - o2 * x[1]
+                ref[1] = o2 * x[0] - o0 * x[2]
+                ref[2] = o0 * x[1] - o1 * x[0]
+            if not close:
+                s = 1.0 if vecs[0, 1] * ref[0] + vecs[1, 1] * ref[1] + vecs[2, 1] * ref[2] >= 0.0 else -1.0
+                for a in range(3):
+                    ref[a] = s * vecs[a, 1]
+        along = ref[0] * x[0] + ref[1] * x[1] + ref[2] * x[2]
+        for a in range(3):
+            y[a] = ref[a] - along * x[a]
+        norm = math.sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2])
+        for a in range(3):
+            y[a] /= norm
+    else:
+        s = 1.0 if vecs[0, 1] * ref[0] + vecs[1, 1] * ref[1] + vecs[2, 1] * ref[2] >= 0.0 else -1.0
+        for a in range(3):
+            y[a] = s * vecs[a, 1]
+    for a in range(3):
+        rot[a, 0] = x[a]
+        rot[a, 1] = y[a]
+    rot[0, 2] = x[1] * y[2] - x[2] * y[1]
+    rot[1, 2] = x[2] * y[0] - x[0] * y[2]
+    rot[2, 2] = x[0] * y[1] - x[1] * y[0]
+    return close
+
+
 def _supporting_contacts(mask, h, q, u, v, order, min_contacts, tie, out):
     """contact.supporting_contacts: widen mask (N,) in place, lowest module (order: h ascending, stable)
     first, until at least min_contacts contacts hold the body (static loads, the centre the mean of the
@@ -588,9 +663,11 @@ if AVAILABLE:
     solve_contact_rows_kernel = njit(f'Tuple((int64, float64, boolean))({_f8_2}, {_f8_1}, {_f8_1}, int64, {_f8_1}, '
                                      f'{_f8_1}, boolean, {_f8_1}, float64, float64, int64, float64, {_f8_1}, {_f8_2})',
                                      cache=True)(_solve_contact_rows)
+    virtual_chassis_kernel = njit(f'boolean({_f8_2}, {_f8_2}, boolean, {_f8_1}, float64, {_f8_2}, {_f8_1}, {_f8_1})',
+                                  cache=True)(_virtual_chassis)
     supporting_contacts_kernel = njit(f'void(boolean[::1], {_f8_1}, {_f8_2}, {_f8_1}, {_f8_1}, int64[::1], int64, '
                                       f'float64, {_f8_1})', cache=True)(_supporting_contacts)
 else:
     chain_poses_kernel = to_frame_kernel = contact_rows_kernel = support_plane_kernel = None
     heights_kernel = se3_step_kernel = rest_on_plane_kernel = coulomb_weights_kernel = None
-    static_loads_kernel = supporting_contacts_kernel = solve_contact_rows_kernel = None
+    static_loads_kernel = supporting_contacts_kernel = solve_contact_rows_kernel = virtual_chassis_kernel = None
