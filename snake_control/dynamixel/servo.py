@@ -56,6 +56,12 @@ _INDIRECT_SLOT = {data + k: base + 2 * k for base, data, n in INDIRECT_BLOCKS fo
 _INDIRECT_SPAN = [(data, data + n) for _, data, n in INDIRECT_BLOCKS]
 _READ_PLANS_MAX = 256              # distinct (address, length) reads whose plans a servo keeps
 _PRESENT_126 = struct.Struct('<HII')   # Present Current, Velocity, Position (126..135)
+_PRESENT_120 = struct.Struct('<HB')    # Realtime Tick, Moving (120..122)
+_PRESENT_144 = struct.Struct('<HB')    # Present Input Voltage, Temperature (144..146)
+# Registers read in place by the hot paths (a slice and int.from_bytes cost several times more):
+_HOMING = struct.Struct('<i')                          # Homing Offset (20)
+_HOMING_GOAL = struct.Struct(f'<i{ADDR_GOAL - 24}xi')  # Homing Offset (20), Goal Position
+_POSITION_LIMITS = struct.Struct('<II')                # Max, Min Position Limit (48, 52)
 
 
 def _slot_key(table: bytearray, spans: tuple) -> bytes:
@@ -145,9 +151,8 @@ class Servo:
         return P.ERR_ALERT if self.table[ADDR_HW_ERROR] else 0
 
     def goal_rad(self) -> float:
-        t = self.table                      # every servo, every mechanics step: read in place
-        return (int.from_bytes(t[ADDR_GOAL:ADDR_GOAL + 4], 'little', signed=True) - CENTER_TICK
-                - int.from_bytes(t[20:24], 'little', signed=True)) * RAD_PER_TICK
+        homing, goal = _HOMING_GOAL.unpack_from(self.table, 20)     # every servo, every mechanics step
+        return (goal - CENTER_TICK - homing) * RAD_PER_TICK
 
     def profile(self) -> tuple[float, float]:
         pv, pa = self.get('profile_velocity'), self.get('profile_acceleration')
@@ -157,20 +162,15 @@ class Servo:
     def refresh_present(self, now: float) -> None:
         """Write the mechanical state into the Present registers (before any read)."""
         t = self.table
-        ticks = servo_rad_to_tick(self.position_rad) + int.from_bytes(t[20:24], 'little', signed=True)
+        ticks = servo_rad_to_tick(self.position_rad) + _HOMING.unpack_from(t, 20)[0]
         unit_a = (self.model.current_unit_ma or 2.69) / 1000.0
         # Two's complement in the register's width, as P.le writes it.
         _PRESENT_126.pack_into(t, 126, round(self.current_a / unit_a) & 0xFFFF,
                                round(self.velocity_rad_s / RAD_S_PER_VELOCITY_UNIT) & 0xFFFFFFFF,
                                ticks & 0xFFFFFFFF)
-        v = round(self.voltage_v * 10.0) & 0xFFFF
-        t[144] = v & 0xFF
-        t[145] = v >> 8
-        t[146] = max(0, min(255, round(self.temperature_c)))
-        t[122] = 1 if abs(self.velocity_rad_s) > 1e-3 else 0
-        ms = int(now * 1000.0) % 32768
-        t[120] = ms & 0xFF
-        t[121] = ms >> 8
+        _PRESENT_144.pack_into(t, 144, round(self.voltage_v * 10.0) & 0xFFFF,
+                               max(0, min(255, round(self.temperature_c))))
+        _PRESENT_120.pack_into(t, 120, int(now * 1000.0) % 32768, 1 if abs(self.velocity_rad_s) > 1e-3 else 0)
 
     def resolve(self, address: int, length: int) -> list[int]:
         """Physical addresses of a range, with Indirect Data bytes mapped through Indirect Address."""
@@ -227,7 +227,7 @@ class Servo:
     def write(self, address: int, data: bytes, now: float) -> int:
         """Apply a write; return the status error code (0 when accepted)."""
         if address == ADDR_GOAL and len(data) == 4:
-            return self._write_goal(P.from_le(data, True), data, now)
+            return self._write_goal(int.from_bytes(data, 'little', signed=True), data, now)
         if not data:
             return P.ERR_DATA_LENGTH
         if address + len(data) > CONTROL_TABLE_SIZE:
@@ -276,9 +276,12 @@ class Servo:
         self.goal_log.append((now, goal, accepted))
         st = self.goal_stats
         st[0] += 1
-        st[1] = goal if st[1] is None else min(st[1], goal)
-        st[2] = goal if st[2] is None else max(st[2], goal)
-        st[3] += not accepted
+        if st[1] is None or goal < st[1]:
+            st[1] = goal
+        if st[2] is None or goal > st[2]:
+            st[2] = goal
+        if not accepted:
+            st[3] += 1
 
     def _write_goal(self, goal: int, data: bytes, now: float) -> int:
         """Goal Position alone (every cycle of a driver): the same checks as write(), without copies."""
@@ -286,9 +289,10 @@ class Servo:
         err = 0
         if t[ADDR_WATCHDOG] == 0xFF:
             err = P.ERR_DATA_RANGE
-        elif t[11] in POSITION_MODES and not (int.from_bytes(t[52:56], 'little') <= goal
-                                              <= int.from_bytes(t[48:52], 'little')):
-            err = P.ERR_DATA_LIMIT
+        elif t[11] in POSITION_MODES:
+            highest, lowest = _POSITION_LIMITS.unpack_from(t, 48)
+            if not lowest <= goal <= highest:
+                err = P.ERR_DATA_LIMIT
         self._record_goal(now, goal, err == 0)
         if not err:
             t[ADDR_GOAL:ADDR_GOAL + 4] = data
