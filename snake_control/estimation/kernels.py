@@ -348,6 +348,21 @@ def _coulomb_weights(a, r, iterations, static, w):
             w[c] = static / max(math.sqrt(s2), static)
 
 
+def _add_outer3(g, v0, v1, v2):
+    """g (3, 3) += v v^T on and above the diagonal (_mirror3 fills the rest once the sum is done)."""
+    g[0, 0] += v0 * v0
+    g[0, 1] += v0 * v1
+    g[0, 2] += v0 * v2
+    g[1, 1] += v1 * v1
+    g[1, 2] += v1 * v2
+    g[2, 2] += v2 * v2
+
+
+def _mirror3(g):
+    """Copy the upper triangle of a symmetric (3, 3) into the lower."""
+    g[1, 0], g[2, 0], g[2, 1] = g[0, 1], g[0, 2], g[1, 2]
+
+
 def _static_loads(xy, centre, loads):
     """Least-norm non-negative loads (contact.static_loads) of contacts xy (m, 2) under a centre (2,), filled
     into loads (m,); returns whether they hold it (the moments balance to 1 mm of lever)."""
@@ -360,14 +375,8 @@ def _static_loads(xy, centre, loads):
         for i in range(m):
             if active[i]:
                 count += 1
-                v0, v1, v2 = 1.0, xy[i, 0] - centre[0], xy[i, 1] - centre[1]
-                g[0, 0] += v0 * v0
-                g[0, 1] += v0 * v1
-                g[0, 2] += v0 * v2
-                g[1, 1] += v1 * v1
-                g[1, 2] += v1 * v2
-                g[2, 2] += v2 * v2
-        g[1, 0], g[2, 0], g[2, 1] = g[0, 1], g[0, 2], g[1, 2]
+                _add_outer3(g, 1.0, xy[i, 0] - centre[0], xy[i, 1] - centre[1])
+        _mirror3(g)
         ridge = 1e-12 * (g[0, 0] + g[1, 1] + g[2, 2] + 1.0)
         for a in range(3):
             g[a, a] += ridge
@@ -539,14 +548,8 @@ def _virtual_chassis(p, previous, has_previous, up, hold_ratio, rot, origin, sv)
         origin[a] = acc / n
     scatter = np.zeros((3, 3))
     for i in range(n):
-        d0, d1, d2 = p[i, 0] - origin[0], p[i, 1] - origin[1], p[i, 2] - origin[2]
-        scatter[0, 0] += d0 * d0
-        scatter[0, 1] += d0 * d1
-        scatter[0, 2] += d0 * d2
-        scatter[1, 1] += d1 * d1
-        scatter[1, 2] += d1 * d2
-        scatter[2, 2] += d2 * d2
-    scatter[1, 0], scatter[2, 0], scatter[2, 1] = scatter[0, 1], scatter[0, 2], scatter[1, 2]
+        _add_outer3(scatter, p[i, 0] - origin[0], p[i, 1] - origin[1], p[i, 2] - origin[2])
+    _mirror3(scatter)
     ev, vecs = np.linalg.eigh(scatter)                  # ascending: the principal directions are 2, 1, 0
     for a in range(3):
         sv[a] = math.sqrt(max(ev[2 - a], 0.0))
@@ -652,6 +655,8 @@ if AVAILABLE:
     support_plane_kernel = njit(f'boolean({_f8_2}, {_f8_1}, int64, float64, float64, float64, {_f8_1})',
                                 cache=True)(_support_plane)
     _matmul = njit(cache=True)(_matmul)
+    _add_outer3 = njit(cache=True)(_add_outer3)
+    _mirror3 = njit(cache=True)(_mirror3)
     heights_kernel = njit(f'void({_f8_2}, {_f8_3}, {_f8_1}, float64, {_f8_1})', cache=True)(_heights)
     se3_step_kernel = njit(f'void({_f8_2}, {_f8_1}, {_f8_2}, {_f8_2}, {_f8_2}, {_f8_2})', cache=True)(_se3_step)
     rest_on_plane_kernel = njit(f'void({_f8_2}, {_f8_1}, {_f8_2}, boolean[::1], float64, {_f8_2})',
