@@ -236,14 +236,20 @@ def test_bad_pose_csv_names_the_line(tmp_path, text, where):
     assert str(path) in str(err.value) and where in str(err.value)
 
 
-def test_snake_calibrate_from_recorded_runs_replaces_one_gait(tmp_path, capsys):
-    out = tmp_path / 'mine.calibration.yaml'
-    shipped = calibration_path(load_robot('pitch_yaw_32'))
-    out.write_text(shipped.read_text())
+def _serpentine_runs(tmp_path) -> list[str]:
+    """snake calibrate's options for three recorded serpentine runs: 0.25 m and -0.6/0/+0.6 rad per cycle at
+    offsets -1.5/0/+1.5, 1.5 rad/s."""
     runs = []
     for i, (turn, dth) in enumerate(((-1.5, -0.6), (0.0, 0.0), (1.5, 0.6))):
         runs += ['--trajectory', str(_pose_csv(tmp_path / f'r{i}.csv', 0.25, dth, 1.5, 20.0)),
                  '--phase-rate', '1.5', '--turn', str(turn)]
+    return runs
+
+def test_snake_calibrate_from_recorded_runs_replaces_one_gait(tmp_path, capsys):
+    out = tmp_path / 'mine.calibration.yaml'
+    shipped = calibration_path(load_robot('pitch_yaw_32'))
+    out.write_text(shipped.read_text())
+    runs = _serpentine_runs(tmp_path)
     assert main(['calibrate', '--robot', 'pitch_yaw_32', '--gait', 'serpentine', '--output', str(out)] + runs) == 0
     cal = load_calibration(out, load_robot('pitch_yaw_32'))
     g = cal.gaits['serpentine']
@@ -256,6 +262,26 @@ def test_snake_calibrate_from_recorded_runs_replaces_one_gait(tmp_path, capsys):
                  '--trajectory', 'a.csv']) == 2
     assert 'one --phase-rate' in capsys.readouterr().err
 
+
+
+def test_snake_calibrate_replaces_an_entry_made_for_another_definition_of_its_gait(tmp_path, capsys):
+    """An entry that no longer fits its gait (here serpentine's turning parameter) is what --gait re-measures:
+    it is replaced, not refused; a stale entry of a gait not being re-measured still names file and key."""
+    import yaml
+    out = tmp_path / 'mine.calibration.yaml'
+    data = yaml.safe_load(calibration_path(load_robot('pitch_yaw_32')).read_text())
+    data['gaits']['serpentine']['turn_param'] = None
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    runs = _serpentine_runs(tmp_path)
+    assert main(['calibrate', '--robot', 'pitch_yaw_32', '--gait', 'serpentine', '--output', str(out)] + runs) == 0
+    cal = load_calibration(out, load_robot('pitch_yaw_32'))
+    assert cal.gaits['serpentine'].turn_param == 'A1'
+    assert cal.gaits['sidewinding'] == find_calibration(load_robot('pitch_yaw_32')).gaits['sidewinding']
+    data = yaml.safe_load(out.read_text())
+    data['gaits']['sidewinding']['turn_param'] = None
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(['calibrate', '--robot', 'pitch_yaw_32', '--gait', 'serpentine', '--output', str(out)] + runs) != 0
+    assert 'gaits.sidewinding.turn_param' in capsys.readouterr().err
 
 def test_mujoco_sample_is_the_shipped_one(py32):
     """The shipped file is what the tool measures (MuJoCo is deterministic): one sample re-measured."""

@@ -42,7 +42,7 @@ def run(args) -> int:
     from datetime import datetime, timezone
 
     from snake_control.commands import CommandError
-    from snake_control.gaits.calibration import SIM_SUFFIX, SUFFIX, Calibration, calibration_path, load_calibration
+    from snake_control.gaits.calibration import SIM_SUFFIX, SUFFIX, Calibration, calibration_path
     from snake_control.robot import load_robot
     from snake_control.validation import calibration as V
 
@@ -53,7 +53,7 @@ def run(args) -> int:
             raise CommandError(f'--gait {g}: not a moving gait of {robot.name}; known: {", ".join(known)}')
     out = args.output or calibration_path(robot, SIM_SUFFIX if args.cone == 'pyramidal' else SUFFIX)
     from pathlib import Path
-    old = load_calibration(out, robot) if args.gait and Path(out).is_file() else None
+    old = _other_gaits(out, robot, args.gait) if args.gait and Path(out).is_file() else None
     if args.trajectory or args.phase_rate or args.turn:
         if not args.gait or len(args.gait) != 1:
             raise CommandError('--trajectory needs exactly one --gait')
@@ -91,3 +91,16 @@ def run(args) -> int:
     cal.save(out, header)
     print(f'calibration: {out}')
     return 0
+
+
+def _other_gaits(path, robot, replaced):
+    """The calibration file at path without the entries of the gaits about to be re-measured: those are
+    not validated, so an entry made for another definition of its gait (a turning parameter it no longer
+    has) is replaced rather than refused. The other entries are validated as the gait node would."""
+    from snake_control.gaits.calibration import calibration_from_dict
+    from snake_control.paths import ConfigError
+    from snake_control.yaml_file import load_yaml_file
+    data = load_yaml_file(path, ConfigError)
+    if isinstance(data, dict) and isinstance(data.get('gaits'), dict):
+        data = {**data, 'gaits': {k: v for k, v in data['gaits'].items() if k not in replaced}}
+    return calibration_from_dict(data, robot, str(path))
