@@ -152,7 +152,7 @@ def virtual_chassis(centres_m, previous=None, up=None, hold_ratio: float = DEFAU
         held = kern.virtual_chassis_kernel(np.ascontiguousarray(p), _EYE3 if previous is None else
                                            np.ascontiguousarray(previous, dtype=float), previous is not None,
                                            _Z if up is None else np.ascontiguousarray(up, dtype=float), float(hold_ratio),
-                                           rot, origin, sv3)
+                                           STRAIGHT_RATIO, rot, origin, sv3)
         return rot, origin, bool(held), sv3
     origin = p.sum(axis=0) / p.shape[0]
     d = p - origin
@@ -675,8 +675,8 @@ def contact_step(q0, rot0, q1, rot1, down, radius_m: float, contacts, weights=No
         disp, ninv = np.empty(6), np.empty((6, 6))
         rank, smin, singular = kern.solve_contact_rows_kernel(
             np.ascontiguousarray(a), np.ascontiguousarray(rhs), np.ascontiguousarray(down),
-            needed, _ZERO3 if known is None else np.asarray(known, dtype=float),
-            _ZERO6 if hold is None else np.asarray(hold, dtype=float), hold is not None, scale,
+            needed, _ZERO3 if known is None else np.ascontiguousarray(known, dtype=float),
+            _ZERO6 if hold is None else np.ascontiguousarray(hold, dtype=float), hold is not None, scale,
             float(singular_threshold), RANK_TOLERANCE, int(coulomb_iterations), float(static_slip_m), disp, ninv)
     else:
         disp, ninv, rank, smin, singular, needed = _solve_contact_rows(

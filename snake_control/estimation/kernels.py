@@ -3,7 +3,8 @@
 The estimator handles one joint_states message at a time: a few hundred numpy calls on arrays of 33
 modules, so the fixed cost of each call, not arithmetic, sets its speed. These loops do the same
 arithmetic as the numpy functions of ``snake_control.estimation.contact`` (``chain_poses``, the rows of
-``contact_step``, ``support_plane``, the Coulomb contact weights, ``static_loads``, ``supporting_contacts``) in one call each. Results agree with the numpy path to rounding
+``contact_step`` and its solve, ``support_plane``, the Coulomb contact weights, ``static_loads``,
+``supporting_contacts``, ``virtual_chassis``) in one call each. Results agree with the numpy path to rounding
 (test/test_estimation_kernels.py); without numba (``AVAILABLE`` false) the numpy path runs instead.
 
 Signatures are explicit, so compilation happens at import and is cached on disk (``cache=True``): the
@@ -27,9 +28,6 @@ except ImportError:
 # |module axis . down| from which a tilted module touches the ground with its lower end only (sin 3 deg);
 # the same constant as contact.TILT_FULL_CONTACT.
 TILT_FULL_CONTACT = math.sin(math.radians(3.0))
-# A chain of modules counts as straight (its chassis y held) below this ratio of its second singular value
-# to its first: the same constant as contact.STRAIGHT_RATIO.
-STRAIGHT_RATIO = 1e-6
 
 
 def _chain_poses(angles, axes, lengths, rot, centres):
@@ -536,7 +534,7 @@ def _solve_contact_rows(a, rhs, down, mode, known, hold, use_hold, scale, thresh
     return rank, sigma_min, singular
 
 
-def _virtual_chassis(p, previous, has_previous, up, hold_ratio, rot, origin, sv):
+def _virtual_chassis(p, previous, has_previous, up, hold_ratio, straight_ratio, rot, origin, sv):
     """contact.virtual_chassis of module centres p (N, 3): rotation rot (3, 3) and origin (3,) filled in
     place with the singular values sv (3,); previous (3, 3) the last chassis rotation when has_previous,
     up (3,) the vector that fixes z's sign without one. Returns whether y was held (near-equal moments)."""
@@ -562,7 +560,7 @@ def _virtual_chassis(p, previous, has_previous, up, hold_ratio, rot, origin, sv)
     if flip:
         for a in range(3):
             x[a] = -x[a]
-    close = sv[1] < STRAIGHT_RATIO * max(sv[0], 1e-12) or sv[2] > hold_ratio * sv[1]
+    close = sv[1] < straight_ratio * max(sv[0], 1e-12) or sv[2] > hold_ratio * sv[1]
     ref = np.empty(3)
     if has_previous:
         for a in range(3):
@@ -668,7 +666,8 @@ if AVAILABLE:
     solve_contact_rows_kernel = njit(f'Tuple((int64, float64, boolean))({_f8_2}, {_f8_1}, {_f8_1}, int64, {_f8_1}, '
                                      f'{_f8_1}, boolean, {_f8_1}, float64, float64, int64, float64, {_f8_1}, {_f8_2})',
                                      cache=True)(_solve_contact_rows)
-    virtual_chassis_kernel = njit(f'boolean({_f8_2}, {_f8_2}, boolean, {_f8_1}, float64, {_f8_2}, {_f8_1}, {_f8_1})',
+    virtual_chassis_kernel = njit(f'boolean({_f8_2}, {_f8_2}, boolean, {_f8_1}, float64, float64, {_f8_2}, {_f8_1}, '
+                                  f'{_f8_1})',
                                   cache=True)(_virtual_chassis)
     supporting_contacts_kernel = njit(f'void(boolean[::1], {_f8_1}, {_f8_2}, {_f8_1}, {_f8_1}, int64[::1], int64, '
                                       f'float64, {_f8_1})', cache=True)(_supporting_contacts)
