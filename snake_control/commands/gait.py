@@ -17,6 +17,7 @@ For backbone (MCC) gaits the RMS distance between the chain and its continuous c
   snake gait --robot pitch_yaw_32 --gait serpentine --duration 10 --rate 100 --csv serp.csv --plot serp.png
   snake gait --robot pitch_yaw_32 --gait s_crawler --set lam=0.2 --set psi0=0.5 --duration 5
   snake gait --robot kinematic_snake_3 --gait kinematic_snake_preset --duration 6.3 --csv ks3.csv
+  snake gait --robot pitch_yaw_32 --gait aeh_sidewinding --speed 0.05 --torques --physics mujoco
 
 CSV: header t,<joint name>,... ; time in s, joint angles in rad (the robot's convention, tail to head).'''
 
@@ -48,6 +49,11 @@ def add_arguments(parser):
     parser.add_argument('--torque-fraction', type=float, default=0.8, metavar='F',
                         help='joints above this fraction of the stall torque fail the check: exit code 1 '
                              '(default 0.8)')
+    parser.add_argument('--physics', choices=('model', 'mujoco'), default='model',
+                        help='with --torques: model (default) checks the torque model alone; mujoco also '
+                             'drives the trajectory in the MuJoCo world and checks each servo\'s drive there '
+                             '(P gain x position error, which also pays the motor\'s back-EMF at speed, '
+                             'floor friction and contact forces): exit code 1 if either fails')
 
 
 def _parse_sets(items):
@@ -251,6 +257,8 @@ def run(args) -> int:
         return 0
     if robot is None or not args.gait:
         raise CommandError('--robot and --gait are required (or --list)')
+    if args.physics != 'model' and not args.torques:
+        raise CommandError('--physics mujoco checks the torques: add --torques')
     params = _parse_sets(args.set)
     spec = catalog.gait_spec(args.gait)
     catalog.check_gait_fits(spec, robot)
@@ -280,6 +288,13 @@ def run(args) -> int:
         print(report.table())
         print(('' if report.ok else 'warning: ') + report.message)
         over_torque = not report.ok
+        if args.physics == 'mujoco':
+            from snake_control.validation.servo_load import simulated_torque_report
+            measured = simulated_torque_report(robot, t, q, args.torque_fraction, phase_rad=res.phases_rad)
+            print('in the MuJoCo world:')
+            print(measured.table())
+            print(('' if measured.ok else 'warning: ') + measured.message)
+            over_torque = over_torque or not measured.ok
     if args.csv:
         write_csv(args.csv, robot, t, q)
         print(f'wrote {args.csv}')

@@ -340,8 +340,11 @@ class TorqueReport:
     def message(self) -> str:
         """One paragraph for a log line, a CLI warning or a refused parameter change."""
         worst = int(np.argmax(self.peak_nm))
+        source = f'{self.support} support' if self.support in SUPPORTS else self.support
+        if self.support == 'mujoco':
+            source = 'measured in the MuJoCo world: the servo model\'s drive, its speed\'s back-EMF included'
         head = (f'{self.servo} stall torque {self.stall_torque_nm:.2f} N m, limit {self.fraction:.0%} = '
-                f'{self.limit_nm:.2f} N m ({self.support} support)')
+                f'{self.limit_nm:.2f} N m ({source})')
         if self.ok:
             return (f'torque check passed: peak {self.peak_nm[worst]:.3f} N m at {self.joint_names[worst]} '
                     f'({self.peak_nm[worst] / self.stall_torque_nm:.0%} of stall); {head}')
@@ -430,6 +433,18 @@ def gait_torque_report(robot, t_s, q_rad, fraction: float = 0.8, *, period_s: fl
     qdd = qdd_fd if qdd_rad_s2 is None else qdd_rad_s2
     tau = joint_torques(robot, q, qd, qdd, support=support, gravity_m_s2=gravity_m_s2, up=up,
                         contact_tolerance_m=contact_tolerance_m)
+    return torque_report(robot, t, tau, fraction, period_s=period_s, cycles=cycles, support=support)
+
+
+def torque_report(robot, t_s, torque_nm, fraction: float = 0.8, *, period_s: float | None = None,
+                  cycles=None, support: str = 'ground') -> TorqueReport:
+    """TorqueReport of joint torques (T, n) N m at times t_s (T,) against fraction * stall torque.
+
+    cycles (T,): the gait phase in cycles (phase_rad / 2 pi), or None (intervals then in seconds);
+    support names where the torques come from (a support model, or 'mujoco' for torques measured in the
+    MuJoCo world: snake_control.validation.servo_load).
+    """
+    t, tau = np.asarray(t_s, dtype=float), np.asarray(torque_nm, dtype=float)
     servo = robot.bus.servo
     stall = float(servo.stall_torque_nm)
     mag = np.abs(tau)
