@@ -155,6 +155,23 @@ def test_conical_sidewinding_goes_straight_through_its_calibration():
 
 
 @pytest.mark.slow
+def test_aeh_sidewinding_steers_both_ways_through_its_taper():
+    # A full turn command is past its reach (about 0.1 rad/m): the taper saturates at turn_max and the body
+    # turns gently the way it was told (+0.007 and -0.010 rad/s over three cycles at 0.1 m/s); untapered it
+    # went the same way whatever angular.z asked.
+    robot = load_robot('pitch_yaw_32')
+    rates = []
+    for wz in (0.5, -0.5):
+        r = C.run_command(robot, 'aeh_sidewinding', (0.0, 0.1, wz), warmup_s=12.0, duration_s=29.0, estimate=False)
+        print(C.format_rows([r]))
+        assert r.achieved.cycles >= 3
+        assert r.achieved.lateral_m_s == pytest.approx(0.1, rel=0.1)
+        rates.append(r.achieved.yaw_rate_rad_s)
+    assert rates[0] > 0.003 and rates[1] < -0.003
+    assert rates[0] - rates[1] > 0.01
+
+
+@pytest.mark.slow
 def test_the_ground_robot_meets_its_speed_through_its_calibration():
     # Serpenoid sidewinding goes at 0.46 of the command through its stride parameter; the shipped
     # calibration (gaits/calibration.py) maps it to the command. Its heading drift varies from run to

@@ -199,10 +199,17 @@ AEH_SIDEWINDING = GaitSpec(
      Param('Ls', 'm', _l(14.0), 'curve length of one turn', 1e-3, 1e3, '14 l'),
      Param('phi1', 'rad', 0.0, 'phase of the curvature modulation', -10 * PI, 10 * PI),
      _PSI0,
+     Param('taper', '1', 0.0, 'joint-angle gradient along the body: angles x (1 + taper (1/2 - x)), x = 0 '
+           'tail .. 1 head, a conical tread; a positive taper bends the tail more and steers the body left '
+           '(counter-clockwise)', -1.0, 1.0),
      # Measured in the MuJoCo world (test_gait_direction): the body moves about 0.7 Ls per cycle.
      _stride('m', _l(10.0), '10 l (about 0.7 Ls, measured)')),
     'seed 004 4: kappa = (2 pi / Ls)(1 + eta sin(4 pi s / Ls + phi1)) / sqrt(1 + a^2), tau = a kappa '
-    '(one full turn of the projected ellipse per Ls); moves by sliding the body along the curve (s0)')
+    '(one full turn of the projected ellipse per Ls); moves by sliding the body along the curve (s0); turns '
+    'through the taper of its joint angles (gently: about 0.16 rad per metre at taper 0.6)',
+    # From rest in MuJoCo a taper of 0.4 turns about 0.1 rad per 0.94 m cycle (docs/gaits.md,
+    # "AEH-sidewinding steers by a taper"): 30 x angular.z is that turn at 0.1 m/s sideways.
+    turn_param='taper', turn_gain=30.0, turn_max=0.6)
 
 # --- joint-space compound serpenoid gaits (docs/gaits.md) --------------------------------------------
 
@@ -474,7 +481,11 @@ class GaitShape:
         """MCC gaits: backbone.joint_angles of curve(phase, turn), the definition angles() tabulates."""
         curve, s0 = self.curve(phase, turn)
         s, lo, hi = self._windows
-        return backbone.joint_angles(curve, self.axes, self.l, s0, (s + s0, lo + s0, hi + s0))
+        q = backbone.joint_angles(curve, self.axes, self.l, s0, (s + s0, lo + s0, hi + s0))
+        if self.spec.name == 'aeh_sidewinding':
+            # The taper scales the fitted joint angles, not the curve (a cone is no MCC curve).
+            q = q * (1.0 + self._p('taper', turn) * (0.5 - self._x))
+        return q
 
     def _tabulate_mcc(self):
         """A fast angles(phase, turn) for this MCC gait: the window integrals of backbone's closed forms
@@ -531,11 +542,15 @@ class GaitShape:
             kb = a * curve.B1 / w
             ka = a * curve.A1
 
+            taper0, half_minus_x = p['taper'], 0.5 - self._x
+
             def aeh(phase, turn):
                 s0 = phase * p['Ls'] / (2 * PI)
                 cw, sw = math.cos(w * s0), math.sin(w * s0)
                 v = np.sin(base + ka * s0 - kb * (cx * cw - sx * sw))
-                return (v[1] - v[0]) / a
+                q = (v[1] - v[0]) / a
+                taper = taper0 + turn
+                return q if taper == 0.0 else q * (1.0 + taper * half_minus_x)
             return aeh
         return self.reference_angles
 

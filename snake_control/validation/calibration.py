@@ -23,6 +23,11 @@ beyond +-u at either rate, one more run at the lower rate measures turn_max on t
 offset the gait goes straight with is measured, not clamped (conical sidewinding needs -0.53 of taper:
 clamped at -0.4 it drifted 3 deg/m).
 
+AEH-sidewinding is measured from rest instead (FROM_REST): the robot lies straight, blends into the shape
+over BLEND_S, then runs as above for FROM_REST_CYCLES. Reset straight into its 3D tread, it settles onto
+other contacts than the ones it lifts onto from the floor, as a robot always does, and keeps them: it veered
+-0.10 rad per cycle so and -0.01 from rest (docs/gaits.md, "AEH-sidewinding steers by a taper").
+
     >>> cal = calibrate('pitch_yaw_32', ['serpentine'])        # doctest: +SKIP
     >>> cal.save(calibration_path(load_robot('pitch_yaw_32')))  # doctest: +SKIP
 """
@@ -53,6 +58,11 @@ SETTLE_S = 0.5
 # The gait node's default clamp along each drive axis (m/s; rad/s for a turning gait).
 DRIVE_CLAMPS = {'forward': DEFAULT_MAX_FORWARD_M_S, 'lateral': DEFAULT_MAX_SIDEWAYS_M_S,
                 'turn': DEFAULT_MAX_TURN_RAD_S}
+# Gaits measured from rest (module docstring), over more cycles: from rest its turn per cycle varies by
+# +-0.05 rad from one cycle to the next.
+FROM_REST = frozenset({'aeh_sidewinding'})
+FROM_REST_CYCLES = 3
+BLEND_S = 1.5
 
 
 def calibratable_gaits(robot: Robot) -> list[str]:
@@ -73,9 +83,10 @@ def max_phase_rate(shape) -> float:
 
 
 def measure(robot: Robot, shape, phase_rate_rad_s: float, turn: float, cycles: int = CYCLES,
-            world: SnakeWorld | None = None, rate_hz: float = 100.0) -> CycleSample:
+            world: SnakeWorld | None = None, rate_hz: float = 100.0, from_rest: bool = False) -> CycleSample:
     """Run `shape` at a fixed phase rate (rad/s, > 0) and turning offset in MuJoCo (world: default a
-    new one on VALIDATION_PHYSICS); its CycleSample."""
+    new one on VALIDATION_PHYSICS); its CycleSample. from_rest: start straight and blend into the shape
+    over BLEND_S (module docstring) instead of starting in it."""
     if not phase_rate_rad_s > 0:
         raise ValueError(f'phase_rate_rad_s must be positive, got {phase_rate_rad_s}')
     world = world or SnakeWorld(robot, options=VALIDATION_PHYSICS)
@@ -86,7 +97,17 @@ def measure(robot: Robot, shape, phase_rate_rad_s: float, turn: float, cycles: i
     def phase_at(t):     # rate ramps linearly from 0 to f over RAMP_S
         return 0.5 * f * t * t / RAMP_S if t < RAMP_S else f * (t - 0.5 * RAMP_S)
 
-    world.reset(np.clip(shape.angles(0.0, turn), robot.lower_rad, robot.upper_rad))
+    start = np.clip(shape.angles(0.0, turn), robot.lower_rad, robot.upper_rad)
+    if from_rest:
+        world.reset(np.zeros(robot.n_joints))
+        world.run(SETTLE_S)
+        blend = int(round(BLEND_S * rate_hz))
+        for k in range(1, blend + 1):
+            u = k / blend
+            world.set_goals(start * (u * u * u * (10.0 - 15.0 * u + 6.0 * u * u)))    # quintic smoothstep
+            world.step(steps)
+    else:
+        world.reset(start)
     world.run(SETTLE_S)
     start_phase = phase_at(RAMP_S) + 2 * math.pi * WARMUP_CYCLES
     end_phase = start_phase + 2 * math.pi * cycles
@@ -139,17 +160,18 @@ def calibrate_gait(robot: Robot, gait: str, params: dict | None = None, progress
     GaitCalibration."""
     shape = _shape(robot, gait, params)
     world = SnakeWorld(robot, options=options or VALIDATION_PHYSICS)
+    how = {'from_rest': True, 'cycles': FROM_REST_CYCLES} if gait in FROM_REST else {}
     samples = []
     plan = sample_plan(shape)
     for rate, turn in plan:
-        samples.append(measure(robot, shape, rate, turn, world=world))
+        samples.append(measure(robot, shape, rate, turn, world=world, **how))
         if progress:
             progress(gait, samples[-1])
     fitted = GaitCalibration.fit(gait, shape.params, samples)
     extra = straight_sample(fitted, shape, plan)
     if extra is None:
         return fitted
-    samples.append(measure(robot, shape, *extra, world=world))
+    samples.append(measure(robot, shape, *extra, world=world, **how))
     if progress:
         progress(gait, samples[-1])
     return GaitCalibration.fit(gait, shape.params, samples)
