@@ -172,7 +172,7 @@ def test_a_lock_left_held_stalls_neither_side():
         t0 = time.monotonic()
         assert plant.step(0.002, {3: 0.1}, {3: True}) == {}
         assert time.monotonic() - t0 < 1.0
-        plant._stop.set()
+        plant._stop.value = 1
         plant._proc.join(timeout=10.0)
         assert not plant._proc.is_alive(), 'the physics process hung on the lock'
     finally:
@@ -190,3 +190,29 @@ def test_servos_the_plant_leaves_out_keep_their_state():
         assert set(state) == {3} and state[3][0] == pytest.approx(0.1)
     finally:
         plant.close()
+
+
+def test_closing_after_the_physics_process_died_never_waits_on_a_lock_it_held():
+    """The physics process can be killed at any instant, holding any lock it takes: the shared data lock,
+    or (with a multiprocessing Event for the stop flag) the Event's own, which it took every step to look
+    at the flag. close() must then still return: it once waited on the Event's lock for ever (CI, a sim-bus
+    that did not end within 20 s of Ctrl-C after its physics process was killed)."""
+    import threading
+    plant = ProcessPlant('test_dynamixel_plant_process:pid_plant', [3], {3: MODEL})
+    plant.configure(3, MODEL, 0.0)
+    plant.start()
+    held = [plant._lock]
+    cond = getattr(plant._stop, '_cond', None)          # an Event's lock, if the flag has one
+    if cond is not None:
+        held.append(cond)
+    acquired = [lock for lock in held if lock.acquire(timeout=5.0)]
+    try:
+        assert len(acquired) == len(held)
+        os.kill(plant._proc.pid, signal.SIGKILL)
+        closer = threading.Thread(target=plant.close, daemon=True)
+        closer.start()
+        closer.join(timeout=15.0)
+        assert not closer.is_alive(), 'close() waits on a lock the dead physics process held'
+    finally:
+        for lock in acquired:
+            lock.release()

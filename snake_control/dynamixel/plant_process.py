@@ -66,7 +66,10 @@ class ProcessPlant(Plant):
         self._lock = ctx.Lock()
         self._inputs_raw = ctx.RawArray('d', n * _IN_COLS)
         self._state_raw = ctx.RawArray('d', n * _STATE_COLS + 1)     # last slot: how many states published
-        self._stop = ctx.Event()
+        # The stop flag is a byte in shared memory, not an Event: an Event's set() and is_set() take a lock,
+        # and a child killed while it held it (it looks every step) left the emulator's close() waiting on
+        # it for ever.
+        self._stop = ctx.RawValue('b', 0)
         self._inputs = np.frombuffer(self._inputs_raw).reshape(n, _IN_COLS)
         self._state = np.frombuffer(self._state_raw)
         self._inputs[:, _GOAL] = math.nan
@@ -153,7 +156,7 @@ class ProcessPlant(Plant):
         """Stop the child (it flushes and closes what it writes) and wait for it."""
         if self._proc is None:
             return
-        self._stop.set()
+        self._stop.value = 1
         self._proc.join(timeout=5.0)
         if self._proc.is_alive():
             self._proc.kill()
@@ -168,7 +171,7 @@ def _child_main(factory_ref, ids, models, physics_arg, initial, lock, inputs_raw
     # its own shutdown, so the world keeps answering until then. SIGTERM (a launch's shutdown) stops it
     # cleanly too.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    signal.signal(signal.SIGTERM, lambda signum, frame: setattr(stop, 'value', 1))
     from snake_control.dynamixel.emulator import step_plant_forever
     try:
         plant = plant_factory(factory_ref)(list(ids), models, physics_arg)
@@ -208,7 +211,7 @@ def _child_main(factory_ref, ids, models, physics_arg, initial, lock, inputs_raw
                 lock.release()
 
     def stopped():
-        return stop.is_set() or os.getppid() != parent_pid
+        return stop.value != 0 or os.getppid() != parent_pid
 
     conn.send(('ready', None))
     conn.close()
