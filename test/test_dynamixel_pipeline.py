@@ -94,16 +94,22 @@ def test_pipelined_goals_are_decided_a_cycle_ahead_from_the_reading_handed_over_
         assert_goals_safe(sim, d)
     ahead = {c: g for c, deferred, g in rec.decided if deferred and g is not None}
     assert len(ahead) >= 30, rec.decided[-5:]
-    # Every goal written after a decision made ahead is that decision, one cycle later.
-    checked = 0
+    # Every goal written after a decision made ahead is that decision, one cycle later, unless that cycle
+    # left the pipeline (a stale reply, or a host that made the cycle late): it then drops the goal decided
+    # ahead and decides again from the newer reading, and writes that (CI once saw one such cycle).
+    again = {c: g for c, deferred, g in rec.decided if not deferred and g is not None}
+    checked, left = 0, 0
     for cycle, goal, _ in rec.written:
-        if cycle - 1 in ahead:
-            assert np.array_equal(goal, np.clip(ahead[cycle - 1], d.lower, d.upper)), cycle
+        if cycle - 1 not in ahead:
+            continue
+        expected = again[cycle] if cycle in again else ahead[cycle - 1]
+        assert np.array_equal(goal, np.clip(expected, d.lower, d.upper)), cycle
+        if cycle in again:
+            left += 1
+        else:
             checked += 1
     assert checked >= 30
-    # No cycle that wrote a goal decided ahead decided another one before writing.
-    sequential = {c for c, deferred, _ in rec.decided if not deferred}
-    assert not sequential & {c for c, _, _ in rec.written if c - 1 in ahead}
+    assert left <= max(2, checked // 10), (left, checked)
 
 
 def test_pipelined_stamps_are_the_reads_time_not_when_decoded(robot):

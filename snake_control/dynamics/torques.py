@@ -340,9 +340,8 @@ class TorqueReport:
     def message(self) -> str:
         """One paragraph for a log line, a CLI warning or a refused parameter change."""
         worst = int(np.argmax(self.peak_nm))
-        source = f'{self.support} support' if self.support in SUPPORTS else self.support
-        if self.support == 'mujoco':
-            source = 'measured in the MuJoCo world: the servo model\'s drive, its speed\'s back-EMF included'
+        source = ('measured in the MuJoCo world: the servo model\'s drive, its speed\'s back-EMF included'
+                  if self.support == 'mujoco' else f'{self.support} support')
         head = (f'{self.servo} stall torque {self.stall_torque_nm:.2f} N m, limit {self.fraction:.0%} = '
                 f'{self.limit_nm:.2f} N m ({source})')
         if self.ok:
