@@ -420,6 +420,23 @@ def gait_torque_report(robot, t_s, q_rad, fraction: float = 0.8, *, period_s: fl
     if period_s is not None and not period_s > 0:
         raise ValueError(f'period_s must be positive, got {period_s}')
     t, q = _trajectory(t_s, q_rad, robot.n_joints)
+    qd_fd, qdd_fd = (None, None) if qd_rad_s is not None and qdd_rad_s2 is not None else joint_rates(t, q)
+    qd = qd_fd if qd_rad_s is None else qd_rad_s
+    qdd = qdd_fd if qdd_rad_s2 is None else qdd_rad_s2
+    tau = joint_torques(robot, q, qd, qdd, support=support, gravity_m_s2=gravity_m_s2, up=up,
+                        contact_tolerance_m=contact_tolerance_m)
+    return torque_report(robot, t, tau, fraction, period_s=period_s, phase_rad=phase_rad, support=support)
+
+
+def torque_report(robot, t_s, torque_nm, fraction: float = 0.8, *, period_s: float | None = None,
+                  phase_rad=None, support: str = 'ground') -> TorqueReport:
+    """TorqueReport of joint torques (T, n) N m at times t_s (T,) against fraction * stall torque.
+
+    period_s and phase_rad as in gait_torque_report (neither: intervals in seconds); support names where
+    the torques come from (a support model, or 'mujoco' for torques measured in the MuJoCo world:
+    snake_control.validation.servo_load).
+    """
+    t, tau = np.asarray(t_s, dtype=float), np.asarray(torque_nm, dtype=float)
     cycles = None
     if phase_rad is not None:
         cycles = np.asarray(phase_rad, dtype=float) / (2 * np.pi)
@@ -427,23 +444,6 @@ def gait_torque_report(robot, t_s, q_rad, fraction: float = 0.8, *, period_s: fl
             raise ValueError(f'phase_rad must be finite with shape {t.shape}, got {np.shape(phase_rad)}')
     elif period_s is not None:
         cycles = (t - t[0]) / period_s
-    qd_fd, qdd_fd = (None, None) if qd_rad_s is not None and qdd_rad_s2 is not None else joint_rates(t, q)
-    qd = qd_fd if qd_rad_s is None else qd_rad_s
-    qdd = qdd_fd if qdd_rad_s2 is None else qdd_rad_s2
-    tau = joint_torques(robot, q, qd, qdd, support=support, gravity_m_s2=gravity_m_s2, up=up,
-                        contact_tolerance_m=contact_tolerance_m)
-    return torque_report(robot, t, tau, fraction, period_s=period_s, cycles=cycles, support=support)
-
-
-def torque_report(robot, t_s, torque_nm, fraction: float = 0.8, *, period_s: float | None = None,
-                  cycles=None, support: str = 'ground') -> TorqueReport:
-    """TorqueReport of joint torques (T, n) N m at times t_s (T,) against fraction * stall torque.
-
-    cycles (T,): the gait phase in cycles (phase_rad / 2 pi), or None (intervals then in seconds);
-    support names where the torques come from (a support model, or 'mujoco' for torques measured in the
-    MuJoCo world: snake_control.validation.servo_load).
-    """
-    t, tau = np.asarray(t_s, dtype=float), np.asarray(torque_nm, dtype=float)
     servo = robot.bus.servo
     stall = float(servo.stall_torque_nm)
     mag = np.abs(tau)

@@ -43,7 +43,7 @@ def simulated_torques(robot, t_s, q_rad, options=None) -> np.ndarray:
     period = float(steps.mean())
     if period <= 0 or np.ptp(steps) > 1e-6 * period:
         raise ValueError('t_s must be uniformly spaced and increasing (one joint goal per control period)')
-    world = SnakeWorld(robot, options=options) if options is not None else SnakeWorld(robot)
+    world = SnakeWorld(robot, options=options)
 
     def goal(t_since):
         return q[min(int(round(t_since / period)), t.size - 1)]
@@ -60,5 +60,4 @@ def simulated_torque_report(robot, t_s, q_rad, fraction: float = 0.8, *, phase_r
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f'fraction must be in (0, 1], got {fraction}')
     tau = simulated_torques(robot, t_s, q_rad, options)
-    cycles = None if phase_rad is None else np.asarray(phase_rad, dtype=float) / (2 * np.pi)
-    return torque_report(robot, t_s, tau, fraction, cycles=cycles, support='mujoco')
+    return torque_report(robot, t_s, tau, fraction, phase_rad=phase_rad, support='mujoco')
