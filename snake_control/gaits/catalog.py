@@ -71,7 +71,8 @@ class GaitSpec:
     its phase running backwards. Run backwards, a gait that relies on friction is not its own mirror:
     turn_in_place turned right while drifting 0.15 m/rad toward its tail, against 0.045 m/rad left.
     max_phase_rate_rad_s: a cap on the phase rate (rad/s) of a gait whose joint speeds do not bound it
-    (the scheduler also caps it at 80 % of the joint velocity limits).
+    (the scheduler also caps it at 80 % of the joint velocity limits); max_phase_rate_why: what sets it, as
+    `snake gait --list` states it.
     """
 
     name: str
@@ -85,6 +86,7 @@ class GaitSpec:
     turn_max: float = 0.0
     mirror_negative: bool = False
     max_phase_rate_rad_s: float = math.inf
+    max_phase_rate_why: str = "the gait's own cap"
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -162,7 +164,8 @@ ROLLING = GaitSpec(
     'seed 004 3.1.2: an arc, kappa = A1 + kappa_taper (2x - 1), tau = 0, rolled by advancing psi0 (psi0 rate = '
     'lateral speed / module radius with the default stride); turns through kappa_taper; a negative lateral '
     'command rolls the mirror image, convex side first', turn_param='kappa_taper', turn_gain=20.0, turn_max=1.0,
-    mirror_negative=True, max_phase_rate_rad_s=6.0)
+    mirror_negative=True, max_phase_rate_rad_s=6.0,
+    max_phase_rate_why='faster, the servos lag by most of the shape')
 
 HELIX_ROLLING = GaitSpec(
     'helix_rolling', 'mcc', ('pitch_yaw',), 'lateral',
@@ -269,23 +272,29 @@ SERPENOID_ROLLING = GaitSpec(
                  stride=_stride('m', lambda r: 2 * PI * r.module_radius_m, '2 pi module radius')),
     'compound serpenoid with w_s = 0 and delta = -pi/2: every joint traces a circle, the body rolls')
 
-# w_s = 0.8, A_pitch = 0.2: the torque check's 0.8 of stall (w_s = 0.4, A_pitch = 0.25 asked 129 %).
-# taper 0.4, pivot 0.53 (0.35 and 0.51 on MuJoCo's soft default contacts): the wave runs in at the head
-# and out at the tail, so with even halves (taper 0, pivot 0.5) the tail half out-sidewinds the head half
-# and the body circles a point 0.05-0.13 m/rad away (0.009-0.012 m to its right per 0.18 rad cycle at
-# 1-3.8 rad/s); the taper evens the halves' sideways push, the pivot their push along the body
-# (docs/gaits.md, "Turning on the spot").
-_TURN_IN_PLACE_PARAMS = _serp_params(0.5, 0.2, 0.8, PI / 2, taper=0.4, stride=_stride('rad', 0.3, '0.3 rad'))
+# w_s = 0.8 (w_s = 0.4, A_pitch = 0.25 asked 129 % of stall). The wave runs in at the head and out at
+# the tail, so with even halves (taper 0, pivot 0.5) the tail half out-sidewinds the head half and the body
+# circles a point 0.05-0.13 m/rad away; the taper evens the halves' sideways push, the pivot their push
+# along the body. Slower than 2.4 rad/s the body also crept toward its head (0.011 m per 0.18 rad cycle at
+# 0.8 rad/s with A_pitch 0.2): a little more lift (A_pitch 0.22; from 0.23 the torque check holds the
+# lifted runs as cantilevers, 80 % of stall) and a slight bend (beta_yaw 0.01) hold it at 0.010-0.018
+# m/rad from 0.8 to 2.4 rad/s in MuJoCo (docs/gaits.md, "Turning on the spot").
+# max_phase_rate_rad_s 2.4: the servos' drive in MuJoCo peaks at 75 % of stall there, and at 94 % (above
+# 80 % half the time) at the joint-speed cap of 5.4 rad/s, an overload shutdown on real servos
+# (docs/physics.md, "The servos' drive").
+_TURN_IN_PLACE_PARAMS = _serp_params(0.5, 0.22, 0.8, PI / 2, taper=0.6, stride=_stride('rad', 0.3, '0.3 rad'))
 TURN_IN_PLACE = GaitSpec(
     'turn_in_place', 'serpenoid', ('pitch_yaw',), 'turn',
-    _TURN_IN_PLACE_PARAMS[:-1] + (
+    tuple(Param(p.name, p.unit, 0.01, p.meaning, p.lower, p.upper) if p.name == 'beta_yaw' else p
+          for p in _TURN_IN_PLACE_PARAMS[:-1]) + (
         Param('pivot', '1', 0.53, 'where the pitch amplitude changes sign, x = 0 tail .. 1 head: the profile '
               'is -cos(pi x / (2 pivot)) on the tail side, -cos(pi (1 + (x - pivot) / (1 - pivot)) / 2) '
               'on the head side', 0.2, 0.8),
         _TURN_IN_PLACE_PARAMS[-1]),
     'sidewinding whose pitch amplitude changes sign along the body (at the pivot): the tail half '
     'sidewinds one way and the head half the other, so the body turns on the spot; a right turn is the '
-    'left turn\'s mirror image', mirror_negative=True)
+    'left turn\'s mirror image', mirror_negative=True, max_phase_rate_rad_s=2.4,
+    max_phase_rate_why="the servos' drive: faster, it passes 80 % of stall in MuJoCo")
 
 CONICAL_SIDEWINDING = GaitSpec(
     'conical_sidewinding', 'serpenoid', ('pitch_yaw',), 'lateral',

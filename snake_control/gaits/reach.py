@@ -101,8 +101,9 @@ class CmdVelMeaning:
         if not self.follows:
             return 'ignores cmd_vel'
         ignored = [a for a in ('linear.x', 'linear.y', 'angular.z') if a not in self.follows]
-        cap = catalog.gait_spec(self.gait).max_phase_rate_rad_s
-        why = "the gait's own cap" if self.max_phase_rate_rad_s >= cap - 1e-9 else '80 % of the joint velocity limit'
+        spec = catalog.gait_spec(self.gait)
+        why = (spec.max_phase_rate_why if self.max_phase_rate_rad_s >= spec.max_phase_rate_rad_s - 1e-9
+               else '80 % of the joint velocity limit')
         parts = [f'faster: phase rate capped at {self.max_phase_rate_rad_s:.3g} rad/s ({why})']
         if self.modelled and self.curvature_range_rad_m is not None:
             parts.append(f'{self.mapping}: tighter turns keep the tightest curvature, yaw rate short'
