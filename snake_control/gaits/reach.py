@@ -20,9 +20,9 @@ Example:
     >>> from snake_control.robot import load_robot
     >>> m = cmd_vel_meaning(load_robot('pitch_yaw_32'), 'turn_in_place')    # the shipped calibration
     >>> m.follows, round(m.max_speed, 2), m.speed_unit, m.mapping
-    (('angular.z',), 0.15, 'rad/s', 'calibration')
+    (('angular.z',), 0.07, 'rad/s', 'calibration')
     >>> round(cmd_vel_meaning(load_robot('pitch_yaw_32'), 'turn_in_place', calibration=None).max_speed, 2)
-    0.26
+    0.11
 """
 from __future__ import annotations
 
