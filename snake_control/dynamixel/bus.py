@@ -323,6 +323,8 @@ class ServoBus:
     # Host monotonic s just before the last packet was written: no reply to it can have been sampled
     # earlier (a reply dated before it answers an earlier request).
     sent_s = math.nan
+    # When the last reply byte of the latest sync read was taken off the line (monotonic s).
+    replied_s = math.nan
 
     def __init__(self, port: str, baud: int, margin_ms: float = 10.0):
         if baud not in SUPPORTED_BAUDS:
@@ -636,6 +638,7 @@ class ServoBus:
             wanted = set(ids)
             if fast:
                 raw = self._read_fast_reply(reply_bytes, size)
+                self.replied_s = time.monotonic()
                 start = raw.find(P.HEADER + bytes((P.BROADCAST_ID,)))
                 if start >= 0:
                     body = raw[start:] if start else raw
@@ -691,6 +694,7 @@ class ServoBus:
                             out[pkt.servo_id] = (pkt.params[0], bytes(pkt.params[1:]))
                         elif not in_flight:
                             self.late.note(pkt)         # another read's reply, late
+                self.replied_s = time.monotonic()
                 if len(out) < n:
                     self.late.expect([sid for sid in ids if sid not in out], size, False,
                                      bytes(parser.buffer), in_flight=in_flight)

@@ -1371,7 +1371,10 @@ class Driver:
             # The cycle's replies are dated against the moment its request was written, not when the cycle
             # set out to ask: a thread switch between the two would pass a reply sampled in it.
             self._asked_s = self.bus.sent_s
-            self._first_read_span = (self._asked_s, replied)
+            # Ends when the replies came off the line, not on return: a thread switch after it would date
+            # the reading late.
+            off_line = getattr(self.bus, 'replied_s', math.nan)
+            self._first_read_span = (self._asked_s, off_line if self._asked_s <= off_line <= replied else replied)
         if got and not (defer and len(got) == len(ids)):
             got, stale = self._drop_stale(got, fast, replied, complete=len(got) == len(ids))
             if stale and not quick:
