@@ -9,6 +9,7 @@ minimised over MuJoCo's own contact points and normal forces (slow: serpenoid si
 line follows each run where the estimator's band misses the 10 % aim (docs/estimation.md, "Which
 contacts: the estimator's step on the true shape").
 """
+import math
 import time
 
 from snake_control.robot import load_robot
@@ -37,7 +38,7 @@ def main(runs=RUNS, duration_s=10.0):
         r = oracle_run(robot, gait, command, duration_s=duration_s, coulomb=coulomb)
         cells = []
         for rule in CONTACT_RULES + (('coulomb, MuJoCo loads',) if coulomb else ()):
-            cells.append(f'{r.error_pct(rule):6.1f} ({r.heading_errors_rad[rule] * 57.29578:+5.1f})')
+            cells.append(f'{r.error_pct(rule):6.1f} ({math.degrees(r.heading_errors_rad[rule]):+5.1f})')
         if not coulomb:
             cells.append('-')
         cmd = ','.join(f'{c:g}' for c in command)

@@ -6,17 +6,17 @@ import pytest
 
 from snake_control.estimation.contact import ContactSelector
 from snake_control.robot import load_robot
-from snake_control.validation.contact_oracle import (coulomb_planar_step, oracle_run, rule_contacts,
-                                                     se2_matrix)
+from snake_control.kinematics.lie import se2_matrix
+from snake_control.validation.contact_oracle import coulomb_planar_step, oracle_run, rule_contacts
 
 
 def test_the_coulomb_step_recovers_a_rigid_planar_motion_without_slip():
     rng = np.random.default_rng(3)
     p0 = rng.uniform(-0.3, 0.3, (7, 2))
     true = (0.012, -0.004, 0.03)                 # the chassis moved by this; the contacts held
-    m = se2_matrix(*true)
+    m = se2_matrix(true)
     # A held point p0 (start frame) is, in the end frame, R^T (p0 - t).
-    p1 = (p0 - m[:2, 3]) @ m[:2, :2]
+    p1 = (p0 - m[:2, 2]) @ m[:2, :2]
     axes = np.tile([1.0, 0.0], (7, 1))
     x = coulomb_planar_step(p0, p1, axes, np.ones(7), 0.15, 0.9)
     assert x == pytest.approx(true, abs=1e-6)

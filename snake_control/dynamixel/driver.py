@@ -1373,7 +1373,7 @@ class Driver:
             self._asked_s = self.bus.sent_s
             # Ends when the replies came off the line, not on return: a thread switch after it would date
             # the reading late.
-            off_line = getattr(self.bus, 'replied_s', math.nan)
+            off_line = self.bus.replied_s
             self._first_read_span = (self._asked_s, off_line if self._asked_s <= off_line <= replied else replied)
         if got and not (defer and len(got) == len(ids)):
             got, stale = self._drop_stale(got, fast, replied, complete=len(got) == len(ids))

@@ -217,14 +217,14 @@ AEH_SIDEWINDING = GaitSpec(
 # --- joint-space compound serpenoid gaits (docs/gaits.md) --------------------------------------------
 
 
-def _serp_params(a_yaw, a_pitch, w_s, delta, taper=0.0, stride=None, stride_unit='m'):
+def _serp_params(a_yaw, a_pitch, w_s, delta, taper=0.0, stride=None, stride_unit='m', beta_yaw=0.0):
     return (Param('A_yaw', 'rad', a_yaw, 'yaw joint amplitude', -PI / 2, PI / 2),
             Param('A_pitch', 'rad', a_pitch, 'pitch joint amplitude', -PI / 2, PI / 2),
             Param('w_s', 'rad/joint', w_s, 'spatial frequency: phase step from one joint to the next',
                   -PI, PI),
             Param('delta', 'rad', delta, 'phase of the yaw wave relative to the pitch wave',
                   -10 * PI, 10 * PI),
-            Param('beta_yaw', 'rad', 0.0, 'yaw offset (bends the body: turning)', -PI / 2, PI / 2),
+            Param('beta_yaw', 'rad', beta_yaw, 'yaw offset (bends the body: turning)', -PI / 2, PI / 2),
             Param('beta_pitch', 'rad', 0.0, 'pitch offset', -PI / 2, PI / 2),
             Param('taper', '1', taper,
                   'amplitude gradient along the body: A (1 + taper (x - 1/2)), x = 0 tail '
@@ -282,11 +282,11 @@ SERPENOID_ROLLING = GaitSpec(
 # max_phase_rate_rad_s 2.4: the servos' drive in MuJoCo peaks at 75 % of stall there, and at 94 % (above
 # 80 % half the time) at the joint-speed cap of 5.4 rad/s, an overload shutdown on real servos
 # (docs/physics.md, "The servos' drive").
-_TURN_IN_PLACE_PARAMS = _serp_params(0.5, 0.22, 0.8, PI / 2, taper=0.6, stride=_stride('rad', 0.3, '0.3 rad'))
+_TURN_IN_PLACE_PARAMS = _serp_params(0.5, 0.22, 0.8, PI / 2, taper=0.6, stride=_stride('rad', 0.3, '0.3 rad'),
+                                     beta_yaw=0.01)
 TURN_IN_PLACE = GaitSpec(
     'turn_in_place', 'serpenoid', ('pitch_yaw',), 'turn',
-    tuple(Param(p.name, p.unit, 0.01, p.meaning, p.lower, p.upper) if p.name == 'beta_yaw' else p
-          for p in _TURN_IN_PLACE_PARAMS[:-1]) + (
+    _TURN_IN_PLACE_PARAMS[:-1] + (
         Param('pivot', '1', 0.53, 'where the pitch amplitude changes sign, x = 0 tail .. 1 head: the profile '
               'is -cos(pi x / (2 pivot)) on the tail side, -cos(pi (1 + (x - pivot) / (1 - pivot)) / 2) '
               'on the head side', 0.2, 0.8),

@@ -257,20 +257,21 @@ class SnakeWorld:
         poses[:, 3, 3] = 1.0
         return poses
 
-    def floor_contacts(self, margin_m: float = 0.002) -> np.ndarray:
-        """(n_links,) bool: links touching the floor, i.e. with their lowest point within margin_m of it.
-
-        A pitch-yaw module's lowest point is on its capsule; a planar link's is its wheels' rim below the
-        axle. A margin, because a chain lying flat rests on whichever few modules the soft contacts
-        happen to load, the others hovering micrometres above the floor.
-        """
+    def lowest_points_m(self) -> np.ndarray:
+        """(n_links,) height (m) of each link's lowest point above the floor: a pitch-yaw module's is on
+        its capsule (a tilted one's lower end), a planar link's its wheels' rim below the axle."""
         poses = self.link_poses()
         if self.robot.kind == 'planar':
-            lowest = poses[:, 2, 3] - self.robot.wheels.radius_m
-        else:
-            half = 0.5 * self.robot.link_length_m * np.abs(poses[:, 2, 0])
-            lowest = poses[:, 2, 3] - half - self.robot.module_radius_m
-        return lowest < margin_m
+            return poses[:, 2, 3] - self.robot.wheels.radius_m
+        half = 0.5 * self.robot.link_length_m * np.abs(poses[:, 2, 0])
+        return poses[:, 2, 3] - half - self.robot.module_radius_m
+
+    def floor_contacts(self, margin_m: float = 0.002) -> np.ndarray:
+        """(n_links,) bool: links touching the floor, i.e. with their lowest point (lowest_points_m) within
+        margin_m of it. A margin, because a chain lying flat rests on whichever few modules the soft
+        contacts happen to load, the others hovering micrometres above the floor.
+        """
+        return self.lowest_points_m() < margin_m
 
     def link_pose(self, link: int | str) -> np.ndarray:
         """(4, 4) world pose of one link: an index 0..n_links-1, or 'tail', 'middle', 'head'."""

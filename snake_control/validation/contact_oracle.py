@@ -14,7 +14,7 @@ over the skin points MuJoCo reports as touching with its own normal forces N_i.
 
 Frames: the chassis here is planar (planar_chassis): origin the centroid of the link centres, x the
 body's principal axis in the floor plane (toward the head), z up; increments are (dx m, dy m, dtheta rad)
-in the chassis frame at the step's start.
+in the chassis frame at the step's start, composed as planar poses (kinematics.lie.se2_compose).
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from scipy.optimize import minimize
 
 from snake_control.estimation.contact import (LOAD_FLOOR, ContactSelector, contact_step,
                                               supporting_contacts)
+from snake_control.kinematics.lie import se2_compose, se3_inverse, wrap_angle, xyyaw_from_se3
 from snake_control.physics.mjcf import matching_axial_weight
 from snake_control.physics.world import SnakeWorld
 from snake_control.robot import Robot
@@ -59,24 +60,10 @@ def planar_chassis(link_poses) -> np.ndarray:
     return t
 
 
-def se2_matrix(dx_m: float, dy_m: float, dtheta_rad: float) -> np.ndarray:
-    """(4, 4) homogeneous matrix of a planar increment."""
-    t = np.eye(4)
-    c, s = math.cos(dtheta_rad), math.sin(dtheta_rad)
-    t[:2, :2] = ((c, -s), (s, c))
-    t[0, 3], t[1, 3] = dx_m, dy_m
-    return t
-
-
-def planar_pose(t) -> np.ndarray:
-    """(x m, y m, heading rad) of a (4, 4) pose with z up."""
-    return np.array([t[0, 3], t[1, 3], math.atan2(t[1, 0], t[0, 0])])
-
-
 def world_contacts(world: SnakeWorld):
     """MuJoCo's module-floor contacts now: links (m,) int, points_m (m, 3) world, normal_n (m,) > 0."""
     m, d = world.model, world.data
-    link_of_body = {int(b): i for i, b in enumerate(world._bodies)}
+    link_of_body = {int(b): i for i, b in enumerate(world.link_body_ids)}
     links, points, normals = [], [], []
     force = np.zeros(6)
     for j in range(d.ncon):
@@ -109,14 +96,6 @@ def coulomb_planar_step(p0_m, p1_m, axes, normal_n, mu_axial: float, mu_lateral:
         return float((n * np.sqrt((mu_axial * along) ** 2 + (mu_lateral * across) ** 2 + 1e-12)).sum())
     return minimize(power, np.zeros(3), method='Nelder-Mead',
                     options={'xatol': 1e-7, 'fatol': 1e-12, 'maxiter': 2000}).x
-
-
-def module_heights_m(link_poses, half_length_m: float, radius_m: float) -> np.ndarray:
-    """(n,) each module's lowest point above the lowest module's (m), z up: a tilted capsule touches with
-    its lower end."""
-    p = np.asarray(link_poses)
-    h = p[:, 2, 3] - half_length_m * np.abs(p[:, 2, 0]) - radius_m
-    return h - h.min()
 
 
 def rule_contacts(rule: str, heights_m, loaded, centres_m, selector: ContactSelector):
@@ -181,18 +160,22 @@ def oracle_run(robot: Robot, gait: str, command, duration_s: float = 10.0, warmu
     selector = ContactSelector(0.5 * rho, rho)
     keys = list(rules) + (['coulomb, MuJoCo loads'] if coulomb else [])
     prev = world.link_poses()
-    start = planar_chassis(prev)
+    c0 = planar_chassis(prev)
+    i0 = se3_inverse(c0)
+    start = xyyaw_from_se3(c0)
     est = {k: start.copy() for k in keys}
     loaded_count = 0
     n_steps = int(round(duration_s / period))
     for _ in range(n_steps):
         links, points, normals = world_contacts(world)
+        heights = world.lowest_points_m()
+        heights -= heights.min()
         world.set_goals(goal_fn(t))
         world.step(steps)
         t += period
         poses = world.link_poses()
-        c0, c1 = planar_chassis(prev), planar_chassis(poses)
-        i0, i1 = np.linalg.inv(c0), np.linalg.inv(c1)
+        c1 = planar_chassis(poses)
+        i1 = se3_inverse(c1)
         q0 = prev[:, :3, 3] @ i0[:3, :3].T + i0[:3, 3]
         q1 = poses[:, :3, 3] @ i1[:3, :3].T + i1[:3, 3]
         r0 = np.einsum('ij,kjl->kil', i0[:3, :3], prev[:, :3, :3])
@@ -200,13 +183,12 @@ def oracle_run(robot: Robot, gait: str, command, duration_s: float = 10.0, warmu
         loaded = np.zeros(robot.n_links, bool)
         loaded[links] = True
         loaded_count += int(loaded.sum())
-        heights = module_heights_m(prev, half, rho)
         for rule in rules:
             mask, weights = rule_contacts(rule, heights, loaded, q0, selector)
             step = contact_step(q0, r0, q1, r1, DOWN, rho, mask, weights=weights, axial_weight=axial_weight,
                                 half_length_m=half, coulomb_iterations=3, static_slip_m=0.01 * period)
             d = step.displacement
-            est[rule] = est[rule] @ se2_matrix(d[0], d[1], d[5])
+            est[rule] = se2_compose(est[rule], d[[0, 1, 5]])
         if coulomb and links.size:
             # Skin points fixed in their links: where the touching point of the step's start is at its end.
             local = np.einsum('kji,kj->ki', prev[links, :3, :3], points - prev[links, :3, 3])
@@ -217,17 +199,12 @@ def oracle_run(robot: Robot, gait: str, command, duration_s: float = 10.0, warmu
             axes /= np.linalg.norm(axes, axis=1, keepdims=True) + 1e-12
             x = coulomb_planar_step(p0, p1, axes, normals, world.options.axial_friction,
                                     world.options.lateral_friction)
-            est['coulomb, MuJoCo loads'] = est['coulomb, MuJoCo loads'] @ se2_matrix(*x)
+            est['coulomb, MuJoCo loads'] = se2_compose(est['coulomb, MuJoCo loads'], x)
         elif coulomb:
-            est['coulomb, MuJoCo loads'] = est['coulomb, MuJoCo loads'] @ (i0 @ c1)
-        prev = poses
-    end = planar_pose(planar_chassis(prev))
-    begin = planar_pose(start)
-    errors, headings = {}, {}
-    for k, pose in est.items():
-        p = planar_pose(pose)
-        errors[k] = float(np.hypot(*(p[:2] - end[:2])))
-        headings[k] = float(math.remainder(p[2] - end[2], 2 * math.pi))
-    return OracleResult(robot.name, gait, tuple(float(c) for c in command), float(np.hypot(*(end[:2] - begin[:2]))),
-                        float(math.remainder(end[2] - begin[2], 2 * math.pi)), errors, headings,
-                        loaded_count / max(n_steps, 1))
+            est['coulomb, MuJoCo loads'] = se2_compose(est['coulomb, MuJoCo loads'], xyyaw_from_se3(i0 @ c1))
+        prev, c0, i0 = poses, c1, i1
+    end = xyyaw_from_se3(c0)
+    errors = {k: float(np.hypot(*(p[:2] - end[:2]))) for k, p in est.items()}
+    headings = {k: float(wrap_angle(p[2] - end[2])) for k, p in est.items()}
+    return OracleResult(robot.name, gait, tuple(float(c) for c in command), float(np.hypot(*(end[:2] - start[:2]))),
+                        float(wrap_angle(end[2] - start[2])), errors, headings, loaded_count / max(n_steps, 1))
